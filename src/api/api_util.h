@@ -1,0 +1,29 @@
+// Helpers shared by the exported entry points in src/api/.
+#pragma once
+
+#include <nccl.h>
+
+#include "core/result.h"
+
+#define BRAID_EXPORT __attribute__((visibility("default")))
+
+// Declares an exported NCCL entry point `name` and its profiling alias `p<name>`.
+// The nccl* symbol is weak so a profiler can interpose it and call pnccl*.
+// Use as: BRAID_NCCL_API(ncclResult_t, ncclFoo, int a) { ...body... }
+#define BRAID_NCCL_API(ret, name, ...)                                             \
+  extern "C" BRAID_EXPORT ret p##name(__VA_ARGS__) __attribute__((alias(#name))); \
+  extern "C" BRAID_EXPORT __attribute__((weak)) ret name(__VA_ARGS__)
+
+namespace braid {
+
+// Records r's message as this thread's last error (ncclGetLastError), logs it at
+// WARN, and returns its code. Success passes through untouched.
+ncclResult_t report(const Result& r);
+
+// ncclInvalidUsage with "<function> is not supported by braid <version>: <why>".
+ncclResult_t notSupported(const char* function, const char* why);
+
+// The message ncclGetLastError returns for this thread ("" when none).
+const char* lastErrorMessage();
+
+}  // namespace braid

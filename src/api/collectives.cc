@@ -1,0 +1,165 @@
+// Entry points of the collectives and point-to-point calls: validate, record the
+// task in the current group, no logic beyond that.
+#include "api/api_util.h"
+#include "core/comm.h"
+#include "core/group.h"
+#include "core/log.h"
+#include "reduce/host_reduce.h"
+
+namespace braid {
+namespace {
+
+// Which ranks must pass a non-NULL buffer (when count > 0).
+enum class Need { None, All, Root, NonRoot };
+
+struct CallSpec {
+  const char* name;
+  Collective coll;
+  Need sendbuf;
+  Need recvbuf;
+  bool reduces;
+  bool rooted;  // `root` is a root rank (or, for send/recv, the peer)
+};
+
+bool needed(Need n, int rank, int root) {
+  return n == Need::All || (n == Need::Root && rank == root) || (n == Need::NonRoot && rank != root);
+}
+
+Result resolveOp(ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, const char* fn, RedOp* out) {
+  if (static_cast<int>(op) >= 0 && op < ncclNumOps) {
+    *out = makeBuiltinOp(op, type, comm->nranks);
+    return Result::success();
+  }
+  const int index = static_cast<int>(op) - ncclNumOps;
+  if (index < 0 || index >= static_cast<int>(comm->userOps.size()) || !comm->userOps[index].live)
+    return fail(ncclInvalidArgument, "%s: reduction op %d is neither built-in nor a live op created "
+                "with ncclRedOpCreatePreMulSum on this communicator", fn, static_cast<int>(op));
+  const UserRedOp& u = comm->userOps[index];
+  if (u.type != type)
+    return fail(ncclInvalidArgument, "%s: reduction op %d was created for %s but the call uses %s", fn,
+                static_cast<int>(op), typeName(u.type), typeName(type));
+  *out = makePreMulSum(type, u.residence == ncclScalarDevice ? u.scalarPtr : u.scalar);
+  return Result::success();
+}
+
+Result validate(const CallSpec& spec, Task& t, ncclRedOp_t op) {
+  BRAID_TRY(checkUsableComm(t.comm, spec.name));
+  ncclComm* comm = t.comm;
+  if (static_cast<int>(t.type) < 0 || t.type >= ncclNumTypes)
+    return fail(ncclInvalidArgument, "%s: datatype %d is not an NCCL datatype (0..%d)", spec.name,
+                static_cast<int>(t.type), ncclNumTypes - 1);
+  if (spec.rooted && (t.root < 0 || t.root >= comm->nranks))
+    return fail(ncclInvalidArgument, "%s: %s %d is out of range for a communicator of %d ranks",
+                spec.name, spec.coll == Collective::Send || spec.coll == Collective::Recv ? "peer" : "root",
+                t.root, comm->nranks);
+  if (spec.reduces) BRAID_TRY(resolveOp(comm, op, t.type, spec.name, &t.op));
+  else t.op = makeBuiltinOp(ncclSum, t.type, comm->nranks);
+  if (t.count > 0) {
+    if (needed(spec.sendbuf, comm->rank, t.root) && t.sendbuff == nullptr)
+      return fail(ncclInvalidArgument, "%s: rank %d passed a NULL send buffer with count %zu",
+                  spec.name, comm->rank, t.count);
+    if (needed(spec.recvbuf, comm->rank, t.root) && t.recvbuff == nullptr)
+      return fail(ncclInvalidArgument, "%s: rank %d passed a NULL receive buffer with count %zu",
+                  spec.name, comm->rank, t.count);
+  }
+  return Result::success();
+}
+
+ncclResult_t submit(const CallSpec& spec, Task t, ncclRedOp_t op = ncclSum) {
+  t.coll = spec.coll;
+  Result r = validate(spec, t, op);
+  if (!r.ok()) {
+    groupFail(r);
+    return report(r);
+  }
+  BRAID_INFO(kLogColl, "%s: opCount %llu sendbuff %p recvbuff %p count %zu datatype %s op %d root %d "
+             "comm %p [nranks=%d] stream %p", spec.name, static_cast<unsigned long long>(t.comm->opCount),
+             t.sendbuff, t.recvbuff, t.count, typeName(t.type), static_cast<int>(op), t.root,
+             static_cast<void*>(t.comm), t.comm->nranks, static_cast<void*>(t.stream));
+  return report(enqueueTask(t));
+}
+
+Task makeTask(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type, int root,
+              ncclComm_t comm, cudaStream_t stream) {
+  Task t;
+  t.comm = comm;
+  t.sendbuff = sendbuff;
+  t.recvbuff = recvbuff;
+  t.count = count;
+  t.type = type;
+  t.root = root;
+  t.stream = stream;
+  return t;
+}
+
+}  // namespace
+}  // namespace braid
+
+using braid::Collective;
+using braid::Need;
+
+BRAID_NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count,
+               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  static const braid::CallSpec spec{"ncclAllReduce", Collective::AllReduce, Need::All, Need::All, true, false};
+  return braid::submit(spec, braid::makeTask(sendbuff, recvbuff, count, datatype, 0, comm, stream), op);
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
+               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  static const braid::CallSpec spec{"ncclReduceScatter", Collective::ReduceScatter, Need::All, Need::All, true, false};
+  return braid::submit(spec, braid::makeTask(sendbuff, recvbuff, recvcount, datatype, 0, comm, stream), op);
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
+               ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  static const braid::CallSpec spec{"ncclAllGather", Collective::AllGather, Need::All, Need::All, false, false};
+  return braid::submit(spec, braid::makeTask(sendbuff, recvbuff, sendcount, datatype, 0, comm, stream));
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count,
+               ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  static const braid::CallSpec spec{"ncclBroadcast", Collective::Broadcast, Need::Root, Need::All, false, true};
+  return braid::submit(spec, braid::makeTask(sendbuff, recvbuff, count, datatype, root, comm, stream));
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root,
+               ncclComm_t comm, cudaStream_t stream) {
+  static const braid::CallSpec spec{"ncclBcast", Collective::Broadcast, Need::Root, Need::All, false, true};
+  return braid::submit(spec, braid::makeTask(buff, buff, count, datatype, root, comm, stream));
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count,
+               ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  static const braid::CallSpec spec{"ncclReduce", Collective::Reduce, Need::All, Need::Root, true, true};
+  return braid::submit(spec, braid::makeTask(sendbuff, recvbuff, count, datatype, root, comm, stream), op);
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count,
+               ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  static const braid::CallSpec spec{"ncclAlltoAll", Collective::AllToAll, Need::All, Need::All, false, false};
+  return braid::submit(spec, braid::makeTask(sendbuff, recvbuff, count, datatype, 0, comm, stream));
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count,
+               ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  static const braid::CallSpec spec{"ncclGather", Collective::Gather, Need::All, Need::Root, false, true};
+  return braid::submit(spec, braid::makeTask(sendbuff, recvbuff, count, datatype, root, comm, stream));
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count,
+               ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  static const braid::CallSpec spec{"ncclScatter", Collective::Scatter, Need::Root, Need::All, false, true};
+  return braid::submit(spec, braid::makeTask(sendbuff, recvbuff, count, datatype, root, comm, stream));
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype,
+               int peer, ncclComm_t comm, cudaStream_t stream) {
+  static const braid::CallSpec spec{"ncclSend", Collective::Send, Need::All, Need::None, false, true};
+  return braid::submit(spec, braid::makeTask(sendbuff, nullptr, count, datatype, peer, comm, stream));
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+               ncclComm_t comm, cudaStream_t stream) {
+  static const braid::CallSpec spec{"ncclRecv", Collective::Recv, Need::None, Need::All, false, true};
+  return braid::submit(spec, braid::makeTask(nullptr, recvbuff, count, datatype, peer, comm, stream));
+}

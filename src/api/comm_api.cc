@@ -1,0 +1,163 @@
+// Entry points that create, query and destroy communicators.
+#include <cstring>
+#include <thread>
+
+#include "api/api_util.h"
+#include "core/comm.h"
+#include "core/group.h"
+#include "core/init.h"
+#include "core/log.h"
+
+namespace braid {
+namespace {
+
+Result checkInitArgs(ncclComm_t* out, int nranks, int rank, const char* fn) {
+  if (out == nullptr) return fail(ncclInvalidArgument, "%s: comm output pointer is NULL", fn);
+  if (nranks < 1) return fail(ncclInvalidArgument, "%s: nranks %d must be at least 1", fn, nranks);
+  if (rank < 0 || rank >= nranks)
+    return fail(ncclInvalidArgument, "%s: rank %d is out of range for %d ranks", fn, rank, nranks);
+  return Result::success();
+}
+
+// Blocking: joins now (or at the end of the open group). Nonblocking: joins on a
+// thread of its own and reports ncclInProgress until ncclCommGetAsyncError says
+// otherwise.
+ncclResult_t startInit(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
+                       const ncclConfig_t* config, const char* fn) {
+  Result r = checkInitArgs(out, nranks, rank, fn);
+  CommSettings settings;
+  if (r.ok()) r = makeCommSettings(config, &settings);
+  if (!r.ok()) {
+    groupFail(r);
+    return report(r);
+  }
+  ncclComm* comm = allocateComm(rank, nranks, settings);
+  *out = comm;
+  if (!settings.blocking) {
+    comm->initThread = std::thread([comm, id, nranks, rank] {
+      Result res = initCommunicator(comm, id, nranks, rank);
+      if (!res.ok()) BRAID_WARN("%s", res.message().c_str());
+    });
+    return ncclInProgress;
+  }
+  return report(enqueueInit([comm, id, nranks, rank] { return initCommunicator(comm, id, nranks, rank); }));
+}
+
+}  // namespace
+}  // namespace braid
+
+using namespace braid;
+
+BRAID_NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
+  if (uniqueId == nullptr) return report(fail(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL"));
+  return report(createUniqueId(uniqueId));
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return startInit(comm, nranks, commId, rank, nullptr, "ncclCommInitRank");
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks, ncclUniqueId commId,
+               int rank, ncclConfig_t* config) {
+  return startInit(comm, nranks, commId, rank, config, "ncclCommInitRankConfig");
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* devlist) {
+  if (comms == nullptr) return report(fail(ncclInvalidArgument, "ncclCommInitAll: comms is NULL"));
+  if (ndev < 1) return report(fail(ncclInvalidArgument, "ncclCommInitAll: ndev %d must be at least 1", ndev));
+  ncclUniqueId id;
+  Result r = createPrivateUniqueId(&id);
+  CommSettings settings;
+  if (r.ok()) r = makeCommSettings(nullptr, &settings);
+  if (!r.ok()) return report(r);
+  settings.blocking = true;
+  std::vector<ncclComm*> made(ndev);
+  std::vector<Result> results(ndev);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < ndev; ++i) {
+    made[i] = allocateComm(i, ndev, settings);
+    made[i]->cudaDev = devlist ? devlist[i] : i;
+    threads.emplace_back([&, i] { results[i] = initCommunicator(made[i], id, ndev, i); });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < ndev; ++i) {
+    if (results[i].ok()) continue;
+    for (ncclComm* c : made) destroyComm(c);
+    return report(results[i]);
+  }
+  for (int i = 0; i < ndev; ++i) comms[i] = made[i];
+  return ncclSuccess;
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+               ncclConfig_t* config) {
+  if (newcomm == nullptr) return report(fail(ncclInvalidArgument, "ncclCommSplit: newcomm is NULL"));
+  Result r = checkUsableComm(comm, "ncclCommSplit");
+  CommSettings settings;
+  if (r.ok()) {
+    settings = comm->settings;
+    if (config) r = makeCommSettings(config, &settings);
+  }
+  if (r.ok()) r = splitCommunicator(comm, color, key, settings, newcomm);
+  return report(r);
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
+  Result r = checkUsableComm(comm, "ncclCommFinalize");
+  if (!r.ok()) return report(r);
+  // Operations on host memory complete before their call returns: nothing is in flight.
+  comm->state.store(static_cast<int>(CommState::Finalized));
+  return ncclSuccess;
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;  // as NCCL: destroying NULL is a no-op
+  Result r = checkComm(comm, "ncclCommDestroy");
+  if (!r.ok()) return report(r);
+  destroyComm(comm);
+  return ncclSuccess;
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  Result r = checkComm(comm, "ncclCommAbort");
+  if (!r.ok()) return report(r);
+  comm->abortFlag = 1;
+  if (comm->bootstrap) comm->bootstrap->abort();
+  comm->state.store(static_cast<int>(CommState::Aborted));
+  destroyComm(comm);
+  return ncclSuccess;
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
+  if (asyncError == nullptr)
+    return report(fail(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL"));
+  Result r = checkComm(comm, "ncclCommGetAsyncError");
+  if (!r.ok()) return report(r);
+  *asyncError = comm->asyncError.load();
+  return ncclSuccess;
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
+  if (count == nullptr) return report(fail(ncclInvalidArgument, "ncclCommCount: count is NULL"));
+  Result r = checkComm(comm, "ncclCommCount");
+  if (!r.ok()) return report(r);
+  *count = comm->nranks;
+  return ncclSuccess;
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
+  if (device == nullptr) return report(fail(ncclInvalidArgument, "ncclCommCuDevice: device is NULL"));
+  Result r = checkComm(comm, "ncclCommCuDevice");
+  if (!r.ok()) return report(r);
+  *device = comm->cudaDev;
+  return ncclSuccess;
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
+  if (rank == nullptr) return report(fail(ncclInvalidArgument, "ncclCommUserRank: rank is NULL"));
+  Result r = checkComm(comm, "ncclCommUserRank");
+  if (!r.ok()) return report(r);
+  *rank = comm->rank;
+  return ncclSuccess;
+}

@@ -1,0 +1,101 @@
+// Version, groups, user reduction ops, memory helpers and buffer registration.
+#include <cstdlib>
+#include <cstring>
+
+#include "api/api_util.h"
+#include "core/comm.h"
+#include "core/group.h"
+#include "reduce/host_reduce.h"
+
+using namespace braid;
+
+BRAID_NCCL_API(ncclResult_t, ncclGetVersion, int* version) {
+  if (version == nullptr) return report(fail(ncclInvalidArgument, "ncclGetVersion: version is NULL"));
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclGroupStart) {
+  groupStart();
+  return ncclSuccess;
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclGroupEnd) { return report(groupEnd()); }
+
+BRAID_NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar,
+               ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm) {
+  Result r = checkUsableComm(comm, "ncclRedOpCreatePreMulSum");
+  if (r.ok() && (op == nullptr || scalar == nullptr))
+    r = fail(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: op and scalar must not be NULL");
+  if (r.ok() && (static_cast<int>(datatype) < 0 || datatype >= ncclNumTypes))
+    r = fail(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: datatype %d is invalid", static_cast<int>(datatype));
+  if (r.ok() && residence != ncclScalarHostImmediate && residence != ncclScalarDevice)
+    r = fail(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: residence %d is invalid", static_cast<int>(residence));
+  if (!r.ok()) return report(r);
+  UserRedOp u;
+  u.live = true;
+  u.type = datatype;
+  u.residence = residence;
+  if (residence == ncclScalarHostImmediate) memcpy(u.scalar, scalar, typeSize(datatype));
+  else u.scalarPtr = scalar;
+  size_t slot = 0;
+  while (slot < comm->userOps.size() && comm->userOps[slot].live) ++slot;
+  if (slot == comm->userOps.size()) comm->userOps.push_back(u);
+  else comm->userOps[slot] = u;
+  *op = static_cast<ncclRedOp_t>(ncclNumOps + static_cast<int>(slot));
+  return ncclSuccess;
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
+  Result r = checkComm(comm, "ncclRedOpDestroy");
+  const int slot = static_cast<int>(op) - ncclNumOps;
+  if (r.ok() && (slot < 0 || slot >= static_cast<int>(comm->userOps.size()) || !comm->userOps[slot].live))
+    r = fail(ncclInvalidArgument, "ncclRedOpDestroy: op %d was not created on this communicator "
+             "(or was destroyed already)", static_cast<int>(op));
+  if (!r.ok()) return report(r);
+  comm->userOps[slot].live = false;
+  return ncclSuccess;
+}
+
+// Without a GPU path yet, ncclMemAlloc hands out page-aligned host memory, which
+// every braid collective accepts.
+BRAID_NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
+  if (ptr == nullptr) return report(fail(ncclInvalidArgument, "ncclMemAlloc: ptr is NULL"));
+  if (size == 0) {
+    *ptr = nullptr;
+    return ncclSuccess;
+  }
+  if (posix_memalign(ptr, 4096, size) != 0)
+    return report(fail(ncclSystemError, "ncclMemAlloc: cannot allocate %zu bytes of host memory", size));
+  return ncclSuccess;
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
+  free(ptr);
+  return ncclSuccess;
+}
+
+namespace {
+struct Registration {
+  void* buff;
+  size_t size;
+};
+}  // namespace
+
+// Host buffers need no registration; the handle only records what was given.
+BRAID_NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  Result r = checkComm(comm, "ncclCommRegister");
+  if (r.ok() && (handle == nullptr || (buff == nullptr && size > 0)))
+    r = fail(ncclInvalidArgument, "ncclCommRegister: buff and handle must not be NULL");
+  if (!r.ok()) return report(r);
+  *handle = std::make_unique<Registration>(Registration{buff, size}).release();
+  return ncclSuccess;
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {
+  Result r = checkComm(comm, "ncclCommDeregister");
+  if (r.ok() && handle == nullptr) r = fail(ncclInvalidArgument, "ncclCommDeregister: handle is NULL");
+  if (!r.ok()) return report(r);
+  std::unique_ptr<Registration> owned(static_cast<Registration*>(handle));
+  return ncclSuccess;
+}
