@@ -1,0 +1,99 @@
+// The communicator: what a rank knows about its job, and the connections it has
+// made so far. `struct ncclComm` is the type behind the API's ncclComm_t.
+#pragma once
+
+#include <nccl.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "core/result.h"
+#include "reduce/host_reduce.h"
+#include "transports/transport.h"
+
+namespace braid {
+
+// Settings fixed at init from the environment and the user's ncclConfig_t.
+struct CommSettings {
+  bool blocking = true;
+  size_t slotBytes = 512 * 1024;  // one FIFO slot = the largest step
+  int nslots = 8;
+  int nchannels = 1;
+  double timeoutSeconds = 600;
+  std::string name;
+};
+
+// A user-defined reduction (ncclRedOpCreatePreMulSum).
+struct UserRedOp {
+  bool live = false;
+  ncclDataType_t type = ncclFloat32;
+  ncclScalarResidence_t residence = ncclScalarHostImmediate;
+  alignas(8) uint8_t scalar[8] = {};  // HostImmediate: the value
+  const void* scalarPtr = nullptr;    // Device residence: read when the op runs
+};
+
+struct ConnectionKey {
+  int peer;
+  int channel;
+  bool operator<(const ConnectionKey& o) const {
+    return peer != o.peer ? peer < o.peer : channel < o.channel;
+  }
+};
+
+enum class CommState { Initializing, Ready, Failed, Finalized, Aborted };
+
+}  // namespace braid
+
+struct ncclComm {
+  int rank = -1;
+  int nranks = 0;
+  int cudaDev = -1;
+  braid::CommSettings settings;
+
+  std::unique_ptr<braid::Bootstrap> bootstrap;
+  std::vector<braid::PeerInfo> peers;
+  std::vector<std::unique_ptr<braid::Transport>> transports;
+  std::map<braid::ConnectionKey, std::unique_ptr<braid::SendConnection>> sendConns;
+  std::map<braid::ConnectionKey, std::unique_ptr<braid::RecvConnection>> recvConns;
+  std::vector<braid::UserRedOp> userOps;
+
+  uint64_t opCount = 0;  // collectives issued, for diagnosis
+  std::atomic<int> state{static_cast<int>(braid::CommState::Initializing)};
+  std::atomic<ncclResult_t> asyncError{ncclInProgress};
+  volatile uint32_t abortFlag = 0;
+  std::thread initThread;  // nonblocking init runs here
+  std::string initError;   // message of a failed nonblocking init
+
+  braid::CommState currentState() const { return static_cast<braid::CommState>(state.load()); }
+};
+
+namespace braid {
+
+// Communicators alive in this process. The API checks every handle against it so
+// that a destroyed or never-initialised communicator is an error, not a crash.
+void registerComm(ncclComm* comm);
+void unregisterComm(ncclComm* comm);
+bool isLiveComm(const ncclComm* comm);
+
+// Validates a handle passed by the user; `what` names the calling function.
+Result checkComm(const ncclComm* comm, const char* what);
+// As checkComm, and waits for a nonblocking init to finish; fails if the
+// communicator is in error, finalized or aborted.
+Result checkUsableComm(ncclComm* comm, const char* what);
+
+// Marks the communicator failed (ncclCommGetAsyncError reports `r`'s code).
+void setCommError(ncclComm* comm, const Result& r);
+
+// The transport for a pair of ranks: the first of comm->transports that can join them.
+Transport* selectTransport(ncclComm* comm, int peer);
+
+Deadline deadlineFromNow(const ncclComm* comm);
+
+}  // namespace braid

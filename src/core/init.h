@@ -1,0 +1,29 @@
+// Creating, splitting and tearing down communicators.
+#pragma once
+
+#include <nccl.h>
+
+#include "core/comm.h"
+
+namespace braid {
+
+// Settings from the environment, overridden by the user's config (which may be
+// NULL). Rejects a config not made with NCCL_CONFIG_INITIALIZER.
+Result makeCommSettings(const ncclConfig_t* config, CommSettings* out);
+
+// Joins the job and fills `comm` (already allocated and registered). On failure
+// the communicator is left in the Failed state with the message recorded.
+Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int rank);
+
+// Allocates and registers an empty communicator in the Initializing state.
+ncclComm* allocateComm(int rank, int nranks, const CommSettings& settings);
+
+// Collective over `parent`: every rank passes its color and key; ranks with
+// color NCCL_SPLIT_NOCOLOR get NULL.
+Result splitCommunicator(ncclComm* parent, int color, int key, const CommSettings& settings,
+                         ncclComm** out);
+
+// Releases every resource; the handle is invalid afterwards.
+void destroyComm(ncclComm* comm);
+
+}  // namespace braid

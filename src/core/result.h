@@ -1,0 +1,47 @@
+// Internal error carrier: a result code plus a message that says what went wrong
+// and what to do. The API layer turns it into ncclResult_t and records the
+// message for ncclGetLastError.
+#pragma once
+
+#include <nccl.h>
+
+#include <string>
+#include <utility>
+
+namespace braid {
+
+class [[nodiscard]] Result {
+ public:
+  Result() = default;
+  Result(ncclResult_t code, std::string message) : code_(code), message_(std::move(message)) {}
+
+  static Result success() { return Result(); }
+
+  bool ok() const { return code_ == ncclSuccess; }
+  ncclResult_t code() const { return code_; }
+  const std::string& message() const { return message_; }
+
+  // Prefixes context ("while connecting to rank 3: ...") as the error travels up.
+  Result& context(const std::string& what) {
+    if (!ok()) message_ = what + ": " + message_;
+    return *this;
+  }
+
+ private:
+  ncclResult_t code_ = ncclSuccess;
+  std::string message_;
+};
+
+// printf-style constructor for failures.
+Result fail(ncclResult_t code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// A system call failed: message includes strerror(errno) captured at the call.
+Result systemFail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+}  // namespace braid
+
+#define BRAID_TRY(expr)                         \
+  do {                                          \
+    ::braid::Result braid_try_result_ = (expr); \
+    if (!braid_try_result_.ok()) return braid_try_result_; \
+  } while (0)

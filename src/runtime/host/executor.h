@@ -1,0 +1,46 @@
+// Runs plans on host memory: the calling thread walks every lane of every
+// operation of a group, a step at a time, until all are done.
+#pragma once
+
+#include <vector>
+
+#include "core/comm.h"
+#include "reduce/host_reduce.h"
+#include "schedule/plan.h"
+
+namespace braid {
+
+// The buffers and arithmetic of one operation.
+struct BoundOp {
+  const char* input = nullptr;
+  char* output = nullptr;
+  size_t elemSize = 0;
+  RedOp op;
+};
+
+// A step with its connections resolved.
+struct BoundStep {
+  Step step;
+  uint32_t op = 0;  // index into HostWork::ops
+  SendConnection* send = nullptr;
+  RecvConnection* recv = nullptr;
+};
+
+struct LaneWork {
+  ncclComm* comm = nullptr;
+  std::vector<BoundStep> steps;
+  size_t next = 0;
+};
+
+struct HostWork {
+  std::vector<BoundOp> ops;
+  std::vector<LaneWork> lanes;
+  std::vector<SendConnection*> sends;  // every send connection the lanes use, once each
+};
+
+// Returns when every lane is done and every send has left this process, or with
+// an error (naming the lane's rank and the peer it waited for) on timeout,
+// abort or a transport failure.
+Result runHostWork(HostWork& work);
+
+}  // namespace braid

@@ -1,0 +1,30 @@
+// Per-family generators behind generatePlan(); each appends lanes to `plan`.
+#pragma once
+
+#include "schedule/generate.h"
+
+namespace braid {
+
+// A contiguous range of elements one channel lane is responsible for.
+struct ElemRange {
+  size_t begin = 0;
+  size_t end = 0;
+  size_t size() const { return end - begin; }
+};
+
+// Splits [0, count) over up to `nchannels` lanes, never making a lane smaller
+// than `minPerChannel` elements (so small calls use one lane).
+std::vector<ElemRange> splitOverChannels(size_t count, int nchannels, size_t minPerChannel);
+
+void ringAllReduce(const CollShape& s, ElemRange range, Lane* lane);
+void ringReduceScatter(const CollShape& s, ElemRange range, Lane* lane);
+void ringAllGather(const CollShape& s, ElemRange range, Lane* lane);
+void chainBroadcast(const CollShape& s, ElemRange range, Lane* lane);
+void chainReduce(const CollShape& s, ElemRange range, Lane* lane);
+
+void pairwiseAllToAll(const CollShape& s, Plan* plan);
+void directGather(const CollShape& s, Plan* plan);
+void directScatter(const CollShape& s, Plan* plan);
+void pointToPoint(const CollShape& s, Plan* plan);
+
+}  // namespace braid

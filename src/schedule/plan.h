@@ -1,0 +1,82 @@
+// A plan is the data a collective becomes: per rank, lanes of ordered steps.
+// Generators (pure functions, no I/O) produce it; the host executor (and later
+// the device executor) runs it; the symbolic checker proves it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace braid {
+
+enum class Collective : uint8_t {
+  AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, AllToAll, Gather, Scatter, Send, Recv,
+};
+const char* collectiveName(Collective c);
+bool isReduction(Collective c);
+
+// The primitives a step can be. "Recv" reads the oldest slot from recvPeer,
+// "Send" fills a slot for sendPeer; src/dst are local buffers.
+enum class StepKind : uint8_t {
+  Send,                // slot(sendPeer) = load(src)
+  Recv,                // dst = slot(recvPeer)
+  RecvReduceSend,      // slot(sendPeer) = slot(recvPeer) op load(src)
+  RecvReduceCopy,      // dst = slot(recvPeer) op load(src)
+  RecvReduceCopySend,  // dst = slot(sendPeer) = slot(recvPeer) op load(src)
+  RecvCopySend,        // dst = slot(sendPeer) = slot(recvPeer)
+  Copy,                // dst = load(src)
+};
+const char* stepKindName(StepKind k);
+bool stepSends(StepKind k);
+bool stepReceives(StepKind k);
+bool stepReadsSrc(StepKind k);
+bool stepWritesDst(StepKind k);
+
+enum class Buffer : uint8_t { Input, Output };
+
+struct BufferRef {
+  Buffer buffer = Buffer::Input;
+  size_t offset = 0;  // in elements
+};
+
+struct Step {
+  StepKind kind = StepKind::Copy;
+  int32_t sendPeer = -1;
+  int32_t recvPeer = -1;
+  BufferRef src;
+  BufferRef dst;
+  size_t count = 0;              // elements; every step moves at most one slot
+  bool srcIsContribution = false;  // src holds this rank's raw input: apply PreMulSum
+  bool final = false;              // produces the finished value: apply SumPostDiv
+};
+
+// A lane is a sequence of steps run in order; lanes run concurrently. Lanes with
+// equal keys from several operations of one group are concatenated in call
+// order, which every rank does alike, so FIFO order matches on both ends.
+enum class LaneKind : uint8_t { Channel, PeerSend, PeerRecv };
+struct LaneKey {
+  LaneKind kind = LaneKind::Channel;
+  int32_t index = 0;  // channel number, or peer rank
+  bool operator==(const LaneKey& o) const { return kind == o.kind && index == o.index; }
+  bool operator<(const LaneKey& o) const {
+    return kind != o.kind ? kind < o.kind : index < o.index;
+  }
+};
+
+struct Lane {
+  LaneKey key;
+  int32_t channel = 0;  // which connections its steps use: (peer, channel)
+  std::vector<Step> steps;
+};
+
+struct Plan {
+  std::vector<Lane> lanes;
+};
+
+// Channel used by point-to-point style lanes (send/recv, all-to-all, gather, scatter).
+constexpr int32_t kPeerChannel = 63;
+
+std::string describePlan(const Plan& plan);
+
+}  // namespace braid
