@@ -1,0 +1,71 @@
+// Out-of-band channel between the ranks of one communicator: the unique id, the
+// root that introduces ranks to each other, and tagged point-to-point messages
+// over TCP used for connection set-up, split and small collectives at init.
+#pragma once
+
+#include <nccl.h>
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "core/result.h"
+#include "transports/transport.h"
+
+namespace braid {
+
+// Fills `id` with the root's address and a random magic. Without NCCL_COMM_ID it
+// starts a root thread in this process that lives until every rank has checked
+// in (or BRAID_BOOTSTRAP_TIMEOUT passes). With NCCL_COMM_ID=<host>:<port> every
+// process gets the same id without starting anything, and rank 0's
+// Bootstrap::create() runs the root at that address.
+Result createUniqueId(ncclUniqueId* id);
+
+// Like createUniqueId without NCCL_COMM_ID, whatever the environment says: a
+// fresh random magic and a root thread in this process. For ids that braid makes
+// for itself (ncclCommSplit, ncclCommInitAll), which must not collide with the
+// user's NCCL_COMM_ID job.
+Result createPrivateUniqueId(ncclUniqueId* id);
+
+// Tags used by the rest of braid; users of send/recv pick from these ranges.
+enum BootstrapTag : uint32_t {
+  kTagAllGather = 1,
+  kTagBarrier = 2,
+  kTagSplit = 3,
+  kTagConnectBase = 0x1000,  // + channel, for transport blobs
+};
+
+class Bootstrap {
+ public:
+  virtual ~Bootstrap() = default;
+
+  // Joins the job named by `id` as `rank` of `nranks`; returns once every rank's
+  // address is known. Fails with a message naming the missing ranks at `deadline`.
+  static Result create(const ncclUniqueId& id, int rank, int nranks, Deadline deadline,
+                       std::unique_ptr<Bootstrap>* out);
+
+  virtual int rank() const = 0;
+  virtual int nranks() const = 0;
+  // The local address chosen for this job (NCCL_SOCKET_IFNAME, else the interface
+  // that reaches the root, else loopback); transports listen on the same one.
+  virtual const sockaddr_storage& localAddress() const = 0;  // port 0
+  // Where this rank's bootstrap listens (localAddress() plus its port): for logs
+  // and tests.
+  virtual const sockaddr_storage& listenAddress() const = 0;
+
+  // Tagged messages; a message for (peer, tag) is delivered in order of sending.
+  // recv() needs exactly `bytes`; a size mismatch is an error naming both.
+  virtual Result send(int peer, uint32_t tag, const void* data, size_t bytes) = 0;
+  virtual Result recv(int peer, uint32_t tag, void* data, size_t bytes, Deadline deadline) = 0;
+
+  // `data` holds nranks blocks of `bytes`; block rank() is ours on entry, all
+  // blocks are filled on return.
+  virtual Result allGather(void* data, size_t bytes, Deadline deadline) = 0;
+  virtual Result barrier(Deadline deadline) = 0;
+
+  // Makes every blocked or later call fail promptly (ncclCommAbort).
+  virtual void abort() = 0;
+};
+
+}  // namespace braid
