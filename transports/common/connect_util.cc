@@ -1,0 +1,72 @@
+#include "transports/common/connect_util.h"
+
+#include <nccl.h>
+#include <sched.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+namespace braid {
+
+std::string describePeer(const PeerInfo& peer) {
+  char host[sizeof(peer.hostname) + 1] = {};
+  memcpy(host, peer.hostname, sizeof(peer.hostname));
+  return "rank " + std::to_string(peer.rank) + " (host " + (host[0] ? host : "?") + ", pid " +
+         std::to_string(peer.pid) + ")";
+}
+
+uint64_t randomU64() {
+  uint64_t v = 0;
+  ssize_t n;
+  do {
+    n = getrandom(&v, sizeof(v), 0);
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(sizeof(v))) {
+    // No entropy source: mix time and address bits; uniqueness, not secrecy, matters.
+    static std::atomic<uint64_t> counter{0};
+    v = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+        (counter.fetch_add(1) * 0x9e3779b97f4a7c15ull) ^ reinterpret_cast<uintptr_t>(&v);
+  }
+  return v;
+}
+
+bool abortRequested(const ConnectRequest& req) {
+  // Atomic load: the flag is set by another thread (ncclCommAbort) or a kernel.
+  return req.abortFlag != nullptr && __atomic_load_n(req.abortFlag, __ATOMIC_RELAXED) != 0;
+}
+
+Result checkWait(const ConnectRequest& req, const std::string& what) {
+  if (abortRequested(req))
+    return fail(ncclInternalError, "aborted while waiting for %s", what.c_str());
+  if (Clock::now() >= req.deadline)
+    return fail(ncclRemoteError,
+                "timed out waiting for %s; check that rank's log for an earlier error, or raise "
+                "the connect timeout",
+                what.c_str());
+  return Result::success();
+}
+
+int pollTimeoutMs(const ConnectRequest& req) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(req.deadline - Clock::now());
+  return static_cast<int>(std::clamp<int64_t>(left.count(), 0, 10));
+}
+
+void backoff(int* round) {
+  // A few yields keep hand-offs between threads on one core fast; after that
+  // sleep up to 1 ms so a waiting rank does not steal the peer's core.
+  if (*round < 16) {
+    sched_yield();
+  } else {
+    long ns = std::min(1000000L, 1000L << std::min(*round - 16, 10));
+    timespec ts{0, ns};
+    nanosleep(&ts, nullptr);
+  }
+  ++*round;
+}
+
+}  // namespace braid

@@ -1,0 +1,18 @@
+// Transport between ranks of one process (thread ranks, tests, and a rank
+// talking to itself): the FIFO is plain heap memory shared by both sides.
+#pragma once
+
+#include <memory>
+
+#include "transports/transport.h"
+
+namespace braid {
+
+// canConnect: both ranks in this process (equal PeerInfo::processId), including
+// self == peer. The blob names a FIFO registered in this process; the FIFO is
+// jointly owned by both connections, so either may be destroyed first. The
+// endpoint must outlive the sender's connect() (accept() waits for it); a blob
+// whose endpoint is gone fails cleanly instead of touching freed memory.
+std::unique_ptr<Transport> makeInprocTransport();
+
+}  // namespace braid

@@ -1,0 +1,171 @@
+#include "transports/shm/shm_transport.h"
+
+#include <nccl.h>
+
+#include "core/env.h"
+#include "core/log.h"
+#include "transports/common/blob_io.h"
+#include "transports/common/connect_util.h"
+#include "transports/common/fifo.h"
+#include "transports/shm/shm_segment.h"
+
+namespace braid {
+namespace {
+
+constexpr uint64_t kBlobMagic = 0x4d4853444941524bull;  // "KRAIDSHM"
+constexpr size_t kMaxNameLength = 255;
+
+std::string purposeOf(const ConnectRequest& req, const char* direction) {
+  return std::string("channel ") + std::to_string(req.channel) + " " + direction + " " +
+         describePeer(req.peer);
+}
+
+class ShmSend final : public SendConnection {
+ public:
+  ShmSend(ShmMapping mapping, const fifo::Layout& layout)
+      : mapping_(std::move(mapping)), sender_(fifo::Region(mapping_.data(), layout)) {}
+  void* acquire() override { return sender_.acquire(); }
+  void post(size_t bytes) override { sender_.post(bytes); }
+  Result progress() override { return Result::success(); }
+  bool flushed() const override { return true; }
+
+ private:
+  ShmMapping mapping_;
+  fifo::Sender sender_;
+};
+
+class ShmRecv final : public RecvConnection {
+ public:
+  ShmRecv(ShmMapping mapping, const fifo::Layout& layout, std::string peer)
+      : mapping_(std::move(mapping)), receiver_(fifo::Region(mapping_.data(), layout)),
+        slotBytes_(layout.slotBytes), peer_(std::move(peer)) {}
+  const void* peek(size_t* bytes) override { return receiver_.peek(bytes); }
+  void release() override { receiver_.release(); }
+  Result progress() override {
+    if (receiver_.badSize())
+      return fail(ncclRemoteError, "shared memory FIFO from %s holds a slot of %llu bytes, "
+                  "more than the slot size %zu: the peer corrupted the segment",
+                  peer_.c_str(), static_cast<unsigned long long>(receiver_.badSize()),
+                  slotBytes_);
+    return Result::success();
+  }
+
+ private:
+  ShmMapping mapping_;
+  fifo::Receiver receiver_;
+  size_t slotBytes_;
+  std::string peer_;
+};
+
+class ShmEndpoint final : public RecvEndpoint {
+ public:
+  ShmEndpoint(const ConnectRequest& req, const fifo::Layout& layout, ShmName name,
+              ShmMapping mapping)
+      : req_(req), layout_(layout), name_(std::move(name)), mapping_(std::move(mapping)) {
+    BlobWriter(&blob_)
+        .put(kBlobMagic)
+        .put(static_cast<uint64_t>(layout.totalBytes))
+        .put(static_cast<uint64_t>(req.slotBytes))
+        .put(static_cast<int32_t>(req.nslots))
+        .putString(name_.str());
+  }
+  // ~ShmName unlinks a segment nobody accepted.
+
+  const Blob& blob() const override { return blob_; }
+
+  Result accept(std::unique_ptr<RecvConnection>* out) override {
+    if (!mapping_.data())
+      return fail(ncclInternalError, "shm endpoint for %s accepted twice",
+                  describePeer(req_.peer).c_str());
+    const fifo::Control* ctl = fifo::Region(mapping_.data(), layout_).control();
+    std::string what = describePeer(req_.peer) + " to attach to shared memory segment /dev/shm" +
+                       name_.str() + " (channel " + std::to_string(req_.channel) + ")";
+    Result waited = waitUntil(req_, what, [ctl] {
+      return ctl->attached.load(std::memory_order_acquire) != 0;
+    });
+    // Attached or not, the name has served its purpose: drop it now so a crash
+    // of either process later cannot leak the segment.
+    name_.unlink();
+    BRAID_TRY(waited);
+    *out = std::make_unique<ShmRecv>(std::move(mapping_), layout_, describePeer(req_.peer));
+    return Result::success();
+  }
+
+ private:
+  ConnectRequest req_;
+  fifo::Layout layout_;
+  ShmName name_;
+  ShmMapping mapping_;
+  Blob blob_;
+};
+
+class ShmTransport final : public Transport {
+ public:
+  ShmTransport() : disabled_(envInt("NCCL_SHM_DISABLE", 0) == 1) {
+    if (disabled_) BRAID_INFO(kLogShm | kLogEnv, "NCCL_SHM_DISABLE=1: shared memory transport off");
+  }
+
+  const char* name() const override { return "shm"; }
+
+  bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override {
+    return !disabled_ && self.hostHash == peer.hostHash && self.shmDomain == peer.shmDomain &&
+           self.processId != peer.processId;
+  }
+
+  Result listen(const ConnectRequest& req, std::unique_ptr<RecvEndpoint>* out) override {
+    fifo::Layout layout;
+    BRAID_TRY(fifo::makeLayout(req.slotBytes, req.nslots, &layout));
+    ShmName name;
+    ShmMapping mapping;
+    BRAID_TRY(createShmSegment(layout.totalBytes, purposeOf(req, "from"), &name, &mapping));
+    fifo::Region(mapping.data(), layout).initialize();
+    BRAID_INFO(kLogShm, "shm: channel %d from %s: segment /dev/shm%s, %u x %zu bytes",
+               req.channel, describePeer(req.peer).c_str(), name.str().c_str(), layout.nslots,
+               layout.slotBytes);
+    *out = std::make_unique<ShmEndpoint>(req, layout, std::move(name), std::move(mapping));
+    return Result::success();
+  }
+
+  Result connect(const ConnectRequest& req, const Blob& blob,
+                 std::unique_ptr<SendConnection>* out) override {
+    const std::string peer = describePeer(req.peer);
+    BlobReader r(blob);
+    uint64_t magic = 0, totalBytes = 0, slotBytes = 0;
+    int32_t nslots = 0;
+    std::string name;
+    if (!r.get(&magic) || !r.get(&totalBytes) || !r.get(&slotBytes) || !r.get(&nslots) ||
+        !r.getString(&name, kMaxNameLength) || !r.atEnd() || magic != kBlobMagic ||
+        name.empty() || name[0] != '/')
+      return fail(ncclInternalError, "malformed shm connect blob from %s (%zu bytes)",
+                  peer.c_str(), blob.size());
+    if (slotBytes != req.slotBytes || nslots != req.nslots)
+      return fail(ncclInternalError, "%s listens with %d x %llu byte slots but this rank "
+                  "connects with %d x %zu: ranks disagree on the buffer size",
+                  peer.c_str(), nslots, static_cast<unsigned long long>(slotBytes), req.nslots,
+                  req.slotBytes);
+    fifo::Layout layout;
+    BRAID_TRY(fifo::makeLayout(req.slotBytes, req.nslots, &layout));
+    if (layout.totalBytes != totalBytes)
+      return fail(ncclInternalError, "shm segment of %s has %llu bytes, this build expects %zu: "
+                  "mixed braid versions?", peer.c_str(),
+                  static_cast<unsigned long long>(totalBytes), layout.totalBytes);
+    ShmMapping mapping;
+    BRAID_TRY(openShmSegment(name, layout.totalBytes, purposeOf(req, "to"), &mapping));
+    fifo::Region region(mapping.data(), layout);
+    BRAID_TRY(region.validate().context("shm connect to " + peer));
+    if (region.control()->attached.exchange(1, std::memory_order_acq_rel) != 0)
+      return fail(ncclInternalError, "shm segment /dev/shm%s of %s already has a sender",
+                  name.c_str(), peer.c_str());
+    *out = std::make_unique<ShmSend>(std::move(mapping), layout);
+    return Result::success();
+  }
+
+ private:
+  bool disabled_;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> makeShmTransport() { return std::make_unique<ShmTransport>(); }
+
+}  // namespace braid

@@ -1,0 +1,217 @@
+#include "transports/tcp/tcp_transport.h"
+
+#include <nccl.h>
+#include <netinet/in.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "core/log.h"
+#include "transports/common/connect_util.h"
+#include "transports/tcp/socket_util.h"
+#include "transports/tcp/tcp_connection.h"
+#include "transports/tcp/tcp_wire.h"
+
+namespace braid {
+namespace {
+
+using tcp::Hello;
+using tcp::kHelloMagic;
+// Strangers may connect and say nothing; keep at most this many waiting.
+constexpr size_t kMaxPending = 32;
+
+// Socket buffers that hold the whole FIFO in flight, within sane bounds.
+size_t bufferBytesFor(const ConnectRequest& req) {
+  size_t fifo = req.slotBytes * static_cast<size_t>(std::max(req.nslots, 1));
+  return std::clamp<size_t>(fifo, 256 << 10, 8 << 20);
+}
+
+std::string connectionName(const ConnectRequest& req) {
+  return describePeer(req.peer) + ", channel " + std::to_string(req.channel);
+}
+
+Result checkGeometry(const ConnectRequest& req) {
+  if (req.slotBytes == 0 || req.nslots <= 0)
+    return fail(ncclInvalidArgument, "TCP FIFO of %d slots of %zu bytes to %s: both must be "
+                "positive", req.nslots, req.slotBytes, describePeer(req.peer).c_str());
+  return Result::success();
+}
+
+// A connection accepted on the listening socket whose hello is still arriving.
+struct Pending {
+  UniqueFd fd;
+  std::string from;
+  Hello hello{};
+  size_t got = 0;
+};
+
+class TcpEndpoint final : public RecvEndpoint {
+ public:
+  TcpEndpoint(const ConnectRequest& req, UniqueFd listenFd, const sockaddr_storage& bound,
+              uint64_t nonce)
+      : req_(req), listen_(std::move(listenFd)), nonce_(nonce) {
+    blob_ = tcp::encodeBlob({nonce_, req.slotBytes, req.nslots, bound});
+  }
+
+  const Blob& blob() const override { return blob_; }
+
+  Result accept(std::unique_ptr<RecvConnection>* out) override {
+    if (!listen_.valid())
+      return fail(ncclInternalError, "TCP endpoint for %s accepted twice",
+                  describePeer(req_.peer).c_str());
+    const std::string what = connectionName(req_) + " to connect over TCP";
+    UniqueFd data;
+    while (!data.valid()) {
+      BRAID_TRY(checkWait(req_, what));
+      BRAID_TRY(pollOnce(&data));
+    }
+    listen_.reset();
+    pending_.clear();
+    setNoDelay(data.get());
+    auto conn = std::make_unique<TcpRecv>(std::move(data), req_.slotBytes, req_.nslots,
+                                          connectionName(req_));
+    if (!conn->allocated())
+      return fail(ncclSystemError, "cannot allocate %d x %zu bytes of TCP receive slots for %s",
+                  req_.nslots, req_.slotBytes, describePeer(req_.peer).c_str());
+    *out = std::move(conn);
+    return Result::success();
+  }
+
+ private:
+  // One poll over the listening socket and the pending hellos; sets `data`
+  // once the right sender has introduced itself.
+  Result pollOnce(UniqueFd* data) {
+    std::vector<pollfd> fds;
+    fds.push_back({listen_.get(), POLLIN, 0});
+    for (const Pending& p : pending_) fds.push_back({p.fd.get(), POLLIN, 0});
+    int n = poll(fds.data(), fds.size(), pollTimeoutMs(req_));
+    if (n < 0 && errno != EINTR) return systemFail("poll on a listening TCP socket");
+    if (n <= 0) return Result::success();
+    // Read hellos before accepting, so indices still match `fds`.
+    for (size_t i = pending_.size(); i-- > 0;) {
+      if (!fds[i + 1].revents) continue;
+      bool done = false;
+      BRAID_TRY(readHello(&pending_[i], &done));
+      if (!done) continue;
+      if (pending_[i].fd.valid()) *data = std::move(pending_[i].fd);
+      pending_.erase(pending_.begin() + static_cast<long>(i));
+      if (data->valid()) return Result::success();
+    }
+    if (fds[0].revents) acceptAll();
+    return Result::success();
+  }
+
+  void acceptAll() {
+    for (;;) {
+      sockaddr_storage from{};
+      socklen_t len = sizeof(from);
+      int fd = accept4(listen_.get(), reinterpret_cast<sockaddr*>(&from), &len,
+                       SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) return;  // EAGAIN, or a connection that died in the backlog
+      if (pending_.size() >= kMaxPending) {
+        BRAID_WARN("tcp: dropping a silent connection from %s on the port for %s: too many "
+                   "connections without a hello", pending_.front().from.c_str(),
+                   connectionName(req_).c_str());
+        pending_.erase(pending_.begin());
+      }
+      Pending p;
+      p.fd.reset(fd);
+      p.from = formatAddress(from);
+      pending_.push_back(std::move(p));
+    }
+  }
+
+  // Reads what is available of `p`'s hello. `done` means the connection is
+  // finished with: p->fd is still valid if it is ours, reset if it was dropped.
+  Result readHello(Pending* p, bool* done) {
+    ssize_t r = recv(p->fd.get(), reinterpret_cast<uint8_t*>(&p->hello) + p->got,
+                     sizeof(Hello) - p->got, MSG_DONTWAIT);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return Result::success();
+    if (r <= 0) return drop(p, done, r == 0 ? "closed before its hello" : strerror(errno));
+    p->got += static_cast<size_t>(r);
+    if (p->got < sizeof(Hello)) return Result::success();
+    const Hello& h = p->hello;
+    if (h.magic != kHelloMagic) return drop(p, done, "not a braid hello");
+    if (h.nonce != nonce_) return drop(p, done, "a hello for another connection (wrong nonce)");
+    if (h.slotBytes != req_.slotBytes || h.nslots != req_.nslots)
+      return fail(ncclInternalError, "%s connects with %d x %llu byte slots but this rank "
+                  "listens with %d x %zu: ranks disagree on the buffer size",
+                  connectionName(req_).c_str(), h.nslots,
+                  static_cast<unsigned long long>(h.slotBytes), req_.nslots, req_.slotBytes);
+    if (h.rank != req_.peer.rank || h.channel != req_.channel)
+      BRAID_WARN("tcp: hello with the right nonce claims rank %d channel %d, expected %s",
+                 h.rank, h.channel, connectionName(req_).c_str());
+    BRAID_INFO(kLogNet, "tcp: %s connected from %s", connectionName(req_).c_str(),
+               p->from.c_str());
+    *done = true;
+    return Result::success();
+  }
+
+  Result drop(Pending* p, bool* done, const char* why) {
+    BRAID_WARN("tcp: dropped a connection from %s on the port waiting for %s: %s",
+               p->from.c_str(), connectionName(req_).c_str(), why);
+    p->fd.reset();
+    *done = true;
+    return Result::success();
+  }
+
+  ConnectRequest req_;
+  UniqueFd listen_;
+  uint64_t nonce_;
+  Blob blob_;
+  std::vector<Pending> pending_;
+};
+
+class TcpTransport final : public Transport {
+ public:
+  const char* name() const override { return "tcp"; }
+
+  bool canConnect(const PeerInfo&, const PeerInfo&) const override { return true; }
+
+  Result listen(const ConnectRequest& req, std::unique_ptr<RecvEndpoint>* out) override {
+    BRAID_TRY(checkGeometry(req));
+    sockaddr_storage addr;
+    BRAID_TRY(peerAddress(req.self, &addr));
+    UniqueFd fd;
+    sockaddr_storage bound;
+    BRAID_TRY(listenOn(addr, bufferBytesFor(req), &fd, &bound)
+                  .context("listening for " + connectionName(req)));
+    *out = std::make_unique<TcpEndpoint>(req, std::move(fd), bound, randomU64());
+    return Result::success();
+  }
+
+  Result connect(const ConnectRequest& req, const Blob& blob,
+                 std::unique_ptr<SendConnection>* out) override {
+    BRAID_TRY(checkGeometry(req));
+    const std::string peer = connectionName(req);
+    tcp::BlobContents c;
+    BRAID_TRY(tcp::decodeBlob(blob, peer, &c));
+    if (c.slotBytes != req.slotBytes || c.nslots != req.nslots)
+      return fail(ncclInternalError, "%s listens with %d x %llu byte slots but this rank "
+                  "connects with %d x %zu: ranks disagree on the buffer size",
+                  peer.c_str(), c.nslots, static_cast<unsigned long long>(c.slotBytes),
+                  req.nslots, req.slotBytes);
+    const sockaddr_storage& addr = c.addr;
+    UniqueFd fd;
+    BRAID_TRY(connectTo(addr, req, bufferBytesFor(req), peer, &fd));
+    setNoDelay(fd.get());
+    Hello hello{kHelloMagic, c.nonce, req.slotBytes, req.self.rank, req.channel, req.nslots, 0};
+    BRAID_TRY(sendAll(fd.get(), &hello, sizeof(hello), req, peer));
+    auto conn = std::make_unique<TcpSend>(std::move(fd), req.slotBytes, req.nslots, peer);
+    if (!conn->allocated())
+      return fail(ncclSystemError, "cannot allocate %d x %zu bytes of TCP send slots for %s",
+                  req.nslots, req.slotBytes, peer.c_str());
+    BRAID_INFO(kLogNet, "tcp: connected to %s at %s", peer.c_str(), formatAddress(addr).c_str());
+    *out = std::move(conn);
+    return Result::success();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> makeTcpTransport() { return std::make_unique<TcpTransport>(); }
+
+}  // namespace braid

@@ -1,0 +1,104 @@
+// The one interface every transport implements.
+//
+// A connection is a one-way FIFO of `nslots` slots of `slotBytes` bytes between a
+// sender rank and a receiver rank, for one channel. The host executor fills
+// slots on the sending side and drains them on the receiving side; where memory
+// is shared (same process, same host) the slot lives where the receiver reads
+// it and the sender writes it in place; otherwise (TCP) progress() moves bytes.
+//
+// Setting a connection up takes three phases, run for every pending connection
+// of a group before the next phase starts, so that one thread can connect many
+// communicators without deadlock:
+//   1. receiver: Transport::listen()      -> RecvEndpoint, whose blob() goes to
+//                                            the sender over the bootstrap
+//   2. sender:   Transport::connect(blob) -> SendConnection
+//   3. receiver: RecvEndpoint::accept()   -> RecvConnection
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+
+namespace braid {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+
+// What a rank tells every other rank about itself at init (exchanged as raw
+// bytes over the bootstrap, so plain data only).
+struct PeerInfo {
+  int32_t rank;
+  int32_t cudaDev;        // -1 without a GPU
+  uint64_t hostHash;      // same host <=> same value (BRAID_HOSTID overrides)
+  uint64_t shmDomain;     // same /dev/shm <=> same value (ipc + mount namespace)
+  uint64_t processId;     // unique per process on the host (pid + start time)
+  int32_t pid;
+  int32_t pad;
+  uint8_t tcpAddr[128];   // sockaddr_storage of the interface the bootstrap chose
+  char hostname[64];
+};
+
+struct ConnectRequest {
+  PeerInfo self;
+  PeerInfo peer;
+  int channel = 0;
+  size_t slotBytes = 0;
+  int nslots = 0;
+  Deadline deadline;
+  const volatile uint32_t* abortFlag = nullptr;  // non-zero: give up waiting
+};
+
+using Blob = std::vector<uint8_t>;
+
+class SendConnection {
+ public:
+  virtual ~SendConnection() = default;
+  // A writable buffer of slotBytes for the next slot, or nullptr while the FIFO is
+  // full. Calling it again before post() returns the same buffer.
+  virtual void* acquire() = 0;
+  // Publishes the first `bytes` (<= slotBytes, may be 0) of the acquired buffer.
+  virtual void post(size_t bytes) = 0;
+  // Moves data that is waiting in this process (no-op for shared memory).
+  virtual Result progress() = 0;
+  // True when every posted slot has left this process's buffers: the executor may
+  // return to the user only then.
+  virtual bool flushed() const = 0;
+};
+
+class RecvConnection {
+ public:
+  virtual ~RecvConnection() = default;
+  // The oldest unreleased slot and its size, or nullptr if none has arrived.
+  virtual const void* peek(size_t* bytes) = 0;
+  // Frees the slot returned by peek() for the sender to reuse.
+  virtual void release() = 0;
+  // Moves data that is waiting in this process (no-op for shared memory).
+  virtual Result progress() = 0;
+};
+
+class RecvEndpoint {
+ public:
+  virtual ~RecvEndpoint() = default;
+  // The bytes the sender needs to attach; sent over the bootstrap.
+  virtual const Blob& blob() const = 0;
+  // Waits until the sender attached (bounded by the request's deadline).
+  virtual Result accept(std::unique_ptr<RecvConnection>* out) = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  // Whether this transport can join the two ranks (they may be the same rank).
+  virtual bool canConnect(const PeerInfo& self, const PeerInfo& peer) const = 0;
+  virtual Result listen(const ConnectRequest& req, std::unique_ptr<RecvEndpoint>* out) = 0;
+  virtual Result connect(const ConnectRequest& req, const Blob& blob,
+                         std::unique_ptr<SendConnection>* out) = 0;
+};
+
+}  // namespace braid
