@@ -1,0 +1,45 @@
+// Command line of the perf tools: the nccl-tests flags, plus --memory.
+#pragma once
+
+#include "common/datatypes.h"
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace braid::bench {
+
+enum class MemoryKind { kAuto, kHost, kDevice };
+
+struct Options {
+  size_t minBytes = 32u << 20;
+  size_t maxBytes = 32u << 20;
+  size_t stepBytes = 1u << 20;
+  size_t stepFactor = 1;  // > 1: multiply, else add stepBytes
+  int iters = 20;
+  int warmupIters = 5;
+  int aggIters = 1;
+  int check = 1;          // check iterations per size (0: no check)
+  int average = 1;        // time across ranks: 0 rank 0, 1 avg, 2 min, 3 max
+  int blocking = 0;       // 1: barrier after every collective
+  int runCycles = 1;      // 0: sweep forever
+  int nThreads = 1;
+  int nGpus = 1;
+  int root = 0;           // -1: every root in turn
+  std::vector<TypeInfo> types;
+  std::vector<OpInfo> ops;
+  MemoryKind memory = MemoryKind::kAuto;
+  std::vector<std::string> ignored;  // accepted nccl-tests flags that do nothing here
+};
+
+enum class ParseStatus { kOk, kHelp, kError };
+
+// Parses argv. kHelp: usage was requested (print usage, exit 0); kError:
+// *error says what is wrong (print it and usage, exit 2).
+ParseStatus parseOptions(int argc, char** argv, Options* out, std::string* error);
+void printUsage(const char* prog);
+
+// "32M"-style sizes: K/M/G (binary), fractions allowed. False if malformed.
+bool parseSize(const std::string& text, size_t* out);
+
+}  // namespace braid::bench

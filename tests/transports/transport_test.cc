@@ -1,0 +1,807 @@
+// Tests of the inproc, shm and tcp transports over real memory, real
+// processes (fork) and real sockets.
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transports/common/fifo.h"
+#include "transports/common/unique_fd.h"
+#include "transports/inproc/inproc_transport.h"
+#include "transports/shm/shm_transport.h"
+#include "transports/tcp/tcp_transport.h"
+#include "transports/tcp/tcp_wire.h"
+#include "transports/transport.h"
+
+namespace braid {
+namespace {
+
+using namespace std::chrono_literals;
+
+enum class Kind { kInproc, kShm, kTcp };
+
+const char* kindName(Kind k) {
+  switch (k) {
+    case Kind::kInproc: return "inproc";
+    case Kind::kShm: return "shm";
+    case Kind::kTcp: return "tcp";
+  }
+  return "?";
+}
+
+std::unique_ptr<Transport> makeTransport(Kind k) {
+  switch (k) {
+    case Kind::kInproc: return makeInprocTransport();
+    case Kind::kShm: return makeShmTransport();
+    case Kind::kTcp: return makeTcpTransport();
+  }
+  return nullptr;
+}
+
+PeerInfo makePeer(int rank, uint64_t processId, bool ipv6 = false) {
+  PeerInfo p{};
+  p.rank = rank;
+  p.cudaDev = -1;
+  p.hostHash = 0x1234;
+  p.shmDomain = 0x5678;
+  p.processId = processId;
+  p.pid = getpid();
+  snprintf(p.hostname, sizeof(p.hostname), "testhost%d", rank);
+  if (ipv6) {
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    a.sin6_addr = in6addr_loopback;
+    memcpy(p.tcpAddr, &a, sizeof(a));
+  } else {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    memcpy(p.tcpAddr, &a, sizeof(a));
+  }
+  return p;
+}
+
+ConnectRequest makeRequest(const PeerInfo& self, const PeerInfo& peer, size_t slotBytes,
+                           int nslots, std::chrono::milliseconds timeout = 10s) {
+  ConnectRequest r;
+  r.self = self;
+  r.peer = peer;
+  r.slotBytes = slotBytes;
+  r.nslots = nslots;
+  r.deadline = Clock::now() + timeout;
+  return r;
+}
+
+// Content of byte i of slot seq; the i >> 9 term makes a shift by 256 visible.
+inline uint8_t patternByte(uint64_t seq, size_t i) {
+  return static_cast<uint8_t>(seq * 131 + i + (i >> 9) * 17);
+}
+
+void fillSlot(void* buf, uint64_t seq, size_t bytes) {
+  auto* p = static_cast<uint8_t*>(buf);
+  for (size_t i = 0; i < bytes; ++i) p[i] = patternByte(seq, i);
+}
+
+// Index of the first wrong byte, or -1.
+long checkSlot(const void* buf, uint64_t seq, size_t bytes) {
+  const auto* p = static_cast<const uint8_t*>(buf);
+  for (size_t i = 0; i < bytes; ++i)
+    if (p[i] != patternByte(seq, i)) return static_cast<long>(i);
+  return -1;
+}
+
+// Sizes that cover the edges: empty, one byte, full, around cache lines.
+size_t variedSize(uint64_t seq, size_t slotBytes) {
+  const size_t pattern[] = {0, 1, slotBytes, 63, 64, 65, slotBytes - 1, 7, 4096 % (slotBytes + 1)};
+  return std::min(pattern[seq % (sizeof(pattern) / sizeof(pattern[0]))], slotBytes);
+}
+
+// Pumps `count` slots through a pair from one thread, checking order and content.
+// Returns an empty string on success, else what went wrong.
+std::string exchange(SendConnection* send, RecvConnection* recv, uint64_t count, size_t slotBytes,
+                     const std::function<size_t(uint64_t)>& sizeOf) {
+  uint64_t sent = 0, received = 0;
+  auto deadline = Clock::now() + 15s;
+  while (received < count) {
+    if (Clock::now() > deadline) return "timed out after " + std::to_string(received) + " slots";
+    if (sent < count) {
+      if (void* buf = send->acquire()) {
+        size_t bytes = sizeOf(sent);
+        fillSlot(buf, sent, bytes);
+        send->post(bytes);
+        ++sent;
+      }
+    }
+    Result r = send->progress();
+    if (!r.ok()) return "send progress: " + r.message();
+    r = recv->progress();
+    if (!r.ok()) return "recv progress: " + r.message();
+    size_t bytes = 0;
+    while (const void* p = recv->peek(&bytes)) {
+      if (bytes != sizeOf(received))
+        return "slot " + std::to_string(received) + " has " + std::to_string(bytes) +
+               " bytes, expected " + std::to_string(sizeOf(received));
+      long bad = checkSlot(p, received, bytes);
+      if (bad >= 0)
+        return "slot " + std::to_string(received) + " differs at byte " + std::to_string(bad);
+      recv->release();
+      ++received;
+    }
+  }
+  (void)slotBytes;
+  return "";
+}
+
+struct Pair {
+  std::unique_ptr<SendConnection> send;
+  std::unique_ptr<RecvConnection> recv;
+};
+
+// Connects rank 1 -> rank 0 within this thread; the ranks claim to be distinct
+// processes except for inproc, so every transport accepts the pair.
+Pair connectPair(Transport& t, size_t slotBytes, int nslots, bool ipv6 = false) {
+  Pair pair;
+  const bool sameProcess = std::string(t.name()) == "inproc";
+  PeerInfo r0 = makePeer(0, 100, ipv6), r1 = makePeer(1, sameProcess ? 100 : 101, ipv6);
+  EXPECT_TRUE(t.canConnect(r0, r1) && t.canConnect(r1, r0));
+  std::unique_ptr<RecvEndpoint> ep;
+  Result res = t.listen(makeRequest(r0, r1, slotBytes, nslots), &ep);
+  EXPECT_TRUE(res.ok()) << res.message();
+  if (!res.ok()) return pair;
+  res = t.connect(makeRequest(r1, r0, slotBytes, nslots), ep->blob(), &pair.send);
+  EXPECT_TRUE(res.ok()) << res.message();
+  if (!res.ok()) return pair;
+  res = ep->accept(&pair.recv);
+  EXPECT_TRUE(res.ok()) << res.message();
+  return pair;
+}
+
+// ---- the same behaviour from every transport -------------------------------------
+
+class AnyTransport : public ::testing::TestWithParam<Kind> {};
+
+TEST_P(AnyTransport, VariedSizesArriveInOrderWithContent) {
+  auto t = makeTransport(GetParam());
+  const size_t slotBytes = 8192;
+  Pair p = connectPair(*t, slotBytes, 4);
+  ASSERT_TRUE(p.send && p.recv);
+  EXPECT_EQ(exchange(p.send.get(), p.recv.get(), 500, slotBytes,
+                     [&](uint64_t s) { return variedSize(s, slotBytes); }),
+            "");
+}
+
+TEST_P(AnyTransport, AcquireTwiceGivesSameBufferAndFullFifoGivesNull) {
+  auto t = makeTransport(GetParam());
+  const int nslots = 4;
+  Pair p = connectPair(*t, 256, nslots);
+  ASSERT_TRUE(p.send && p.recv);
+  for (int i = 0; i < nslots; ++i) {
+    void* a = p.send->acquire();
+    ASSERT_NE(a, nullptr) << "slot " << i;
+    EXPECT_EQ(p.send->acquire(), a);
+    fillSlot(a, i, 100);
+    p.send->post(100);
+  }
+  // Without progress and release, the FIFO holds exactly nslots.
+  EXPECT_EQ(p.send->acquire(), nullptr);
+  if (GetParam() != Kind::kTcp) {
+    ASSERT_TRUE(p.send->progress().ok());
+    EXPECT_EQ(p.send->acquire(), nullptr) << "FIFO must stay full until the receiver releases";
+  }
+  // Drain one slot on the receiving side; a slot frees up for the sender.
+  size_t bytes = 0;
+  const void* got = nullptr;
+  for (auto end = Clock::now() + 5s; !got && Clock::now() < end;) {
+    ASSERT_TRUE(p.send->progress().ok());
+    ASSERT_TRUE(p.recv->progress().ok());
+    got = p.recv->peek(&bytes);
+  }
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(bytes, 100u);
+  EXPECT_EQ(checkSlot(got, 0, bytes), -1);
+  EXPECT_EQ(p.recv->peek(&bytes), got) << "peek without release returns the same slot";
+  p.recv->release();
+  void* next = nullptr;
+  for (auto end = Clock::now() + 5s; !next && Clock::now() < end;) {
+    ASSERT_TRUE(p.send->progress().ok());
+    next = p.send->acquire();
+  }
+  EXPECT_NE(next, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(next) % 64, 0u) << "slots are cache-line aligned";
+}
+
+TEST_P(AnyTransport, EmptyReceiverPeeksNull) {
+  auto t = makeTransport(GetParam());
+  Pair p = connectPair(*t, 64, 2);
+  ASSERT_TRUE(p.send && p.recv);
+  size_t bytes = 123;
+  ASSERT_TRUE(p.recv->progress().ok());
+  EXPECT_EQ(p.recv->peek(&bytes), nullptr);
+  EXPECT_TRUE(p.send->flushed());
+}
+
+TEST_P(AnyTransport, AcceptWithoutSenderTimesOutNamingPeer) {
+  auto t = makeTransport(GetParam());
+  PeerInfo r0 = makePeer(0, 100), r1 = makePeer(1, GetParam() == Kind::kInproc ? 100 : 101);
+  std::unique_ptr<RecvEndpoint> ep;
+  ASSERT_TRUE(t->listen(makeRequest(r0, r1, 1024, 2, 200ms), &ep).ok());
+  std::unique_ptr<RecvConnection> conn;
+  auto start = Clock::now();
+  Result r = ep->accept(&conn);
+  EXPECT_LT(Clock::now() - start, 3s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), ncclRemoteError);
+  EXPECT_NE(r.message().find("timed out"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find("rank 1 (host testhost1"), std::string::npos) << r.message();
+}
+
+TEST_P(AnyTransport, AbortFlagStopsAccept) {
+  auto t = makeTransport(GetParam());
+  PeerInfo r0 = makePeer(0, 100), r1 = makePeer(1, GetParam() == Kind::kInproc ? 100 : 101);
+  volatile uint32_t abortFlag = 0;
+  ConnectRequest req = makeRequest(r0, r1, 1024, 2, 30s);
+  req.abortFlag = &abortFlag;
+  std::unique_ptr<RecvEndpoint> ep;
+  ASSERT_TRUE(t->listen(req, &ep).ok());
+  std::thread raiser([&] {
+    std::this_thread::sleep_for(50ms);
+    __atomic_store_n(&abortFlag, 1u, __ATOMIC_RELAXED);
+  });
+  std::unique_ptr<RecvConnection> conn;
+  auto start = Clock::now();
+  Result r = ep->accept(&conn);
+  raiser.join();
+  EXPECT_LT(Clock::now() - start, 3s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("aborted"), std::string::npos) << r.message();
+}
+
+TEST_P(AnyTransport, MismatchedGeometryIsRefused) {
+  auto t = makeTransport(GetParam());
+  PeerInfo r0 = makePeer(0, 100), r1 = makePeer(1, GetParam() == Kind::kInproc ? 100 : 101);
+  std::unique_ptr<RecvEndpoint> ep;
+  ASSERT_TRUE(t->listen(makeRequest(r0, r1, 1024, 4), &ep).ok());
+  std::unique_ptr<SendConnection> send;
+  Result r = t->connect(makeRequest(r1, r0, 2048, 4), ep->blob(), &send);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("disagree"), std::string::npos) << r.message();
+  Blob garbage(17, 0xab);
+  r = t->connect(makeRequest(r1, r0, 1024, 4), garbage, &send);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("malformed"), std::string::npos) << r.message();
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, AnyTransport,
+                         ::testing::Values(Kind::kInproc, Kind::kShm, Kind::kTcp),
+                         [](const ::testing::TestParamInfo<Kind>& i) { return kindName(i.param); });
+
+// ---- two real processes -----------------------------------------------------------
+
+void writeAll(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w <= 0) _exit(90);
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+bool readAll(int fd, void* data, size_t n) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    ssize_t r = read(fd, p, n);
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+void sendBlob(int fd, const Blob& b) {
+  uint64_t n = b.size();
+  writeAll(fd, &n, sizeof(n));
+  writeAll(fd, b.data(), b.size());
+}
+
+bool recvBlob(int fd, Blob* b) {
+  uint64_t n = 0;
+  if (!readAll(fd, &n, sizeof(n)) || n > (1 << 20)) return false;
+  b->resize(n);
+  return readAll(fd, b->data(), n);
+}
+
+struct Pipe {
+  Pipe() {
+    int fds[2];
+    if (pipe(fds) == 0) {
+      r.reset(fds[0]);
+      w.reset(fds[1]);
+    }
+  }
+  UniqueFd r, w;
+};
+
+// Runs `body` in a forked child; its return value is the exit status.
+pid_t forkChild(const std::function<int()>& body) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int rc = 99;
+    rc = body();
+    _exit(rc);
+  }
+  return pid;
+}
+
+int waitChild(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return -1;
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WEXITSTATUS(status);
+}
+
+constexpr uint64_t kPid0 = 100, kPid1 = 101;
+
+// Child side of the large transfer: rank 1 sends `total` bytes in full slots
+// (the last one partial) to rank 0.
+int sendLarge(Kind kind, int blobFd, size_t slotBytes, int nslots, size_t total) {
+  auto t = makeTransport(kind);
+  Blob blob;
+  if (!recvBlob(blobFd, &blob)) return 10;
+  std::unique_ptr<SendConnection> send;
+  Result r = t->connect(makeRequest(makePeer(1, kPid1), makePeer(0, kPid0), slotBytes, nslots),
+                        blob, &send);
+  if (!r.ok()) {
+    fprintf(stderr, "child connect: %s\n", r.message().c_str());
+    return 11;
+  }
+  uint64_t seq = 0;
+  for (size_t off = 0; off < total; ++seq) {
+    void* buf = nullptr;
+    while (!(buf = send->acquire()))
+      if (!send->progress().ok()) return 12;
+    size_t bytes = std::min(slotBytes, total - off);
+    fillSlot(buf, seq, bytes);
+    send->post(bytes);
+    off += bytes;
+    if (!send->progress().ok()) return 12;
+  }
+  while (!send->flushed())
+    if (!send->progress().ok()) return 13;
+  return 0;
+}
+
+void receiveLarge(Kind kind, size_t slotBytes, int nslots, size_t total) {
+  auto t = makeTransport(kind);
+  PeerInfo r0 = makePeer(0, kPid0), r1 = makePeer(1, kPid1);
+  std::unique_ptr<RecvEndpoint> ep;
+  ASSERT_TRUE(t->listen(makeRequest(r0, r1, slotBytes, nslots), &ep).ok());
+  Pipe blobPipe;
+  pid_t child = forkChild([&] {
+    return sendLarge(kind, blobPipe.r.get(), slotBytes, nslots, total);
+  });
+  ASSERT_GT(child, 0);
+  sendBlob(blobPipe.w.get(), ep->blob());
+  std::unique_ptr<RecvConnection> recv;
+  Result r = ep->accept(&recv);
+  ASSERT_TRUE(r.ok()) << r.message();
+  size_t got = 0;
+  uint64_t seq = 0;
+  auto deadline = Clock::now() + 15s;
+  std::string error;
+  while (got < total && error.empty() && Clock::now() < deadline) {
+    r = recv->progress();
+    if (!r.ok()) error = r.message();
+    size_t bytes = 0;
+    if (const void* p = recv->peek(&bytes)) {
+      size_t expect = std::min(slotBytes, total - got);
+      if (bytes != expect) error = "slot " + std::to_string(seq) + " size " + std::to_string(bytes);
+      else if (checkSlot(p, seq, bytes) >= 0) error = "slot " + std::to_string(seq) + " content";
+      recv->release();
+      got += bytes;
+      ++seq;
+    }
+  }
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(got, total);
+  EXPECT_EQ(waitChild(child), 0);
+}
+
+// /dev/shm entries this process created (names start with braid-<pid>-).
+std::vector<std::string> ourShmSegments() {
+  std::vector<std::string> out;
+  std::string prefix = "braid-" + std::to_string(getpid()) + "-";
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d))
+      if (strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) out.push_back(e->d_name);
+    closedir(d);
+  }
+  return out;
+}
+
+TEST(ShmTransport, LargeTransferAcrossProcesses) {
+  receiveLarge(Kind::kShm, 1 << 20, 4, 64u << 20);
+  EXPECT_TRUE(ourShmSegments().empty());
+}
+
+TEST(TcpTransport, LargeTransferAcrossProcesses) {
+  receiveLarge(Kind::kTcp, 1 << 20, 4, 64u << 20);
+}
+
+// ---- shm specifics ----------------------------------------------------------------
+
+TEST(ShmTransport, CanConnectOnlySameHostOtherProcess) {
+  PeerInfo a = makePeer(0, kPid0), b = makePeer(1, kPid1);
+  unsetenv("NCCL_SHM_DISABLE");
+  auto t = makeShmTransport();
+  EXPECT_TRUE(t->canConnect(a, b));
+  EXPECT_FALSE(t->canConnect(a, a)) << "same process belongs to inproc";
+  PeerInfo other = b;
+  other.hostHash ^= 1;
+  EXPECT_FALSE(t->canConnect(a, other));
+  other = b;
+  other.shmDomain ^= 1;
+  EXPECT_FALSE(t->canConnect(a, other));
+  setenv("NCCL_SHM_DISABLE", "1", 1);
+  auto disabled = makeShmTransport();
+  unsetenv("NCCL_SHM_DISABLE");
+  EXPECT_FALSE(disabled->canConnect(a, b));
+  EXPECT_TRUE(t->canConnect(a, b)) << "the variable is read once, at construction";
+}
+
+TEST(ShmTransport, SegmentNameIsRemovedOnAcceptAndOnDestruction) {
+  auto t = makeShmTransport();
+  PeerInfo r0 = makePeer(0, kPid0), r1 = makePeer(1, kPid1);
+  {
+    std::unique_ptr<RecvEndpoint> ep;
+    ASSERT_TRUE(t->listen(makeRequest(r0, r1, 4096, 2), &ep).ok());
+    EXPECT_EQ(ourShmSegments().size(), 1u) << "listen creates the segment";
+  }
+  EXPECT_TRUE(ourShmSegments().empty()) << "an endpoint never accepted removes its segment";
+
+  std::unique_ptr<RecvEndpoint> ep;
+  ASSERT_TRUE(t->listen(makeRequest(r0, r1, 4096, 2), &ep).ok());
+  Blob blob = ep->blob();
+  ep.reset();
+  std::unique_ptr<SendConnection> send;
+  Result r = t->connect(makeRequest(r1, r0, 4096, 2), blob, &send);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("no longer exists"), std::string::npos) << r.message();
+
+  Pair p = connectPair(*t, 4096, 2);
+  ASSERT_TRUE(p.send && p.recv);
+  EXPECT_TRUE(ourShmSegments().empty()) << "accept unlinks the name";
+  // Either side may go first; the other keeps its mapping.
+  p.recv.reset();
+  void* buf = p.send->acquire();
+  ASSERT_NE(buf, nullptr);
+  memset(buf, 1, 4096);
+  p.send->post(4096);
+}
+
+TEST(ShmTransport, TooSmallDevShmFailsAtListenWithSizeNeeded) {
+  struct statvfs st;
+  ASSERT_EQ(statvfs("/dev/shm", &st), 0);
+  const uint64_t capacity = static_cast<uint64_t>(st.f_blocks) * st.f_frsize;
+  if (capacity == 0) GTEST_SKIP() << "/dev/shm has no size limit here";
+  // Four slots of more than a quarter of /dev/shm each: more than it can ever hold.
+  const size_t slotBytes = capacity / 4 + (1 << 20);
+  const int nslots = 4;
+  fifo::Layout layout;
+  ASSERT_TRUE(fifo::makeLayout(slotBytes, nslots, &layout).ok());
+  auto t = makeShmTransport();
+  std::unique_ptr<RecvEndpoint> ep;
+  Result r = t->listen(makeRequest(makePeer(0, kPid0), makePeer(1, kPid1), slotBytes, nslots), &ep);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("/dev/shm is too small"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find(std::to_string(layout.totalBytes) + " bytes"), std::string::npos)
+      << r.message();
+  EXPECT_NE(r.message().find("rank 1"), std::string::npos) << r.message();
+  EXPECT_TRUE(ourShmSegments().empty());
+}
+
+// ---- inproc specifics -------------------------------------------------------------
+
+TEST(InprocTransport, LargeTransferBetweenThreads) {
+  auto t = makeInprocTransport();
+  const size_t slotBytes = 256 << 10, total = 64u << 20;
+  const int nslots = 4;
+  PeerInfo r0 = makePeer(0, kPid0), r1 = makePeer(1, kPid0);
+  ASSERT_TRUE(t->canConnect(r0, r1));
+  ASSERT_FALSE(t->canConnect(r0, makePeer(1, kPid1)));
+  std::unique_ptr<RecvEndpoint> ep;
+  ASSERT_TRUE(t->listen(makeRequest(r0, r1, slotBytes, nslots), &ep).ok());
+  Blob blob = ep->blob();
+  std::string senderError;
+  std::thread sender([&] {
+    std::unique_ptr<SendConnection> send;
+    Result r = t->connect(makeRequest(r1, r0, slotBytes, nslots), blob, &send);
+    if (!r.ok()) {
+      senderError = r.message();
+      return;
+    }
+    uint64_t seq = 0;
+    auto deadline = Clock::now() + 15s;
+    for (size_t off = 0; off < total && Clock::now() < deadline; ) {
+      if (void* buf = send->acquire()) {
+        size_t bytes = std::min(slotBytes, total - off);
+        fillSlot(buf, seq++, bytes);
+        send->post(bytes);
+        off += bytes;
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  });
+  std::unique_ptr<RecvConnection> recv;
+  Result r = ep->accept(&recv);
+  ASSERT_TRUE(r.ok()) << r.message();
+  ep.reset();  // the connection keeps the FIFO alive
+  size_t got = 0;
+  uint64_t seq = 0;
+  std::string error;
+  auto deadline = Clock::now() + 15s;
+  while (got < total && error.empty() && Clock::now() < deadline) {
+    size_t bytes = 0;
+    if (const void* p = recv->peek(&bytes)) {
+      if (checkSlot(p, seq, bytes) >= 0) error = "slot " + std::to_string(seq);
+      recv->release();
+      got += bytes;
+      ++seq;
+    } else {
+      std::this_thread::yield();
+    }
+  }
+  sender.join();
+  EXPECT_EQ(senderError, "");
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(got, total);
+}
+
+TEST(InprocTransport, SelfConnection) {
+  auto t = makeInprocTransport();
+  PeerInfo me = makePeer(3, kPid0);
+  ASSERT_TRUE(t->canConnect(me, me));
+  const size_t slotBytes = 1000;  // not a multiple of 64: the stride still aligns slots
+  std::unique_ptr<RecvEndpoint> ep;
+  ASSERT_TRUE(t->listen(makeRequest(me, me, slotBytes, 3), &ep).ok());
+  std::unique_ptr<SendConnection> send;
+  ASSERT_TRUE(t->connect(makeRequest(me, me, slotBytes, 3), ep->blob(), &send).ok());
+  std::unique_ptr<RecvConnection> recv;
+  ASSERT_TRUE(ep->accept(&recv).ok());
+  EXPECT_EQ(exchange(send.get(), recv.get(), 300, slotBytes,
+                     [&](uint64_t s) { return variedSize(s, slotBytes); }),
+            "");
+}
+
+TEST(InprocTransport, BlobOfDestroyedEndpointFailsCleanly) {
+  auto t = makeInprocTransport();
+  PeerInfo r0 = makePeer(0, kPid0), r1 = makePeer(1, kPid0);
+  std::unique_ptr<RecvEndpoint> ep;
+  ASSERT_TRUE(t->listen(makeRequest(r0, r1, 64, 2), &ep).ok());
+  Blob blob = ep->blob();
+  ep.reset();
+  std::unique_ptr<SendConnection> send;
+  Result r = t->connect(makeRequest(r1, r0, 64, 2), blob, &send);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("gone"), std::string::npos) << r.message();
+}
+
+TEST(InprocTransport, EitherSideMayBeDestroyedFirst) {
+  auto t = makeInprocTransport();
+  Pair a = connectPair(*t, 128, 2);
+  ASSERT_TRUE(a.send && a.recv);
+  a.recv.reset();
+  void* buf = a.send->acquire();
+  ASSERT_NE(buf, nullptr);
+  memset(buf, 7, 128);
+  a.send->post(128);
+
+  Pair b = connectPair(*t, 128, 2);
+  ASSERT_TRUE(b.send && b.recv);
+  buf = b.send->acquire();
+  ASSERT_NE(buf, nullptr);
+  fillSlot(buf, 0, 128);
+  b.send->post(128);
+  b.send.reset();
+  size_t bytes = 0;
+  const void* p = b.recv->peek(&bytes);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(checkSlot(p, 0, bytes), -1);
+}
+
+// ---- tcp specifics ----------------------------------------------------------------
+
+UniqueFd rawConnect(const sockaddr_storage& addr) {
+  UniqueFd s(socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  socklen_t len = addr.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  if (connect(s.get(), reinterpret_cast<const sockaddr*>(&addr), len) != 0) s.reset();
+  return s;
+}
+
+TEST(TcpTransport, StrangersAreDroppedAndTheRealSenderConnects) {
+  auto t = makeTcpTransport();
+  PeerInfo r0 = makePeer(0, kPid0), r1 = makePeer(1, kPid1);
+  std::unique_ptr<RecvEndpoint> ep;
+  ASSERT_TRUE(t->listen(makeRequest(r0, r1, 4096, 4), &ep).ok());
+  tcp::BlobContents blob;
+  ASSERT_TRUE(tcp::decodeBlob(ep->blob(), "test", &blob).ok());
+
+  UniqueFd garbage = rawConnect(blob.addr);
+  ASSERT_TRUE(garbage.valid());
+  std::vector<uint8_t> junk(200, 0x5a);
+  ASSERT_EQ(write(garbage.get(), junk.data(), junk.size()), static_cast<ssize_t>(junk.size()));
+  UniqueFd wrongNonce = rawConnect(blob.addr);
+  ASSERT_TRUE(wrongNonce.valid());
+  tcp::Hello h{tcp::kHelloMagic, blob.nonce + 1, 4096, 1, 0, 4, 0};
+  ASSERT_EQ(write(wrongNonce.get(), &h, sizeof(h)), static_cast<ssize_t>(sizeof(h)));
+  UniqueFd silent = rawConnect(blob.addr);  // connects and says nothing
+  ASSERT_TRUE(silent.valid());
+  UniqueFd quitter = rawConnect(blob.addr);
+  ASSERT_TRUE(quitter.valid());
+  quitter.reset();
+
+  std::unique_ptr<SendConnection> send;
+  Result r = t->connect(makeRequest(r1, r0, 4096, 4), ep->blob(), &send);
+  ASSERT_TRUE(r.ok()) << r.message();
+  std::unique_ptr<RecvConnection> recv;
+  r = ep->accept(&recv);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(exchange(send.get(), recv.get(), 50, 4096,
+                     [](uint64_t s) { return variedSize(s, 4096); }),
+            "");
+}
+
+TEST(TcpTransport, OversizedFrameIsAnErrorNamingThePeer) {
+  auto t = makeTcpTransport();
+  PeerInfo r0 = makePeer(0, kPid0), r1 = makePeer(1, kPid1);
+  std::unique_ptr<RecvEndpoint> ep;
+  ASSERT_TRUE(t->listen(makeRequest(r0, r1, 4096, 4), &ep).ok());
+  tcp::BlobContents blob;
+  ASSERT_TRUE(tcp::decodeBlob(ep->blob(), "test", &blob).ok());
+  UniqueFd liar = rawConnect(blob.addr);
+  ASSERT_TRUE(liar.valid());
+  tcp::Hello h{tcp::kHelloMagic, blob.nonce, 4096, 1, 0, 4, 0};
+  ASSERT_EQ(write(liar.get(), &h, sizeof(h)), static_cast<ssize_t>(sizeof(h)));
+  std::unique_ptr<RecvConnection> recv;
+  Result r = ep->accept(&recv);
+  ASSERT_TRUE(r.ok()) << r.message();
+  tcp::FrameHeader f{4097, 0};
+  ASSERT_EQ(write(liar.get(), &f, sizeof(f)), static_cast<ssize_t>(sizeof(f)));
+  std::vector<uint8_t> payload(8192, 1);
+  ASSERT_EQ(write(liar.get(), payload.data(), payload.size()), 8192);
+  r = Result::success();
+  for (auto end = Clock::now() + 5s; r.ok() && Clock::now() < end;) r = recv->progress();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), ncclRemoteError);
+  EXPECT_NE(r.message().find("rank 1 (host testhost1"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find("4097"), std::string::npos) << r.message();
+  size_t bytes = 0;
+  EXPECT_EQ(recv->peek(&bytes), nullptr);
+  EXPECT_FALSE(recv->progress().ok()) << "errors are sticky";
+}
+
+TEST(TcpTransport, WorksOverIpv6) {
+  UniqueFd probe(socket(AF_INET6, SOCK_STREAM, 0));
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_loopback;
+  if (!probe.valid() || bind(probe.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0)
+    GTEST_SKIP() << "no IPv6 loopback here";
+  auto t = makeTcpTransport();
+  Pair p = connectPair(*t, 2048, 3, /*ipv6=*/true);
+  ASSERT_TRUE(p.send && p.recv);
+  EXPECT_EQ(exchange(p.send.get(), p.recv.get(), 100, 2048,
+                     [](uint64_t s) { return variedSize(s, 2048); }),
+            "");
+}
+
+// Rank 1 (child) sends a few slots and then is killed: rank 0 must get an
+// error naming it rather than wait forever.
+TEST(TcpTransport, KilledSenderIsReportedByReceiver) {
+  auto t = makeTcpTransport();
+  PeerInfo r0 = makePeer(0, kPid0), r1 = makePeer(1, kPid1);
+  std::unique_ptr<RecvEndpoint> ep;
+  ASSERT_TRUE(t->listen(makeRequest(r0, r1, 4096, 4), &ep).ok());
+  Pipe blobPipe, ready;
+  pid_t child = forkChild([&] {
+    Blob blob;
+    if (!recvBlob(blobPipe.r.get(), &blob)) return 10;
+    std::unique_ptr<SendConnection> send;
+    if (!t->connect(makeRequest(r1, r0, 4096, 4), blob, &send).ok()) return 11;
+    for (int i = 0; i < 3; ++i) {
+      void* buf = send->acquire();
+      if (!buf) return 12;
+      fillSlot(buf, i, 4096);
+      send->post(4096);
+    }
+    while (!send->flushed())
+      if (!send->progress().ok()) return 13;
+    char c = 1;
+    writeAll(ready.w.get(), &c, 1);
+    for (;;) pause();
+  });
+  ASSERT_GT(child, 0);
+  sendBlob(blobPipe.w.get(), ep->blob());
+  std::unique_ptr<RecvConnection> recv;
+  ASSERT_TRUE(ep->accept(&recv).ok());
+  char c;
+  ASSERT_TRUE(readAll(ready.r.get(), &c, 1));
+  int got = 0;
+  for (auto end = Clock::now() + 5s; got < 3 && Clock::now() < end;) {
+    ASSERT_TRUE(recv->progress().ok());
+    size_t bytes;
+    if (const void* p = recv->peek(&bytes)) {
+      EXPECT_EQ(checkSlot(p, got, bytes), -1);
+      recv->release();
+      ++got;
+    }
+  }
+  ASSERT_EQ(got, 3);
+  kill(child, SIGKILL);
+  EXPECT_EQ(waitChild(child), 128 + SIGKILL);
+  Result r;
+  auto start = Clock::now();
+  while (r.ok() && Clock::now() - start < 5s) r = recv->progress();
+  ASSERT_FALSE(r.ok()) << "no error 5 s after the peer died";
+  EXPECT_EQ(r.code(), ncclRemoteError);
+  EXPECT_NE(r.message().find("rank 1 (host testhost1"), std::string::npos) << r.message();
+}
+
+// Rank 0 (child) receives one slot and is killed: the sender must fail.
+TEST(TcpTransport, KilledReceiverIsReportedBySender) {
+  auto t = makeTcpTransport();
+  PeerInfo r0 = makePeer(0, kPid0), r1 = makePeer(1, kPid1);
+  Pipe blobPipe, ready;
+  pid_t child = forkChild([&] {
+    std::unique_ptr<RecvEndpoint> ep;
+    if (!t->listen(makeRequest(r0, r1, 4096, 4), &ep).ok()) return 10;
+    sendBlob(blobPipe.w.get(), ep->blob());
+    std::unique_ptr<RecvConnection> recv;
+    if (!ep->accept(&recv).ok()) return 11;
+    size_t bytes;
+    while (!recv->peek(&bytes))
+      if (!recv->progress().ok()) return 12;
+    recv->release();
+    char c = 1;
+    writeAll(ready.w.get(), &c, 1);
+    for (;;) pause();
+  });
+  ASSERT_GT(child, 0);
+  Blob blob;
+  ASSERT_TRUE(recvBlob(blobPipe.r.get(), &blob));
+  std::unique_ptr<SendConnection> send;
+  Result r = t->connect(makeRequest(r1, r0, 4096, 4), blob, &send);
+  ASSERT_TRUE(r.ok()) << r.message();
+  void* buf = send->acquire();
+  ASSERT_NE(buf, nullptr);
+  send->post(4096);
+  ASSERT_TRUE(send->progress().ok());
+  char c;
+  ASSERT_TRUE(readAll(ready.r.get(), &c, 1));
+  kill(child, SIGKILL);
+  EXPECT_EQ(waitChild(child), 128 + SIGKILL);
+  auto start = Clock::now();
+  while (r.ok() && Clock::now() - start < 5s) {
+    if (void* b = send->acquire()) send->post(4096), (void)b;
+    r = send->progress();
+  }
+  ASSERT_FALSE(r.ok()) << "no error 5 s after the peer died";
+  EXPECT_EQ(r.code(), ncclRemoteError);
+  EXPECT_NE(r.message().find("rank 0 (host testhost0"), std::string::npos) << r.message();
+}
+
+}  // namespace
+}  // namespace braid
