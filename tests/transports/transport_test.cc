@@ -586,6 +586,18 @@ TEST(InprocTransport, SelfConnection) {
             "");
 }
 
+TEST(InprocTransport, ReceiverReadsTheSlotTheSenderWrote) {
+  auto t = makeInprocTransport();
+  Pair p = connectPair(*t, 4096, 2);
+  ASSERT_TRUE(p.send && p.recv);
+  void* written = p.send->acquire();
+  ASSERT_NE(written, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(written) % 4096, 0u) << "page-sized slots are page aligned";
+  p.send->post(10);
+  size_t bytes = 0;
+  EXPECT_EQ(p.recv->peek(&bytes), written) << "zero copy: same memory on both sides";
+}
+
 TEST(InprocTransport, BlobOfDestroyedEndpointFailsCleanly) {
   auto t = makeInprocTransport();
   PeerInfo r0 = makePeer(0, kPid0), r1 = makePeer(1, kPid0);
