@@ -1,7 +1,8 @@
-// Faster paths for the narrow float types, used by host_reduce.cc in front of
-// the portable loops. Each returns how many leading elements it produced (0 when
-// it does not apply); the portable loops finish the rest, so results are the
-// same bit for bit whichever path runs.
+// Internal to src/reduce: faster paths for the narrow float types, used by
+// host_reduce.cc in front of the portable loops. Each *F16C/*Avx2/*Table
+// function returns how many leading elements it produced (0 when it does not
+// apply, e.g. the CPU lacks the instructions); the portable loops finish the
+// rest. Results are the same bit for bit whichever path runs.
 #pragma once
 
 #include <cstddef>

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "reduce/host_reduce.h"
+#include "reduce/host_reduce_fast.h"
 #include "reduce/numeric.h"
 
 // NVIDIA's conversion headers work in host-only g++ builds; braid's include path
@@ -591,7 +592,7 @@ TEST(HostReduce, BuiltinOps) {
 // Folds nranks random inputs with hostCopy + hostReduce the way a reduction
 // schedule does (accumulating in place), and compares with the reference.
 void checkFold(ncclDataType_t t, const OpCase& oc, int nranks, size_t count, size_t offset,
-               std::mt19937_64& rng) {
+               bool fast, std::mt19937_64& rng) {
   const size_t sz = typeSize(t);
   const std::vector<uint8_t> scalar = randomScalar(t, rng);
   const RedOp op = implOpFor(t, oc, nranks, scalar.data());
@@ -601,9 +602,10 @@ void checkFold(ncclDataType_t t, const OpCase& oc, int nranks, size_t count, siz
 
   std::vector<uint8_t> acc((count + offset) * sz);
   uint8_t* accp = acc.data() + offset * sz;
-  hostCopy(op, accp, in[0].data() + offset * sz, count, true, nranks == 1);
+  reduce::hostCopyWith(op, accp, in[0].data() + offset * sz, count, true, nranks == 1, fast);
   for (int r = 1; r < nranks; ++r) {
-    hostReduce(op, accp, accp, in[size_t(r)].data() + offset * sz, count, true, r == nranks - 1);
+    reduce::hostReduceWith(op, accp, accp, in[size_t(r)].data() + offset * sz, count, true,
+                           r == nranks - 1, fast);
   }
 
   for (size_t i = 0; i < count; ++i) {
@@ -617,17 +619,22 @@ void checkFold(ncclDataType_t t, const OpCase& oc, int nranks, size_t count, siz
     store(t, e, want);
     ASSERT_TRUE(sameElt(t, accp + i * sz, want))
         << typeName(t) << " " << oc.name << " nranks " << nranks << " count " << count << " i " << i
+        << (fast ? " fast paths" : " portable loops")
         << ": got " << describe(t, accp + i * sz) << " want " << describe(t, want);
   }
 }
 
-TEST(HostReduce, FoldMatchesReferenceForAllTypesAndOps) {
+// `fast` false runs only the portable loops (numeric.h's conversions), true
+// the dispatch hostReduce uses (F16C, AVX2, fp8 tables where available).
+class HostReducePaths : public ::testing::TestWithParam<bool> {};
+
+TEST_P(HostReducePaths, MatchesReferenceForAllTypesAndOps) {
   std::mt19937_64 rng(42);
   for (ncclDataType_t t : kAllTypes) {
     for (const OpCase& oc : kOps) {
       for (int nranks : {1, 2, 3, 4}) {
         for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(1001)}) {
-          checkFold(t, oc, nranks, count, count % 3, rng);
+          checkFold(t, oc, nranks, count, count % 3, GetParam(), rng);
           if (HasFatalFailure()) return;
         }
       }
@@ -635,8 +642,22 @@ TEST(HostReduce, FoldMatchesReferenceForAllTypesAndOps) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(Paths, HostReducePaths, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return std::string(p.param ? "Fast" : "Portable");
+                         });
+
 // One hostReduce with every flag combination and every aliasing pattern.
-TEST(HostReduce, FlagsAndAliasing) {
+TEST_P(HostReducePaths, FlagsAndAliasing) {
+  const bool fast = GetParam();
+  auto hostReduce = [fast](const RedOp& op, void* dst, const void* a, const void* b, size_t n,
+                           bool contribution, bool final) {
+    reduce::hostReduceWith(op, dst, a, b, n, contribution, final, fast);
+  };
+  auto hostCopy = [fast](const RedOp& op, void* dst, const void* src, size_t n, bool contribution,
+                         bool final) {
+    reduce::hostCopyWith(op, dst, src, n, contribution, final, fast);
+  };
   std::mt19937_64 rng(7);
   const size_t count = 1001;
   for (ncclDataType_t t : kAllTypes) {
