@@ -63,6 +63,7 @@ struct ncclComm {
   std::map<braid::ConnectionKey, std::unique_ptr<braid::SendConnection>> sendConns;
   std::map<braid::ConnectionKey, std::unique_ptr<braid::RecvConnection>> recvConns;
   std::vector<braid::UserRedOp> userOps;
+  std::vector<char> scratch;  // Buffer::Scratch of the plans of one group
 
   uint64_t opCount = 0;  // collectives issued, for diagnosis
   std::atomic<int> state{static_cast<int>(braid::CommState::Initializing)};

@@ -36,71 +36,101 @@ CollShape shapeOf(const Task& t) {
   return s;
 }
 
-// Generators put channel lanes on their own channel and peer lanes on kPeerChannel.
-int laneChannel(const LaneKey& key) {
-  return key.kind == LaneKind::Channel ? key.index : kPeerChannel;
-}
-
-// A communicator's lanes for the whole group: equal keys concatenate in call order.
-struct CommLanes {
-  std::map<LaneKey, LaneWork> lanes;
+// Everything one group asks of one communicator.
+struct CommWork {
+  int index = 0;
+  size_t scratchBytes = 0;
+  std::map<LaneKey, LaneWork> peerLanes;  // concatenated across operations
+  std::vector<LaneWork> channelLanes;     // stage = the operation's position
+  int stages = 0;
 };
 
-Result bindSteps(HostWork* work, std::map<ncclComm*, CommLanes>* perComm,
-                 std::vector<ConnectionNeed>* needs, const std::vector<Task>& tasks) {
+void noteNeeds(ncclComm* comm, const Lane& lane, std::set<std::tuple<ncclComm*, int, int, bool>>* seen,
+               std::vector<ConnectionNeed>* needs) {
+  for (const Step& s : lane.steps) {
+    if (stepSends(s.kind) && seen->insert({comm, s.sendPeer, lane.channel, true}).second)
+      needs->push_back({comm, s.sendPeer, lane.channel, true});
+    if (stepReceives(s.kind) && seen->insert({comm, s.recvPeer, lane.channel, false}).second)
+      needs->push_back({comm, s.recvPeer, lane.channel, false});
+  }
+}
+
+LaneWork makeLaneWork(ncclComm* comm, const CommWork& cw, const Lane& lane, uint32_t opIndex, int stage) {
+  LaneWork lw;
+  lw.comm = comm;
+  lw.channel = lane.channel;
+  lw.stage = stage;
+  lw.commIndex = cw.index;
+  for (const Step& s : lane.steps) lw.steps.push_back({s, opIndex, nullptr, nullptr});
+  return lw;
+}
+
+// Plans every task and records the connections the plans need.
+void planTasks(const std::vector<Task>& tasks, HostWork* work, std::map<ncclComm*, CommWork>* perComm,
+               std::vector<ConnectionNeed>* needs) {
   std::set<std::tuple<ncclComm*, int, int, bool>> seen;
+  std::vector<size_t> scratchOffset;
   for (const Task& t : tasks) {
+    auto [it, added] = perComm->try_emplace(t.comm);
+    CommWork& cw = it->second;
+    if (added) cw.index = static_cast<int>(perComm->size()) - 1;
     const uint32_t opIndex = static_cast<uint32_t>(work->ops.size());
-    work->ops.push_back({static_cast<const char*>(t.sendbuff), static_cast<char*>(t.recvbuff),
-                         typeSize(t.type), t.op});
     Plan plan = generatePlan(shapeOf(t));
     if (logEnabled(LogLevel::Trace, kLogColl))
       BRAID_TRACE(kLogColl, "%s plan:\n%s", collectiveName(t.coll), describePlan(plan).c_str());
-    CommLanes& cl = (*perComm)[t.comm];
-    for (Lane& lane : plan.lanes) {
-      LaneWork& lw = cl.lanes[lane.key];
-      lw.comm = t.comm;
-      for (const Step& s : lane.steps) {
-        lw.steps.push_back({s, opIndex, nullptr, nullptr});
-        const int channel = laneChannel(lane.key);
-        if (stepSends(s.kind) && seen.insert({t.comm, s.sendPeer, channel, true}).second)
-          needs->push_back({t.comm, s.sendPeer, channel, true});
-        if (stepReceives(s.kind) && seen.insert({t.comm, s.recvPeer, channel, false}).second)
-          needs->push_back({t.comm, s.recvPeer, channel, false});
+    work->ops.push_back({static_cast<const char*>(t.sendbuff), static_cast<char*>(t.recvbuff), nullptr,
+                         typeSize(t.type), t.op});
+    scratchOffset.push_back(cw.scratchBytes);
+    cw.scratchBytes += (plan.scratchElems * typeSize(t.type) + 63) & ~size_t(63);
+    bool usesChannels = false;
+    for (const Lane& lane : plan.lanes) {
+      noteNeeds(t.comm, lane, &seen, needs);
+      if (lane.key.kind == LaneKind::Channel) {
+        cw.channelLanes.push_back(makeLaneWork(t.comm, cw, lane, opIndex, cw.stages));
+        usesChannels = true;
+        continue;
       }
+      auto [pl, fresh] = cw.peerLanes.try_emplace(lane.key, makeLaneWork(t.comm, cw, lane, opIndex, -1));
+      if (!fresh)
+        for (const Step& s : lane.steps) pl->second.steps.push_back({s, opIndex, nullptr, nullptr});
     }
+    if (usesChannels) ++cw.stages;
   }
-  return Result::success();
+  // Scratch lives in the communicator and is reused by later groups.
+  for (auto& [comm, cw] : *perComm)
+    if (comm->scratch.size() < cw.scratchBytes) comm->scratch.resize(cw.scratchBytes);
+  for (size_t i = 0; i < tasks.size(); ++i)
+    work->ops[i].scratch = tasks[i].comm->scratch.data() + scratchOffset[i];
 }
 
 // Resolves every step's connections, now that they all exist.
-void resolveConnections(HostWork* work, std::map<ncclComm*, CommLanes>* perComm) {
+void bindConnections(HostWork* work, std::map<ncclComm*, CommWork>* perComm) {
   std::set<SendConnection*> sends;
-  for (auto& [comm, cl] : *perComm) {
-    for (auto& [key, lane] : cl.lanes) {
-      const int channel = laneChannel(key);
-      for (BoundStep& b : lane.steps) {
-        if (stepSends(b.step.kind)) {
-          b.send = comm->sendConns.at({b.step.sendPeer, channel}).get();
-          sends.insert(b.send);
-        }
-        if (stepReceives(b.step.kind)) {
-          b.recv = comm->recvConns.at({b.step.recvPeer, channel}).get();
-        }
+  auto bind = [&](ncclComm* comm, LaneWork& lane) {
+    for (BoundStep& b : lane.steps) {
+      if (stepSends(b.step.kind)) {
+        b.send = comm->sendConns.at({b.step.sendPeer, lane.channel}).get();
+        sends.insert(b.send);
       }
-      work->lanes.push_back(std::move(lane));
+      if (stepReceives(b.step.kind)) b.recv = comm->recvConns.at({b.step.recvPeer, lane.channel}).get();
     }
+    work->lanes.push_back(std::move(lane));
+  };
+  for (auto& [comm, cw] : *perComm) {
+    for (auto& [key, lane] : cw.peerLanes) bind(comm, lane);
+    for (LaneWork& lane : cw.channelLanes) bind(comm, lane);
   }
   work->sends.assign(sends.begin(), sends.end());
+  work->ncomms = static_cast<int>(perComm->size());
 }
 
 Result runTasks(const std::vector<Task>& tasks) {
   HostWork work;
-  std::map<ncclComm*, CommLanes> perComm;
+  std::map<ncclComm*, CommWork> perComm;
   std::vector<ConnectionNeed> needs;
-  BRAID_TRY(bindSteps(&work, &perComm, &needs, tasks));
+  planTasks(tasks, &work, &perComm, &needs);
   BRAID_TRY(connectAll(needs));
-  resolveConnections(&work, &perComm);
+  bindConnections(&work, &perComm);
   return runHostWork(work);
 }
 

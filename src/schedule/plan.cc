@@ -55,7 +55,9 @@ bool stepWritesDst(StepKind k) {
 }
 
 namespace {
-const char* bufferName(Buffer b) { return b == Buffer::Input ? "in" : "out"; }
+const char* bufferName(Buffer b) {
+  return b == Buffer::Input ? "in" : b == Buffer::Output ? "out" : "scratch";
+}
 const char* laneKindName(LaneKind k) {
   switch (k) {
     case LaneKind::Channel: return "channel";

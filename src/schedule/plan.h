@@ -33,7 +33,10 @@ bool stepReceives(StepKind k);
 bool stepReadsSrc(StepKind k);
 bool stepWritesDst(StepKind k);
 
-enum class Buffer : uint8_t { Input, Output };
+// Scratch is memory of the plan's own (Plan::scratchElems elements), for partial
+// results a rank keeps but must not write to the user's buffers (e.g. a tree
+// node's sum of its children on a rank whose output buffer may be NULL).
+enum class Buffer : uint8_t { Input, Output, Scratch };
 
 struct BufferRef {
   Buffer buffer = Buffer::Input;
@@ -51,13 +54,17 @@ struct Step {
   bool final = false;              // produces the finished value: apply SumPostDiv
 };
 
-// A lane is a sequence of steps run in order; lanes run concurrently. Lanes with
-// equal keys from several operations of one group are concatenated in call
-// order, which every rank does alike, so FIFO order matches on both ends.
+// A lane is a sequence of steps run in order; lanes run concurrently.
+// Invariant every generator keeps: within one operation, each FIFO (peer,
+// channel, direction) is used by at most one lane, so messages cannot interleave.
+// Channel lanes of consecutive operations on one communicator run one operation
+// after the other; peer lanes (PeerSend/PeerRecv, one FIFO each) with equal keys
+// are concatenated in call order instead, so that sends and receives of a group
+// progress together. Every rank orders them alike, so FIFO order matches.
 enum class LaneKind : uint8_t { Channel, PeerSend, PeerRecv };
 struct LaneKey {
   LaneKind kind = LaneKind::Channel;
-  int32_t index = 0;  // channel number, or peer rank
+  int32_t index = 0;  // Channel: lane number within the operation; Peer*: the peer rank
   bool operator==(const LaneKey& o) const { return kind == o.kind && index == o.index; }
   bool operator<(const LaneKey& o) const {
     return kind != o.kind ? kind < o.kind : index < o.index;
@@ -72,6 +79,7 @@ struct Lane {
 
 struct Plan {
   std::vector<Lane> lanes;
+  size_t scratchElems = 0;  // size of Buffer::Scratch
 };
 
 // Channel used by point-to-point style lanes (send/recv, all-to-all, gather, scatter).

@@ -13,7 +13,9 @@ namespace braid {
 namespace {
 
 const char* at(const BoundOp& op, BufferRef ref) {
-  const char* base = ref.buffer == Buffer::Input ? op.input : op.output;
+  const char* base = ref.buffer == Buffer::Input    ? op.input
+                     : ref.buffer == Buffer::Output ? op.output
+                                                    : op.scratch;
   return base + ref.offset * op.elemSize;
 }
 
@@ -123,12 +125,42 @@ Result stuckError(const HostWork& work, const char* why) {
   return fail(ncclSystemError, "%s while flushing sends to peers", why);
 }
 
+// Which operation (stage) each communicator's channel lanes are running.
+class StageTracker {
+ public:
+  explicit StageTracker(const HostWork& work) : current_(work.ncomms, 0), left_(work.ncomms) {
+    for (const LaneWork& lane : work.lanes) {
+      if (lane.stage < 0 || lane.steps.empty()) continue;
+      auto& left = left_[lane.commIndex];
+      if (left.size() <= static_cast<size_t>(lane.stage)) left.resize(lane.stage + 1, 0);
+      ++left[lane.stage];
+    }
+    for (int c = 0; c < work.ncomms; ++c) skipEmpty(c);
+  }
+  bool runnable(const LaneWork& lane) const {
+    return lane.stage < 0 || lane.stage == current_[lane.commIndex];
+  }
+  void laneDone(const LaneWork& lane) {
+    if (lane.stage < 0) return;
+    --left_[lane.commIndex][lane.stage];
+    skipEmpty(lane.commIndex);
+  }
+
+ private:
+  void skipEmpty(int c) {
+    while (static_cast<size_t>(current_[c]) < left_[c].size() && left_[c][current_[c]] == 0) ++current_[c];
+  }
+  std::vector<int> current_;
+  std::vector<std::vector<int>> left_;
+};
+
 }  // namespace
 
 Result runHostWork(HostWork& work) {
   Deadline deadline = Clock::time_point::max();
   for (const LaneWork& lane : work.lanes) deadline = std::min(deadline, deadlineFromNow(lane.comm));
   Backoff backoff;
+  StageTracker stages(work);
   size_t remaining = 0;
   for (const LaneWork& lane : work.lanes) remaining += lane.steps.size();
   unsigned spins = 0;
@@ -136,6 +168,7 @@ Result runHostWork(HostWork& work) {
     BRAID_TRY(progressSends(work));
     bool progressed = false;
     for (LaneWork& lane : work.lanes) {
+      if (lane.next >= lane.steps.size() || !stages.runnable(lane)) continue;
       // Run as many consecutive steps of a lane as are ready.
       while (lane.next < lane.steps.size()) {
         bool done = false;
@@ -146,6 +179,7 @@ Result runHostWork(HostWork& work) {
         --remaining;
         progressed = true;
       }
+      if (lane.next == lane.steps.size()) stages.laneDone(lane);
     }
     if (progressed) {
       backoff.reset();

@@ -14,6 +14,7 @@ namespace braid {
 struct BoundOp {
   const char* input = nullptr;
   char* output = nullptr;
+  char* scratch = nullptr;
   size_t elemSize = 0;
   RedOp op;
 };
@@ -30,12 +31,18 @@ struct LaneWork {
   ncclComm* comm = nullptr;
   std::vector<BoundStep> steps;
   size_t next = 0;
+  int channel = 0;
+  // Channel lanes run one operation (stage) of their communicator at a time;
+  // peer lanes (stage -1) may always run.
+  int stage = -1;
+  int commIndex = 0;
 };
 
 struct HostWork {
   std::vector<BoundOp> ops;
   std::vector<LaneWork> lanes;
   std::vector<SendConnection*> sends;  // every send connection the lanes use, once each
+  int ncomms = 0;
 };
 
 // Returns when every lane is done and every send has left this process, or with
