@@ -7,8 +7,17 @@
 
 namespace braid {
 
+// The schedule families. Not every algorithm serves every collective; see
+// algorithmSupports(). Direct is the pairwise family (all-to-all, gather,
+// scatter, send/recv), the only one those collectives have.
+enum class Algorithm : uint8_t { Ring, Tree, RecursiveDoubling, HalvingDoubling, Direct };
+constexpr int kNumAlgorithms = 5;
+const char* algorithmName(Algorithm a);
+bool algorithmSupports(Algorithm a, Collective c);
+
 struct CollShape {
   Collective coll = Collective::AllReduce;
+  Algorithm algorithm = Algorithm::Ring;  // ignored where only Direct applies
   int rank = 0;
   int nranks = 1;
   // Elements, in NCCL's per-call meaning: AllReduce/Broadcast/Reduce count;

@@ -22,6 +22,15 @@ void ringAllGather(const CollShape& s, ElemRange range, Lane* lane);
 void chainBroadcast(const CollShape& s, ElemRange range, Lane* lane);
 void chainReduce(const CollShape& s, ElemRange range, Lane* lane);
 
+// Families that make several lanes per range (channel split inside).
+void treeAllReduce(const CollShape& s, Plan* plan);
+void treeBroadcast(const CollShape& s, Plan* plan);
+void treeReduce(const CollShape& s, Plan* plan);
+void recursiveDoublingAllReduce(const CollShape& s, Plan* plan);
+void recursiveDoublingAllGather(const CollShape& s, Plan* plan);
+void halvingDoublingAllReduce(const CollShape& s, Plan* plan);
+void halvingDoublingReduceScatter(const CollShape& s, Plan* plan);
+
 void pairwiseAllToAll(const CollShape& s, Plan* plan);
 void directGather(const CollShape& s, Plan* plan);
 void directScatter(const CollShape& s, Plan* plan);

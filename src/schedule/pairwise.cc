@@ -3,49 +3,38 @@
 // own per direction, so messages to different peers never wait on each other.
 #include <algorithm>
 
+#include "schedule/exchange.h"
 #include "schedule/generators.h"
 
 namespace braid {
 
 namespace {
 
-Lane* laneFor(Plan* plan, LaneKind kind, int peer) {
-  for (Lane& l : plan->lanes)
-    if (l.key.kind == kind && l.key.index == peer) return &l;
+// Every generator below visits each (direction, peer) once, so a lane is made
+// without looking for an existing one (which would cost O(p) per peer).
+Lane* newLane(Plan* plan, LaneKind kind, int peer) {
   plan->lanes.push_back(Lane{{kind, peer}, kPeerChannel, {}});
   return &plan->lanes.back();
 }
 
 void sendChunks(const CollShape& s, Plan* plan, int peer, size_t inOffset) {
+  Lane* lane = newLane(plan, LaneKind::PeerSend, peer);
   for (size_t done = 0; done < s.count; done += s.chunkElems) {
-    Step st;
-    st.kind = StepKind::Send;
-    st.sendPeer = peer;
-    st.src = {Buffer::Input, inOffset + done};
-    st.count = std::min(s.chunkElems, s.count - done);
-    laneFor(plan, LaneKind::PeerSend, peer)->steps.push_back(st);
+    lane->steps.push_back(sendStep(peer, {Buffer::Input, inOffset + done}, std::min(s.chunkElems, s.count - done), false));
   }
 }
 
 void recvChunks(const CollShape& s, Plan* plan, int peer, size_t outOffset) {
+  Lane* lane = newLane(plan, LaneKind::PeerRecv, peer);
   for (size_t done = 0; done < s.count; done += s.chunkElems) {
-    Step st;
-    st.kind = StepKind::Recv;
-    st.recvPeer = peer;
-    st.dst = {Buffer::Output, outOffset + done};
-    st.count = std::min(s.chunkElems, s.count - done);
-    laneFor(plan, LaneKind::PeerRecv, peer)->steps.push_back(st);
+    lane->steps.push_back(recvStep(peer, {Buffer::Output, outOffset + done}, std::min(s.chunkElems, s.count - done)));
   }
 }
 
 // The rank's own block: a local copy, kept in the send lane to itself.
 void selfCopy(const CollShape& s, Plan* plan, size_t inOffset, size_t outOffset) {
-  Step st;
-  st.kind = StepKind::Copy;
-  st.src = {Buffer::Input, inOffset};
-  st.dst = {Buffer::Output, outOffset};
-  st.count = s.count;
-  laneFor(plan, LaneKind::PeerSend, s.rank)->steps.push_back(st);
+  newLane(plan, LaneKind::PeerSend, s.rank)
+      ->steps.push_back(copyStep({Buffer::Input, inOffset}, {Buffer::Output, outOffset}, s.count, false, false));
 }
 
 }  // namespace

@@ -1,0 +1,185 @@
+#include "tuning/planner.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <limits>
+
+#include "core/log.h"
+#include "reduce/host_reduce.h"
+
+namespace braid {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Ring is the reference schedule (neighbour traffic only, fused steps): another
+// family must be predicted this much faster to replace it, so model noise near
+// a tie does not flip the choice.
+constexpr double kRingPreference = 1.05;
+
+// Pipelines gain nothing from chunks below this; it bounds the search.
+constexpr size_t kMinChunkBytes = 1024;
+
+// The chunk sizes a protocol stands for (see Protocol in algo_env.h), in bytes,
+// clamped to the slot.
+struct ChunkRange {
+  size_t lo;  // exclusive, except that hi == lo is the single size hi
+  size_t hi;
+};
+
+ChunkRange protocolRange(Protocol p, size_t slot) {
+  const size_t ll = std::min<size_t>(8 << 10, slot), ll128 = std::min<size_t>(64 << 10, slot);
+  switch (p) {
+    case Protocol::LL: return {0, ll};
+    case Protocol::LL128: return {ll, ll128};
+    case Protocol::Simple: return {ll128, slot};
+  }
+  return {0, slot};
+}
+
+// Warns once per collective per process that the user's filter left nothing.
+void warnEmptyFilter(Collective c, bool proto) {
+  static std::atomic<uint32_t> warned{0};
+  const char* var = proto ? "NCCL_PROTO" : "NCCL_ALGO";
+  const uint32_t bit = 1u << (static_cast<int>(c) + (proto ? 16 : 0));
+  if (warned.fetch_or(bit) & bit) return;
+  BRAID_WARN("%s leaves no usable choice for %s; the cost model chooses instead", var,
+             collectiveName(c));
+}
+
+struct Best {
+  double seconds = kInf;
+  size_t chunkElems = 1;
+  Protocol protocol = Protocol::Simple;
+};
+
+// The best chunk for one algorithm within the allowed protocols.
+Best bestChunk(const TuningInput& in, Algorithm algo, uint8_t protos, const CostParams& params,
+               size_t elemSize, double n) {
+  Best best;
+  ModelShape shape;
+  shape.nranks = in.nranks;
+  shape.bytes = n;
+  shape.nchannels = in.nchannels;
+  const bool pipelined = isPipelined(in.coll, algo);
+  for (int pi = 0; pi < kNumProtocols; ++pi) {
+    if (!((protos >> pi) & 1)) continue;
+    const Protocol proto = static_cast<Protocol>(pi);
+    const ChunkRange r = protocolRange(proto, in.slotBytes);
+    for (size_t bytes = r.hi;; bytes /= 2) {
+      const size_t elems = std::max<size_t>(1, bytes / elemSize);
+      shape.chunkBytes = static_cast<double>(elems * elemSize);
+      double t = predictSeconds(in.coll, algo, shape, params);
+      if (t < best.seconds) best = {t, elems, proto};
+      if (!pipelined || bytes / 2 <= r.lo || bytes / 2 < kMinChunkBytes) break;
+    }
+  }
+  return best;
+}
+
+uint8_t modelled(Collective c) {
+  uint8_t m = 0;
+  ModelShape s;
+  StepCost unused;
+  for (int a = 0; a < kNumAlgorithms; ++a)
+    if (modelCost(c, static_cast<Algorithm>(a), s, &unused)) m |= 1u << a;
+  return m;
+}
+
+}  // namespace
+
+PlanChoice choosePlanAmong(const TuningInput& in, uint8_t implemented, double* perAlgorithm) {
+  const AlgoFilter& filter = in.filter ? *in.filter : envAlgoFilter();
+  const CalibrationParams& cal = in.calibration ? *in.calibration : calibration();
+  const int ci = static_cast<int>(in.coll);
+  const size_t elemSize = std::max<size_t>(1, typeSize(in.datatype));
+  const CostParams params = costParams(cal, in.transport, in.datatype);
+  const double n = modelBytes(in.coll, in.count, elemSize, in.nranks);
+
+  PlanChoice choice;
+  choice.nchannels = std::max(1, in.nchannels);
+  uint8_t algos = implemented & modelled(in.coll);
+  if (algos & filter.algos[ci]) {
+    algos &= filter.algos[ci];
+    choice.forced = filter.algoForced[ci];
+  } else if (filter.algoForced[ci] && algos) {
+    warnEmptyFilter(in.coll, false);
+  }
+  uint8_t protos = filter.protos[ci];
+  if (protos) {
+    choice.forced = choice.forced || filter.protoForced[ci];
+  } else {
+    warnEmptyFilter(in.coll, true);
+    protos = (1u << kNumProtocols) - 1;
+  }
+
+  Best best[kNumAlgorithms];
+  int winner = -1;
+  for (int a = 0; a < kNumAlgorithms; ++a) {
+    if ((algos >> a) & 1) best[a] = bestChunk(in, static_cast<Algorithm>(a), protos, params, elemSize, n);
+    if (perAlgorithm) perAlgorithm[a] = best[a].seconds;
+    if (best[a].seconds < kInf && (winner < 0 || best[a].seconds < best[winner].seconds)) winner = a;
+  }
+  const int ring = static_cast<int>(Algorithm::Ring);
+  if (winner >= 0 && best[ring].seconds <= best[winner].seconds * kRingPreference) winner = ring;
+  if (winner < 0) {
+    // Nothing modelled is implemented (cannot happen with the shipped tables):
+    // keep the generators' defaults, one slot per step.
+    choice.algorithm = (implemented >> ring) & 1 ? Algorithm::Ring : Algorithm::Direct;
+    choice.chunkElems = std::max<size_t>(1, in.slotBytes / elemSize);
+    return choice;
+  }
+  choice.algorithm = static_cast<Algorithm>(winner);
+  choice.chunkElems = best[winner].chunkElems;
+  choice.protocol = best[winner].protocol;
+  choice.predictedSeconds = best[winner].seconds;
+  return choice;
+}
+
+PlanChoice choosePlan(const TuningInput& in) {
+  uint8_t implemented = 0;
+  for (int a = 0; a < kNumAlgorithms; ++a)
+    if (algorithmSupports(static_cast<Algorithm>(a), in.coll)) implemented |= 1u << a;
+  if (!logEnabled(LogLevel::Info, kLogTuning)) return choosePlanAmong(in, implemented, nullptr);
+  double perAlgorithm[kNumAlgorithms];
+  PlanChoice c = choosePlanAmong(in, implemented, perAlgorithm);
+  char line[512];
+  formatPlanChoice(in, c, perAlgorithm, line, sizeof(line));
+  BRAID_INFO(kLogTuning, "%s", line);
+  return c;
+}
+
+void formatPlanChoice(const TuningInput& in, const PlanChoice& c, const double* perAlgorithm,
+                      char* buf, size_t len) {
+  const size_t elemSize = std::max<size_t>(1, typeSize(in.datatype));
+  const double n = modelBytes(in.coll, in.count, elemSize, in.nranks);
+  int used = snprintf(buf, len, "%s %.0f B x %d ranks (%s): %s/%s chunk %zu elems %d ch, predicted %.1f us",
+                      collectiveName(in.coll), n, in.nranks, transportClassName(in.transport),
+                      algorithmName(c.algorithm), protocolName(c.protocol), c.chunkElems, c.nchannels,
+                      c.predictedSeconds * 1e6);
+  bool first = true;
+  for (int a = 0; perAlgorithm && a < kNumAlgorithms && used > 0 && static_cast<size_t>(used) < len; ++a) {
+    if (a == static_cast<int>(c.algorithm) || !(perAlgorithm[a] < kInf)) continue;
+    used += snprintf(buf + used, len - used, "%s%s %.1f us", first ? " (" : ", ",
+                     algorithmName(static_cast<Algorithm>(a)), perAlgorithm[a] * 1e6);
+    first = false;
+  }
+  if (!first && used > 0 && static_cast<size_t>(used) < len) used += snprintf(buf + used, len - used, ")");
+  if (c.forced && used > 0 && static_cast<size_t>(used) < len)
+    snprintf(buf + used, len - used, " [NCCL_ALGO/NCCL_PROTO]");
+}
+
+TransportClass slowestTransportClass(const std::vector<PeerInfo>& peers, bool shmDisabled) {
+  bool oneProcess = true, oneHost = true;
+  for (const PeerInfo& p : peers) {
+    oneProcess = oneProcess && p.processId == peers.front().processId;
+    oneHost = oneHost && p.hostHash == peers.front().hostHash && p.shmDomain == peers.front().shmDomain;
+  }
+  if (oneProcess) return TransportClass::InProcess;
+  if (oneHost && !shmDisabled) return TransportClass::SharedMemory;
+  return TransportClass::Tcp;
+}
+
+}  // namespace braid

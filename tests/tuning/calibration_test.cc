@@ -1,0 +1,203 @@
+// Calibration: the measurement runs through the real transports and gives sane
+// numbers quickly; the per-host cache is written, read back, and distrusted
+// when damaged; BRAID_CALIBRATE and the overrides do what they say.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tuning/calibration.h"
+
+namespace braid {
+namespace {
+
+const char* const kVars[] = {"XDG_CACHE_HOME", "BRAID_CALIBRATE", "BRAID_ALPHA_TCP", "BRAID_BW_SHM",
+                             "BRAID_REDUCE_BW", "BRAID_COPY_BW", "BRAID_ALPHA_INPROC", "HOME"};
+
+class Calibration : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* v : kVars) {
+      const char* old = getenv(v);
+      saved_.push_back(old ? std::make_pair(true, std::string(old)) : std::make_pair(false, std::string()));
+      if (strcmp(v, "HOME") != 0) unsetenv(v);
+    }
+    char tmpl[] = "/tmp/braid-calib-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    setenv("XDG_CACHE_HOME", dir_.c_str(), 1);
+  }
+  void TearDown() override {
+    std::string path = calibrationCachePath();
+    if (!path.empty()) {
+      unlink(path.c_str());
+      unlink((path + ".lock").c_str());
+    }
+    rmdir((dir_ + "/braid").c_str());
+    rmdir(dir_.c_str());
+    for (size_t i = 0; i < saved_.size(); ++i) {
+      if (saved_[i].first)
+        setenv(kVars[i], saved_[i].second.c_str(), 1);
+      else
+        unsetenv(kVars[i]);
+    }
+  }
+  static bool exists(const std::string& p) {
+    struct stat st;
+    return stat(p.c_str(), &st) == 0;
+  }
+  static void expectSane(const CalibrationParams& p) {
+    for (int i = 0; i < kNumTransportClasses; ++i) {
+      EXPECT_GT(p.alpha[i], 1e-8) << i;
+      EXPECT_LT(p.alpha[i], 1e-2) << i;
+      EXPECT_GT(p.beta[i], 1e-12) << i;
+      EXPECT_LT(p.beta[i], 1e-7) << i;
+    }
+    for (double g : p.gamma) {
+      EXPECT_GT(g, 1e-12);
+      EXPECT_LT(g, 1e-7);
+    }
+    EXPECT_GT(p.copyBeta, 1e-12);
+  }
+
+  std::string dir_;
+  std::vector<std::pair<bool, std::string>> saved_;
+};
+
+TEST_F(Calibration, MeasuresSaneNumbersQuickly) {
+  CalibrationParams p{};
+  auto t0 = std::chrono::steady_clock::now();
+  Result r = measureCalibration(&p);
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(r.ok()) << r.message();
+  printf("calibration took %.1f ms:\n%s", ms, describeCalibration(p).c_str());
+  EXPECT_EQ(p.source, CalibrationSource::Measured);
+  expectSane(p);
+  // The measurement really happened: it differs from the built-in values, and
+  // TCP loopback costs more per message than a FIFO in memory.
+  const CalibrationParams d = defaultCalibration();
+  EXPECT_NE(p.alpha[static_cast<int>(TransportClass::Tcp)], d.alpha[static_cast<int>(TransportClass::Tcp)]);
+  EXPECT_NE(p.gamma[0], d.gamma[0]);
+  EXPECT_GT(p.alpha[static_cast<int>(TransportClass::Tcp)],
+            p.alpha[static_cast<int>(TransportClass::SharedMemory)]);
+}
+
+TEST_F(Calibration, WritesTheCacheAndReadsItBack) {
+  const std::string path = calibrationCachePath();
+  ASSERT_EQ(path.rfind(dir_ + "/braid/calibration-v1-", 0), 0u) << path;
+  CalibrationParams first = resolveCalibration();
+  EXPECT_EQ(first.source, CalibrationSource::Measured);
+  ASSERT_TRUE(exists(path));
+  EXPECT_FALSE(exists(path + ".tmp." + std::to_string(getpid())));
+  CalibrationParams second = resolveCalibration();
+  EXPECT_EQ(second.source, CalibrationSource::Cache) << "a cached calibration must not measure again";
+  for (int i = 0; i < kNumTransportClasses; ++i) {
+    EXPECT_NEAR(second.alpha[i], first.alpha[i], first.alpha[i] * 1e-8);
+    EXPECT_NEAR(second.beta[i], first.beta[i], first.beta[i] * 1e-8);
+  }
+  EXPECT_NEAR(second.copyBeta, first.copyBeta, first.copyBeta * 1e-8);
+}
+
+TEST_F(Calibration, DamagedCacheIsIgnoredAndReplaced) {
+  const std::string path = calibrationCachePath();
+  ASSERT_TRUE(writeCalibrationCache(path, defaultCalibration()).ok());
+  CalibrationParams p{};
+  ASSERT_TRUE(readCalibrationCache(path, &p));
+  EXPECT_EQ(p.source, CalibrationSource::Cache);
+
+  std::string good = describeCalibration(defaultCalibration());
+  auto writeRaw = [&](const std::string& text) { std::ofstream(path) << text; };
+  writeRaw("garbage\x01\x02 not a number\n");
+  EXPECT_FALSE(readCalibrationCache(path, &p));
+  writeRaw(good.substr(0, good.find("beta_tcp")));  // truncated: keys missing
+  EXPECT_FALSE(readCalibrationCache(path, &p));
+  std::string negative = good;
+  negative.replace(negative.find("alpha_tcp ") + 10, 1, "-");
+  writeRaw(negative);
+  EXPECT_FALSE(readCalibrationCache(path, &p));
+  writeRaw(good);
+  EXPECT_TRUE(readCalibrationCache(path, &p));
+  EXPECT_FALSE(readCalibrationCache(dir_ + "/missing.txt", &p));
+
+  writeRaw("alpha_inproc nan\n");
+  CalibrationParams r = resolveCalibration();
+  EXPECT_EQ(r.source, CalibrationSource::Measured);
+  EXPECT_TRUE(readCalibrationCache(path, &p)) << "the damaged file was replaced";
+}
+
+TEST_F(Calibration, CalibrateZeroUsesDefaultsAndWritesNothing) {
+  setenv("BRAID_CALIBRATE", "0", 1);
+  auto t0 = std::chrono::steady_clock::now();
+  CalibrationParams p = resolveCalibration();
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(p.source, CalibrationSource::Defaults);
+  EXPECT_EQ(describeCalibration(p), describeCalibration(defaultCalibration()));
+  EXPECT_FALSE(exists(calibrationCachePath()));
+  EXPECT_LT(ms, 5);
+}
+
+TEST_F(Calibration, ForceMeasuresDespiteACache) {
+  ASSERT_TRUE(writeCalibrationCache(calibrationCachePath(), defaultCalibration()).ok());
+  EXPECT_EQ(resolveCalibration().source, CalibrationSource::Cache);
+  setenv("BRAID_CALIBRATE", "force", 1);
+  EXPECT_EQ(resolveCalibration().source, CalibrationSource::Measured);
+  unsetenv("BRAID_CALIBRATE");
+  CalibrationParams p{};
+  ASSERT_TRUE(readCalibrationCache(calibrationCachePath(), &p));
+  EXPECT_NE(describeCalibration(p), describeCalibration(defaultCalibration())) << "force rewrote the cache";
+}
+
+TEST_F(Calibration, OverridesReplaceWhatTheyName) {
+  setenv("BRAID_CALIBRATE", "0", 1);
+  setenv("BRAID_ALPHA_TCP", "50", 1);
+  setenv("BRAID_BW_SHM", "2", 1);
+  setenv("BRAID_REDUCE_BW", "4", 1);
+  setenv("BRAID_COPY_BW", "20", 1);
+  setenv("BRAID_ALPHA_INPROC", "abc", 1);  // ignored with a warning
+  CalibrationParams p = resolveCalibration();
+  const CalibrationParams d = defaultCalibration();
+  EXPECT_DOUBLE_EQ(p.alpha[static_cast<int>(TransportClass::Tcp)], 50e-6);
+  EXPECT_DOUBLE_EQ(p.beta[static_cast<int>(TransportClass::SharedMemory)], 1 / 2e9);
+  EXPECT_DOUBLE_EQ(p.gamma[static_cast<int>(ReduceClass::Wide)], 1 / 4e9);
+  // Narrow types keep their measured ratio to float32.
+  EXPECT_NEAR(p.gamma[static_cast<int>(ReduceClass::Fp8)] / p.gamma[0],
+              d.gamma[static_cast<int>(ReduceClass::Fp8)] / d.gamma[0], 1e-9);
+  EXPECT_DOUBLE_EQ(p.copyBeta, 1 / 20e9);
+  EXPECT_EQ(p.alpha[static_cast<int>(TransportClass::InProcess)],
+            d.alpha[static_cast<int>(TransportClass::InProcess)]);
+  CostParams cp = costParams(p, TransportClass::Tcp, ncclFloat8e5m2);
+  EXPECT_DOUBLE_EQ(cp.alpha, 50e-6);
+  EXPECT_EQ(cp.gamma, p.gamma[static_cast<int>(ReduceClass::Fp8)]);
+}
+
+TEST_F(Calibration, UnwritableCacheKeepsTheResultInMemory) {
+  setenv("XDG_CACHE_HOME", "/proc/braid-no-such-dir", 1);
+  CalibrationParams p = resolveCalibration();
+  EXPECT_EQ(p.source, CalibrationSource::Measured);
+  expectSane(p);
+  unsetenv("XDG_CACHE_HOME");
+  setenv("HOME", dir_.c_str(), 1);
+  EXPECT_EQ(calibrationCachePath().rfind(dir_ + "/.cache/braid/calibration-v1-", 0), 0u);
+  unsetenv("HOME");
+  EXPECT_EQ(calibrationCachePath(), "");
+}
+
+TEST_F(Calibration, ProcessWideValueIsResolvedOnce) {
+  setenv("BRAID_CALIBRATE", "0", 1);
+  const CalibrationParams& a = calibration();
+  setenv("BRAID_CALIBRATE", "force", 1);
+  const CalibrationParams& b = calibration();
+  EXPECT_EQ(&a, &b);
+  EXPECT_EQ(a.source, CalibrationSource::Defaults);
+}
+
+}  // namespace
+}  // namespace braid
