@@ -11,6 +11,18 @@ extern "C" {
 /* "braid X.Y.Z (NCCL API 2.27.7)": the library that is actually loaded. */
 const char* braidVersionString(void);
 
+/* braid's extensions take NCCL's types; include nccl.h first. */
+#ifdef NCCL_H_
+/* Seconds any later blocking operation of `comm` may wait for its peers before it
+ * fails (BRAID_TIMEOUT sets the default at init). A positive number. */
+ncclResult_t braidCommSetTimeout(ncclComm_t comm, double seconds);
+
+/* A fresh unique id served by a root in this process, whatever NCCL_COMM_ID says
+ * (ncclGetUniqueId follows NCCL_COMM_ID, which gives every caller the same id):
+ * for frameworks that make several communicators, e.g. subgroups. */
+ncclResult_t braidGetPrivateUniqueId(ncclUniqueId* uniqueId);
+#endif
+
 #ifdef __cplusplus
 }
 #endif

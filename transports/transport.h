@@ -37,6 +37,8 @@ struct PeerInfo {
   uint64_t hostHash;      // same host <=> same value (BRAID_HOSTID overrides)
   uint64_t shmDomain;     // same /dev/shm <=> same value (ipc + mount namespace)
   uint64_t processId;     // unique per process on the host (pid + start time)
+  uint64_t pidNamespace;  // pids compare only within one pid namespace
+  uint64_t startTime;     // field 22 of /proc/<pid>/stat: tells a reused pid apart
   int32_t pid;
   int32_t pad;
   uint8_t tcpAddr[128];   // sockaddr_storage of the interface the bootstrap chose
@@ -68,6 +70,9 @@ class SendConnection {
   // True when every posted slot has left this process's buffers: the executor may
   // return to the user only then.
   virtual bool flushed() const = 0;
+  // An error naming the peer if it is known to be gone (its process exited). Called
+  // now and then while a step waits on this connection, so it may cost a system call.
+  virtual Result checkPeer() { return Result::success(); }
 };
 
 class RecvConnection {
@@ -79,6 +84,8 @@ class RecvConnection {
   virtual void release() = 0;
   // Moves data that is waiting in this process (no-op for shared memory).
   virtual Result progress() = 0;
+  // As SendConnection::checkPeer.
+  virtual Result checkPeer() { return Result::success(); }
 };
 
 class RecvEndpoint {
@@ -99,6 +106,12 @@ class Transport {
   virtual Result listen(const ConnectRequest& req, std::unique_ptr<RecvEndpoint>* out) = 0;
   virtual Result connect(const ConnectRequest& req, const Blob& blob,
                          std::unique_ptr<SendConnection>* out) = 0;
+  // Called when a communicator goes away: removes what peers that died (killed
+  // mid-connect, say) left behind in this transport, such as named segments.
+  // `patience` > 0 (the communicator failed): a peer may still be exiting (its
+  // sockets close before its process is gone), so wait up to that long for it.
+  virtual void cleanUpAfterDeadPeers(const PeerInfo& self, const std::vector<PeerInfo>& peers,
+                                     std::chrono::milliseconds patience) {}
 };
 
 }  // namespace braid

@@ -67,6 +67,7 @@ Result validate(const CallSpec& spec, Task& t, ncclRedOp_t op) {
 
 ncclResult_t submit(const CallSpec& spec, Task t, ncclRedOp_t op = ncclSum) {
   t.coll = spec.coll;
+  t.userOp = static_cast<int>(op);
   Result r = validate(spec, t, op);
   if (!r.ok()) {
     groupFail(r);

@@ -102,6 +102,37 @@ BRAID_NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key,
   return report(r);
 }
 
+// Stops the communicator's operations for good (a waiting call returns an error
+// within a moment) but keeps its bootstrap, so that ncclCommShrink can still
+// build a communicator of the survivors from it.
+BRAID_NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
+  Result r = checkComm(comm, "ncclCommRevoke");
+  if (r.ok() && revokeFlags != NCCL_REVOKE_DEFAULT)
+    r = fail(ncclInvalidArgument, "ncclCommRevoke: revokeFlags %d is not NCCL_REVOKE_DEFAULT", revokeFlags);
+  if (!r.ok()) return report(r);
+  comm->abortFlag = 1;
+  setCommError(comm, fail(ncclInvalidUsage, "the communicator was revoked (ncclCommRevoke)"));
+  return ncclSuccess;
+}
+
+BRAID_NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+               ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  Result r = checkComm(comm, "ncclCommShrink");
+  if (r.ok() && newcomm == nullptr) r = fail(ncclInvalidArgument, "ncclCommShrink: newcomm is NULL");
+  if (r.ok() && shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
+    r = fail(ncclInvalidArgument, "ncclCommShrink: shrinkFlags %d is neither NCCL_SHRINK_DEFAULT nor NCCL_SHRINK_ABORT",
+             shrinkFlags);
+  if (!r.ok()) return report(r);
+  *newcomm = nullptr;
+  if (comm->initThread.joinable()) comm->initThread.join();
+  // Host operations complete before their call returns: nothing of the parent is
+  // in flight here, so both flags mean the same.
+  CommSettings settings = comm->settings;
+  if (config) r = makeCommSettings(config, &settings);
+  if (r.ok()) r = shrinkCommunicator(comm, excludeRanksList, excludeRanksCount, settings, newcomm);
+  return report(r);
+}
+
 BRAID_NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
   Result r = checkUsableComm(comm, "ncclCommFinalize");
   if (!r.ok()) return report(r);
@@ -124,6 +155,15 @@ BRAID_NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   if (!r.ok()) return report(r);
   comm->abortFlag = 1;
   if (comm->bootstrap) comm->bootstrap->abort();
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // Another thread may be inside a call on this communicator: it sees the flag
+  // within milliseconds and returns; only then is the communicator freed.
+  const auto until = Clock::now() + std::chrono::seconds(30);
+  while (comm->activeCalls.load() > 0 && Clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (comm->activeCalls.load() > 0)
+    BRAID_WARN("ncclCommAbort: a call on rank %d's communicator did not end within 30 s; freeing it anyway",
+               comm->rank);
   comm->state.store(static_cast<int>(CommState::Aborted));
   destroyComm(comm);
   return ncclSuccess;

@@ -17,9 +17,6 @@ constexpr const char* kNoOneSided =
 constexpr const char* kNoDeviceApi =
     "braid does not provide NCCL's device API (nccl_device.h, device communicators, "
     "teams, barriers, LL all-to-all); use the host collectives";
-constexpr const char* kNoFaultTolerance =
-    "revoking and shrinking communicators are not implemented; destroy the "
-    "communicator and create a new one with ncclCommInitRank";
 constexpr const char* kNoSuspend =
     "suspending communicator memory is not implemented; keep the communicator "
     "or destroy it";
@@ -49,16 +46,6 @@ BRAID_NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int 
       "ncclCommInitRankScalable",
       "initialisation from several unique ids is not implemented; use "
       "ncclCommInitRankConfig with one id");
-}
-
-BRAID_NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
-  return braid::notSupported("ncclCommRevoke", kNoFaultTolerance);
-}
-
-BRAID_NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList,
-               int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config,
-               int shrinkFlags) {
-  return braid::notSupported("ncclCommShrink", kNoFaultTolerance);
 }
 
 // NCCL declares these deprecated; defining them must not warn.

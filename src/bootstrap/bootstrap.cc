@@ -72,9 +72,12 @@ class BootstrapImpl final : public Bootstrap {
     return sendUntil(peer, tag, data, bytes, Clock::now() + sendTimeout_);
   }
   Result recv(int peer, uint32_t tag, void* data, size_t bytes, Deadline deadline) override;
+  Result waitFor(int peer, uint32_t tag, int timeoutMs, bool* ready) override;
   Result allGather(void* data, size_t bytes, Deadline deadline) override;
   Result barrier(Deadline deadline) override;
   void abort() override { aborted_.store(true); }
+  void notifyFailure(const std::string& text, int lostRank, Deadline deadline) override;
+  bool pollFailure(std::string* text) override;
 
  private:
   Result sendUntil(int peer, uint32_t tag, const void* data, size_t bytes, Deadline deadline);
@@ -237,6 +240,38 @@ Result BootstrapImpl::recv(int peer, uint32_t tag, void* data, size_t bytes, Dea
   }
 }
 
+Result BootstrapImpl::waitFor(int peer, uint32_t tag, int timeoutMs, bool* ready) {
+  BRAID_TRY(checkPeer("wait", peer, 0));
+  const Deadline until = Clock::now() + std::chrono::milliseconds(timeoutMs);
+  for (;;) {
+    const auto it = queues_.find({peer, tag});
+    *ready = (it != queues_.end() && !it->second.empty()) || aborted_.load() || peer == rank_ ||
+             !recvFailure_[peer].empty() || peerClosed_[peer];
+    if (*ready || Clock::now() >= until) return Result::success();
+    BRAID_TRY(progress(msUntil(until), -1, nullptr));
+  }
+}
+
+void BootstrapImpl::notifyFailure(const std::string& text, int lostRank, Deadline deadline) {
+  const std::string note = "rank " + std::to_string(rank_) + " reports: " + text;
+  for (int peer = 0; peer < nranks_; ++peer) {
+    if (peer == rank_ || peer == lostRank || !sendFailure_[peer].empty()) continue;
+    Result r = sendUntil(peer, kTagFailure, note.data(), note.size(), deadline);
+    if (!r.ok()) BRAID_WARN("rank %d: failure notice to rank %d not sent: %s", rank_, peer, r.message().c_str());
+  }
+}
+
+bool BootstrapImpl::pollFailure(std::string* text) {
+  if (!progress(0, -1, nullptr).ok()) return false;
+  for (auto it = queues_.begin(); it != queues_.end(); ++it) {
+    if (it->first.second != kTagFailure || it->second.empty()) continue;
+    const std::vector<uint8_t>& msg = it->second.front();
+    text->assign(msg.begin(), msg.end());
+    return true;
+  }
+  return false;
+}
+
 Result BootstrapImpl::allGather(void* data, size_t bytes, Deadline deadline) {
   if (bytes > kMaxMessageBytes) return checkPeer("allGather", 0, bytes);
   char* base = static_cast<char*>(data);
@@ -283,7 +318,13 @@ Result BootstrapImpl::progress(int timeoutMs, int writeFd, bool* writable) {
       incoming_.erase(incoming_.begin() + static_cast<ptrdiff_t>(i));
     }
   }
-  if (fds_[0].revents) acceptAll();
+  if (fds_[0].revents) {
+    acceptAll();
+    // What a new connection has already sent is read now, not at some later
+    // call: a rank may not use its bootstrap again for a long time.
+    for (size_t i = incoming_.size(); i-- > 0;)
+      if (incoming_[i]->peer < 0 && !readConn(*incoming_[i])) incoming_.erase(incoming_.begin() + static_cast<ptrdiff_t>(i));
+  }
   return Result::success();
 }
 
@@ -351,17 +392,12 @@ bool BootstrapImpl::readConn(InConn& c) {
 }
 
 bool BootstrapImpl::identify(InConn& c) {
-  const ConnHeader& h = c.hello;
-  char why[128] = {};
-  if (h.magic != magic_)
-    snprintf(why, sizeof(why), "wrong magic (not a rank of this job)");
-  else if (h.rank < 0 || h.rank >= nranks_ || h.rank == rank_)
-    snprintf(why, sizeof(why), "it claims to be rank %d", h.rank);
-  else if (connectedFrom_[h.rank])
-    snprintf(why, sizeof(why), "rank %d is already connected", h.rank);
-  if (why[0]) {
-    BRAID_WARN("rank %d: dropped a bootstrap connection from %s: %s", rank_,
-               addrToString(c.from).c_str(), why);
+  ConnHeader h{};
+  Result r = decodeConnHeader(&c.hello, sizeof c.hello, magic_, rank_, nranks_, &h);
+  if (r.ok() && connectedFrom_[h.rank]) r = fail(ncclRemoteError, "rank %d is already connected", h.rank);
+  if (!r.ok()) {
+    BRAID_WARN("rank %d: dropped a bootstrap connection from %s: %s", rank_, addrToString(c.from).c_str(),
+               r.message().c_str());
     return false;
   }
   c.peer = h.rank;
@@ -371,14 +407,11 @@ bool BootstrapImpl::identify(InConn& c) {
 }
 
 bool BootstrapImpl::onFrameHeader(InConn& c) {
-  const FrameHeader& f = c.frame;
-  if (f.check != frameCheck(magic_) || f.size > kMaxMessageBytes) {
-    std::string what = "rank " + std::to_string(rank_) + " received a corrupt bootstrap message from rank " +
-                       std::to_string(c.peer) +
-                       (f.check != frameCheck(magic_) ? " (bad frame check)"
-                                                      : " (size " + std::to_string(f.size) +
-                                                            " exceeds the limit)") +
-                       "; the connection was closed";
+  FrameHeader f{};
+  Result r = decodeFrameHeader(&c.frame, sizeof c.frame, magic_, &f);
+  if (!r.ok()) {
+    const std::string what = "rank " + std::to_string(rank_) + " received a corrupt bootstrap message from rank " +
+                             std::to_string(c.peer) + " (" + r.message() + "); the connection was closed";
     BRAID_WARN("%s", what.c_str());
     recvFailure_[c.peer] = what;
     return false;
@@ -427,6 +460,10 @@ void BootstrapImpl::deliver(int peer, uint32_t tag, std::vector<uint8_t> payload
 }
 
 }  // namespace
+
+Result failureNoticeError(int rank, const std::string& notice) {
+  return fail(ncclRemoteError, "rank %d: the job lost a rank; %s", rank, notice.c_str());
+}
 
 Result Bootstrap::create(const ncclUniqueId& id, int rank, int nranks, Deadline deadline,
                          std::unique_ptr<Bootstrap>* out) {

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "core/result.h"
 #include "transports/transport.h"
@@ -33,8 +34,13 @@ enum BootstrapTag : uint32_t {
   kTagAllGather = 1,
   kTagBarrier = 2,
   kTagSplit = 3,
+  kTagFailure = 4,  // a rank tells the others that the job lost a peer
+  kTagDiagnosis = 5,  // after a timeout, each rank tells rank 0 where it is
   kTagConnectBase = 0x1000,  // + channel, for transport blobs
 };
+
+// The error a rank returns when it learns of a lost rank from another's notice.
+Result failureNoticeError(int rank, const std::string& notice);
 
 class Bootstrap {
  public:
@@ -58,6 +64,9 @@ class Bootstrap {
   // recv() needs exactly `bytes`; a size mismatch is an error naming both.
   virtual Result send(int peer, uint32_t tag, const void* data, size_t bytes) = 0;
   virtual Result recv(int peer, uint32_t tag, void* data, size_t bytes, Deadline deadline) = 0;
+  // Waits up to timeoutMs for a message from (peer, tag) without taking it: sets
+  // *ready once recv() would return at once (with the message or its error).
+  virtual Result waitFor(int peer, uint32_t tag, int timeoutMs, bool* ready) = 0;
 
   // `data` holds nranks blocks of `bytes`; block rank() is ours on entry, all
   // blocks are filled on return.
@@ -66,6 +75,14 @@ class Bootstrap {
 
   // Makes every blocked or later call fail promptly (ncclCommAbort).
   virtual void abort() = 0;
+
+  // Failure notices. A rank that loses a peer tells every other rank it can reach
+  // (best effort, bounded by `deadline`, skipping `lostRank`), so that ranks
+  // waiting on someone else hear of it within seconds rather than at their
+  // timeout. pollFailure() never blocks: it reads what has arrived and returns
+  // the first notice, if any.
+  virtual void notifyFailure(const std::string& text, int lostRank, Deadline deadline) = 0;
+  virtual bool pollFailure(std::string* text) = 0;
 };
 
 }  // namespace braid

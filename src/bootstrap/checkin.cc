@@ -11,22 +11,30 @@ namespace {
 // How long a rank past its deadline waits for the root to say who is missing.
 constexpr auto kQueryGrace = std::chrono::seconds(2);
 
-Result readMissing(const Socket& s, const RootReply& reply, int rank, int nranks,
-                   const sockaddr_storage& root, Deadline deadline) {
-  if (reply.count > static_cast<uint32_t>(nranks))
-    return fail(ncclRemoteError, "bootstrap root at %s sent a corrupt status (%u missing of %d)",
-                addrToString(root).c_str(), reply.count, nranks);
-  std::vector<int32_t> miss(reply.count);
+// Reads the `bytes` that follow the reply header into `out`.
+Result readPayload(const Socket& s, size_t bytes, int rank, const sockaddr_storage& root,
+                   Deadline deadline, std::vector<uint8_t>* out) {
+  out->assign(bytes, 0);
   IoProgress p;
-  IoStatus st = recvExact(s, miss.data(), miss.size() * sizeof(int32_t), deadline, nullptr, &p);
-  std::vector<int> never, left;
-  for (int32_t r : miss) (r >= 0 ? never : left).push_back(r >= 0 ? r : -r - 1);
-  std::string list = st != IoStatus::kDone ? "(unknown: " + describeIo(st, p, 0) + ")"
-                     : never.empty()        ? std::string("none")
-                                            : formatRankList(never);
-  std::string gone = left.empty() ? std::string()
-                                  : " (ranks " + formatRankList(left) +
-                                        " checked in but have given up since)";
+  IoStatus st = recvExact(s, out->data(), bytes, deadline, nullptr, &p);
+  if (st != IoStatus::kDone)
+    return fail(ncclRemoteError, "rank %d: reading the reply of the bootstrap root at %s: %s",
+                rank, addrToString(root).c_str(), describeIo(st, p, bytes).c_str());
+  return Result::success();
+}
+
+Result reportMissing(const Socket& s, const RootReply& reply, int rank, int nranks,
+                     const sockaddr_storage& root, Deadline deadline) {
+  std::vector<uint8_t> bytes;
+  MissingRanks miss;
+  Result r = readPayload(s, rootReplyPayloadBytes(reply), rank, root, deadline, &bytes);
+  if (r.ok()) r = decodeMissingRanks(bytes.data(), bytes.size(), nranks, &miss);
+  std::string list = !r.ok()             ? "(unknown: " + r.message() + ")"
+                     : miss.never.empty() ? std::string("none")
+                                          : formatRankList(miss.never);
+  std::string gone = miss.left.empty() ? std::string()
+                                       : " (ranks " + formatRankList(miss.left) +
+                                             " checked in but have given up since)";
   return fail(ncclRemoteError,
               "rank %d of %d timed out waiting for ranks %s to check in with the bootstrap root at "
               "%s%s. Check that those ranks were started, with nranks=%d and the same unique id",
@@ -36,23 +44,12 @@ Result readMissing(const Socket& s, const RootReply& reply, int rank, int nranks
 Result readTable(const Socket& s, const RootReply& reply, int rank, int nranks,
                  const sockaddr_storage& root, Deadline deadline,
                  std::vector<sockaddr_storage>* table) {
-  if (reply.count != static_cast<uint32_t>(nranks))
-    return fail(ncclRemoteError,
-                "bootstrap root at %s sent a table of %u ranks to rank %d of a %d-rank job",
-                addrToString(root).c_str(), reply.count, rank, nranks);
-  std::vector<WireAddr> wire(nranks);
-  IoProgress p;
-  IoStatus st = recvExact(s, wire.data(), wire.size() * sizeof(WireAddr), deadline, nullptr, &p);
-  if (st != IoStatus::kDone)
-    return fail(ncclRemoteError, "rank %d: reading the address table from the bootstrap root at %s: %s",
-                rank, addrToString(root).c_str(),
-                describeIo(st, p, wire.size() * sizeof(WireAddr)).c_str());
-  table->assign(nranks, sockaddr_storage{});
-  for (int r = 0; r < nranks; ++r) {
-    if (!unpackAddr(wire[r], &(*table)[r]))
-      return fail(ncclRemoteError, "bootstrap root at %s sent rank %d no valid address for rank %d",
-                  addrToString(root).c_str(), rank, r);
-  }
+  std::vector<uint8_t> bytes;
+  BRAID_TRY(readPayload(s, rootReplyPayloadBytes(reply), rank, root, deadline, &bytes));
+  Result r = decodeAddressTable(bytes.data(), bytes.size(), nranks, table);
+  if (!r.ok())
+    return r.context("rank " + std::to_string(rank) + ": the address table from the bootstrap root at " +
+                     addrToString(root) + " is corrupt");
   return Result::success();
 }
 
@@ -82,9 +79,9 @@ Result checkIn(const sockaddr_storage& root, uint64_t magic, int rank, int nrank
     return fail(ncclRemoteError, "rank %d could not send its hello to the bootstrap root at %s: %s",
                 rank, addrToString(root).c_str(), describeIo(st, sent, sizeof(hello)).c_str());
 
-  RootReply reply{};
+  RootReply raw{};
   IoProgress got;
-  st = recvExact(s, &reply, sizeof(reply), deadline, nullptr, &got);
+  st = recvExact(s, &raw, sizeof(raw), deadline, nullptr, &got);
   Deadline replyDeadline = deadline;
   if (st == IoStatus::kTimeout) {
     // Ask the root who is missing; the table may still come first (a close race).
@@ -93,7 +90,7 @@ Result checkIn(const sockaddr_storage& root, uint64_t magic, int rank, int nrank
     query.kind = kHelloQuery;
     IoProgress qp;
     if (sendExact(s, &query, sizeof(query), replyDeadline, nullptr, &qp) == IoStatus::kDone)
-      st = recvExact(s, &reply, sizeof(reply), replyDeadline, nullptr, &got);
+      st = recvExact(s, &raw, sizeof(raw), replyDeadline, nullptr, &got);
     if (st == IoStatus::kTimeout)
       return fail(ncclRemoteError,
                   "rank %d of %d timed out waiting for the other ranks to check in with the "
@@ -108,17 +105,14 @@ Result checkIn(const sockaddr_storage& root, uint64_t magic, int rank, int nrank
                 addrToString(root).c_str(), rank);
   if (st != IoStatus::kDone)
     return fail(ncclRemoteError, "rank %d waiting for the bootstrap root at %s: %s", rank,
-                addrToString(root).c_str(), describeIo(st, got, sizeof(reply)).c_str());
-  if (reply.magic != magic)
-    return fail(ncclRemoteError,
-                "the process at %s answered rank %d's hello with a wrong magic: it is not this "
-                "job's bootstrap root (stale NCCL_COMM_ID port reused by another job?)",
-                addrToString(root).c_str(), rank);
+                addrToString(root).c_str(), describeIo(st, got, sizeof(raw)).c_str());
+  RootReply reply;
+  r = decodeRootReply(&raw, sizeof(raw), magic, nranks, &reply);
+  if (!r.ok())
+    return r.context("the process at " + addrToString(root) + " answered rank " +
+                     std::to_string(rank) + "'s hello wrongly");
   if (reply.kind == kReplyMissing)
-    return readMissing(s, reply, rank, nranks, root, replyDeadline);
-  if (reply.kind != kReplyTable)
-    return fail(ncclRemoteError, "bootstrap root at %s sent rank %d an unknown reply %#x",
-                addrToString(root).c_str(), rank, reply.kind);
+    return reportMissing(s, reply, rank, nranks, root, replyDeadline);
   return readTable(s, reply, rank, nranks, root, replyDeadline, table);
 }
 

@@ -167,31 +167,16 @@ bool RootServer::service(RootConn& c) {
 }
 
 bool RootServer::onHello(RootConn& c) {
-  const Hello& h = c.buf;
-  const char* why = nullptr;
-  char detail[160] = {};
-  sockaddr_storage listenAddr;
-  if (h.magic != magic_) {
-    why = h.kind == kHelloCheckIn ? "its magic differs (a rank started with another unique id?)"
-                                  : "it sent bytes that are not a braid hello";
-  } else if (h.kind != kHelloCheckIn) {
-    why = "it sent a message other than a hello";
-  } else if (h.nranks <= 0 || h.nranks > kMaxRanks) {
-    snprintf(detail, sizeof(detail), "it claims nranks=%d", h.nranks);
-  } else if (nranks_ > 0 && h.nranks != nranks_) {
-    snprintf(detail, sizeof(detail), "it claims nranks=%d but the job has %d ranks", h.nranks,
-             nranks_);
-  } else if (h.rank < 0 || h.rank >= h.nranks) {
-    snprintf(detail, sizeof(detail), "its rank %d is outside [0, %d)", h.rank, h.nranks);
-  } else if (nranks_ > 0 && byRank_[h.rank] != nullptr) {
-    snprintf(detail, sizeof(detail), "rank %d already checked in from %s", h.rank,
+  HelloMessage h;
+  Result r = decodeHello(&c.buf, sizeof(c.buf), magic_, nranks_, &h);
+  if (r.ok() && h.kind != kHelloCheckIn)
+    r = fail(ncclRemoteError, "it sent a message other than a hello");
+  if (r.ok() && nranks_ > 0 && byRank_[h.rank] != nullptr)
+    r = fail(ncclRemoteError, "rank %d already checked in from %s", h.rank,
              addrToString(byRank_[h.rank]->from).c_str());
-  } else if (!unpackAddr(h.addr, &listenAddr)) {
-    snprintf(detail, sizeof(detail), "rank %d sent no valid listening address", h.rank);
-  }
-  if (why || detail[0]) {
+  if (!r.ok()) {
     BRAID_WARN("bootstrap root at %s: dropped a connection from %s: %s",
-               addrToString(addr_).c_str(), addrToString(c.from).c_str(), why ? why : detail);
+               addrToString(addr_).c_str(), addrToString(c.from).c_str(), r.message().c_str());
     return false;
   }
   if (nranks_ <= 0) {
@@ -203,22 +188,27 @@ bool RootServer::onHello(RootConn& c) {
   c.rank = h.rank;
   byRank_[c.rank] = &c;
   seen_[c.rank] = true;
-  table_[c.rank] = h.addr;
+  packAddr(h.addr, &table_[c.rank]);
   ++checkedIn_;
   BRAID_TRACE(kLogBootstrap, "bootstrap root: rank %d checked in from %s (%d/%d)", c.rank,
-              addrToString(listenAddr).c_str(), checkedIn_, nranks_);
+              addrToString(h.addr).c_str(), checkedIn_, nranks_);
   return true;
 }
 
 bool RootServer::onQuery(RootConn& c) {
-  if (c.buf.magic != magic_ || c.buf.kind != kHelloQuery) {
-    BRAID_WARN("bootstrap root at %s: rank %d sent an unexpected message; dropping it",
-               addrToString(addr_).c_str(), c.rank);
+  HelloMessage h;
+  Result r = decodeHello(&c.buf, sizeof(c.buf), magic_, nranks_, &h);
+  if (r.ok() && (h.kind != kHelloQuery || h.rank != c.rank))
+    r = fail(ncclRemoteError, "a %s claiming rank %d where a query was expected",
+             h.kind == kHelloQuery ? "query" : "second hello", h.rank);
+  if (!r.ok()) {
+    BRAID_WARN("bootstrap root at %s: rank %d sent an unexpected message (%s); dropping it",
+               addrToString(addr_).c_str(), c.rank, r.message().c_str());
     return false;
   }
   // Ranks that never came as r, ranks that came and left since as -(r+1).
   std::vector<int32_t> miss;
-  for (int r : missing()) miss.push_back(seen_[r] ? -(r + 1) : r);
+  for (int m : missing()) miss.push_back(seen_[m] ? -(m + 1) : m);
   RootReply reply{magic_, kReplyMissing, static_cast<uint32_t>(miss.size())};
   Deadline d = Clock::now() + std::chrono::seconds(2);
   IoProgress p1, p2;

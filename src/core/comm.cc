@@ -1,5 +1,6 @@
 #include "core/comm.h"
 
+#include <atomic>
 #include <unordered_set>
 
 namespace braid {
@@ -9,7 +10,13 @@ namespace {
 struct CommRegistry {
   std::mutex mutex;
   std::unordered_set<const ncclComm*> live;
+  // Bumped whenever a handle dies, so a thread may trust the handle it last
+  // found live without taking the lock on every call.
+  std::atomic<uint64_t> generation{0};
 };
+
+thread_local const ncclComm* tlsLastLive = nullptr;
+thread_local uint64_t tlsLastGeneration = 0;
 
 CommRegistry& registry() {
   static CommRegistry r;  // demanded by the API: handles must be checkable
@@ -26,11 +33,17 @@ void registerComm(ncclComm* comm) {
 void unregisterComm(ncclComm* comm) {
   std::lock_guard<std::mutex> lock(registry().mutex);
   registry().live.erase(comm);
+  registry().generation.fetch_add(1, std::memory_order_release);
 }
 
 bool isLiveComm(const ncclComm* comm) {
+  const uint64_t generation = registry().generation.load(std::memory_order_acquire);
+  if (comm == tlsLastLive && generation == tlsLastGeneration) return true;
   std::lock_guard<std::mutex> lock(registry().mutex);
-  return registry().live.count(comm) != 0;
+  if (registry().live.count(comm) == 0) return false;
+  tlsLastLive = comm;
+  tlsLastGeneration = generation;
+  return true;
 }
 
 Result checkComm(const ncclComm* comm, const char* what) {
@@ -54,7 +67,7 @@ Result checkUsableComm(ncclComm* comm, const char* what) {
       return fail(comm->asyncError.load(),
                   "%s: rank %d's communicator is in error after an earlier failure; destroy or "
                   "abort it%s%s",
-                  what, comm->rank, comm->initError.empty() ? "" : ": ", comm->initError.c_str());
+                  what, comm->rank, comm->failure.empty() ? "" : ": ", comm->failure.c_str());
     case CommState::Finalized:
       return fail(ncclInvalidUsage, "%s: communicator was finalized; only ncclCommDestroy is allowed",
                   what);
@@ -66,6 +79,7 @@ Result checkUsableComm(ncclComm* comm, const char* what) {
 
 void setCommError(ncclComm* comm, const Result& r) {
   if (r.ok()) return;
+  if (comm->failure.empty()) comm->failure = r.message();
   comm->asyncError.store(r.code());
   comm->state.store(static_cast<int>(CommState::Failed));
 }

@@ -14,9 +14,13 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "core/plan_cache.h"
 #include "core/result.h"
 #include "reduce/host_reduce.h"
 #include "transports/transport.h"
+#include "tuning/algo_env.h"
+#include "tuning/calibration.h"
+#include "tuning/cost_model.h"
 
 namespace braid {
 
@@ -27,6 +31,11 @@ struct CommSettings {
   int nslots = 8;
   int nchannels = 1;
   double timeoutSeconds = 600;
+  // How a waiting rank gives up its core: yield this long, then sleep this long per poll.
+  int64_t yieldMicros = 5000;
+  int64_t sleepNanos = 50000;
+  int spinPolls = 64;
+  bool checkCalls = false;  // BRAID_CHECK=1: ranks compare their collectives before running them  // polls before the first yield; set at init from ranks per core
   std::string name;
 };
 
@@ -64,13 +73,22 @@ struct ncclComm {
   std::map<braid::ConnectionKey, std::unique_ptr<braid::RecvConnection>> recvConns;
   std::vector<braid::UserRedOp> userOps;
   std::vector<char> scratch;  // Buffer::Scratch of the plans of one group
+  braid::PlanCache planCache;  // single-operation groups, ready to run again
+
+  // What the planner needs; identical on every rank so that all choose alike.
+  braid::TransportClass transportClass = braid::TransportClass::SharedMemory;
+  braid::CalibrationParams calibration{};  // rank 0's, agreed at init
+  braid::AlgoFilter algoFilter;            // NCCL_ALGO / NCCL_PROTO at init
 
   uint64_t opCount = 0;  // collectives issued, for diagnosis
+  uint64_t collectivesChecked = 0;  // collectives compared under BRAID_CHECK
   std::atomic<int> state{static_cast<int>(braid::CommState::Initializing)};
   std::atomic<ncclResult_t> asyncError{ncclInProgress};
   volatile uint32_t abortFlag = 0;
+  std::atomic<int> activeCalls{0};  // groups running on this communicator (see ncclCommAbort)
   std::thread initThread;  // nonblocking init runs here
   std::string initError;   // message of a failed nonblocking init
+  std::string failure;     // what put the communicator in error (the first failure)
 
   braid::CommState currentState() const { return static_cast<braid::CommState>(state.load()); }
 };

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "transports/common/process_liveness.h"
 
 namespace braid {
 
@@ -46,6 +47,28 @@ Result transportFor(ncclComm* comm, int peer, Transport** out, uint32_t* index) 
   return Result::success();
 }
 
+// The receiver picks the transport (the sender follows the index it sends), so
+// when its first choice cannot make an end (a full /dev/shm, say) it may fall
+// back to a later transport that can join the pair, with a warning rather than
+// a failed job.
+Result listenWithFallback(ncclComm* comm, const ConnectionNeed& n, Transport** t, uint32_t* index,
+                          std::unique_ptr<RecvEndpoint>* out) {
+  Result first = (*t)->listen(makeRequest(comm, n.peer, n.channel), out);
+  if (first.ok()) return first;
+  const PeerInfo& self = comm->peers[comm->rank];
+  for (uint32_t i = *index + 1; i < comm->transports.size(); ++i) {
+    Transport* next = comm->transports[i].get();
+    if (!next->canConnect(self, comm->peers[n.peer])) continue;
+    if (!next->listen(makeRequest(comm, n.peer, n.channel), out).ok()) continue;
+    BRAID_WARN("rank %d: %s; using the %s transport from rank %d instead (slower)", comm->rank,
+               first.message().c_str(), next->name(), n.peer);
+    *t = next;
+    *index = i;
+    return Result::success();
+  }
+  return first;
+}
+
 // Phase 1: the receiver makes its end and sends the blob (kept locally for self).
 Result listenPhase(const ConnectionNeed& n, std::vector<PendingRecv>* pending) {
   ncclComm* comm = n.comm;
@@ -53,7 +76,7 @@ Result listenPhase(const ConnectionNeed& n, std::vector<PendingRecv>* pending) {
   uint32_t index = 0;
   BRAID_TRY(transportFor(comm, n.peer, &t, &index));
   PendingRecv p{comm, n.peer, n.channel, nullptr};
-  BRAID_TRY(t->listen(makeRequest(comm, n.peer, n.channel), &p.endpoint));
+  BRAID_TRY(listenWithFallback(comm, n, &t, &index, &p.endpoint));
   const Blob& blob = p.endpoint->blob();
   if (blob.size() > sizeof(ConnectMessage::blob))
     return fail(ncclInternalError, "%s transport blob of %zu bytes is too large", t->name(), blob.size());
@@ -67,6 +90,26 @@ Result listenPhase(const ConnectionNeed& n, std::vector<PendingRecv>* pending) {
   }
   pending->push_back(std::move(p));
   return Result::success();
+}
+
+// Waits for the receiver's connection message, and meanwhile watches what the
+// executor watches: abort, a failure notice from another rank, and whether the
+// peer's process is still there, so that a rank killed during set-up is noticed
+// within a moment rather than at BRAID_TIMEOUT.
+Result awaitBlob(ncclComm* comm, const ConnectionNeed& n) {
+  const Deadline deadline = deadlineFromNow(comm);
+  const PeerInfo& self = comm->peers[comm->rank];
+  for (;;) {
+    bool ready = false;
+    BRAID_TRY(comm->bootstrap->waitFor(n.peer, tagFor(n.channel), 100, &ready));
+    if (ready || Clock::now() >= deadline) return Result::success();  // recv() has the message or the error
+    if (comm->abortFlag) return fail(ncclSystemError, "rank %d: communicator aborted while connecting to rank %d", comm->rank, n.peer);
+    std::string notice;
+    if (comm->bootstrap->pollFailure(&notice))
+      return failureNoticeError(comm->rank, notice);
+    BRAID_TRY(checkPeerProcess(self, comm->peers[n.peer],
+                               "rank " + std::to_string(comm->rank) + " waited to connect to it"));
+  }
 }
 
 // Phase 2: the sender attaches to the receiver's end.
@@ -85,6 +128,7 @@ Result connectPhase(const ConnectionNeed& n, const std::vector<PendingRecv>& pen
         msg.transport = index;
       }
   } else {
+    BRAID_TRY(awaitBlob(comm, n));
     BRAID_TRY(comm->bootstrap->recv(n.peer, tagFor(n.channel), &msg, sizeof(msg), deadlineFromNow(comm)));
   }
   if (msg.transport >= comm->transports.size() || msg.length > sizeof(msg.blob))

@@ -1,5 +1,7 @@
 #include "core/group.h"
 
+#include <algorithm>
+#include <atomic>
 #include <map>
 #include <set>
 #include <thread>
@@ -7,9 +9,11 @@
 
 #include "core/comm.h"
 #include "core/connect.h"
+#include "core/call_check.h"
 #include "core/log.h"
 #include "runtime/host/executor.h"
 #include "schedule/generate.h"
+#include "tuning/planner.h"
 
 namespace braid {
 
@@ -25,14 +29,27 @@ struct GroupState {
 thread_local GroupState tlsGroup;
 
 CollShape shapeOf(const Task& t) {
+  ncclComm* comm = t.comm;
   CollShape s;
   s.coll = t.coll;
-  s.rank = t.comm->rank;
-  s.nranks = t.comm->nranks;
+  s.rank = comm->rank;
+  s.nranks = comm->nranks;
   s.count = t.count;
   s.root = t.root;
-  s.chunkElems = std::max<size_t>(1, t.comm->settings.slotBytes / typeSize(t.type));
-  s.nchannels = t.comm->settings.nchannels;
+  TuningInput in;
+  in.coll = t.coll;
+  in.nranks = comm->nranks;
+  in.count = t.count;
+  in.datatype = t.type;
+  in.transport = comm->transportClass;
+  in.slotBytes = comm->settings.slotBytes;
+  in.nchannels = comm->settings.nchannels;
+  in.filter = &comm->algoFilter;
+  in.calibration = &comm->calibration;
+  const PlanChoice choice = choosePlan(in);
+  s.algorithm = choice.algorithm;
+  s.chunkElems = choice.chunkElems;
+  s.nchannels = choice.nchannels;
   return s;
 }
 
@@ -79,7 +96,7 @@ void planTasks(const std::vector<Task>& tasks, HostWork* work, std::map<ncclComm
     if (logEnabled(LogLevel::Trace, kLogColl))
       BRAID_TRACE(kLogColl, "%s plan:\n%s", collectiveName(t.coll), describePlan(plan).c_str());
     work->ops.push_back({static_cast<const char*>(t.sendbuff), static_cast<char*>(t.recvbuff), nullptr,
-                         typeSize(t.type), t.op});
+                         typeSize(t.type), t.op, t.coll, t.count, t.type, t.sequence});
     scratchOffset.push_back(cw.scratchBytes);
     cw.scratchBytes += (plan.scratchElems * typeSize(t.type) + 63) & ~size_t(63);
     bool usesChannels = false;
@@ -124,14 +141,49 @@ void bindConnections(HostWork* work, std::map<ncclComm*, CommWork>* perComm) {
   work->ncomms = static_cast<int>(perComm->size());
 }
 
-Result runTasks(const std::vector<Task>& tasks) {
-  HostWork work;
+Result prepareWork(const std::vector<Task>& tasks, HostWork* work) {
   std::map<ncclComm*, CommWork> perComm;
   std::vector<ConnectionNeed> needs;
-  planTasks(tasks, &work, &perComm, &needs);
+  planTasks(tasks, work, &perComm, &needs);
   BRAID_TRY(connectAll(needs));
-  bindConnections(&work, &perComm);
-  return runHostWork(work);
+  bindConnections(work, &perComm);
+  return Result::success();
+}
+
+// A rank that lost a peer tells the others, so that ranks waiting on someone
+// else fail within moments instead of at their timeout. A notice this rank only
+// received (no failed step of its own) is not passed on.
+Result runAndReport(HostWork& work) {
+  Result r = runHostWork(work);
+  if (!r.ok() && r.code() == ncclRemoteError && work.failedComm && work.failedComm->bootstrap)
+    work.failedComm->bootstrap->notifyFailure(r.message(), work.failedPeer, Clock::now() + std::chrono::seconds(1));
+  return r;
+}
+
+// A lone operation (the common case: no group around it) runs from the
+// communicator's plan cache; the first call of a shape plans and connects.
+Result runSingleTask(const Task& t) {
+  ncclComm* comm = t.comm;
+  const PlanKey key = planKeyOf(t);
+  CachedWork* cached = comm->planCache.find(key);
+  if (!cached) {
+    HostWork work;
+    BRAID_TRY(prepareWork({t}, &work));
+    cached = comm->planCache.insert(key, std::move(work));
+  }
+  // Planning sized comm->scratch for this plan (offset 0), and it never shrinks;
+  // a later group may have moved it, hence the rebinding.
+  rebindSingleOp(cached, t, comm->scratch.data());
+  return runAndReport(cached->work);
+}
+
+Result runTasks(const std::vector<Task>& tasks) {
+  // With NCCL_DEBUG_SUBSYS=TUNING every call is planned afresh, so that each one
+  // logs its choice.
+  if (tasks.size() == 1 && !logEnabled(LogLevel::Info, kLogTuning)) return runSingleTask(tasks.front());
+  HostWork work;
+  BRAID_TRY(prepareWork(tasks, &work));
+  return runAndReport(work);
 }
 
 Result runInits(std::vector<std::function<Result()>>& inits) {
@@ -146,6 +198,31 @@ Result runInits(std::vector<std::function<Result()>>& inits) {
   return Result::success();
 }
 
+// Marks the communicators of a running group as busy, so that ncclCommAbort from
+// another thread (which sets the abort flag, then waits for this to end) never
+// frees a communicator under a running call.
+class ActiveCalls {
+ public:
+  // Counted once per task (a communicator with two tasks counts twice): the
+  // count only has to be non-zero while the group runs, and no list is built
+  // on the path of every call.
+  explicit ActiveCalls(const std::vector<Task>& tasks) : tasks_(tasks) {
+    for (const Task& t : tasks_) t.comm->activeCalls.fetch_add(1);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
+  ~ActiveCalls() {
+    for (const Task& t : tasks_) t.comm->activeCalls.fetch_sub(1);
+  }
+  ActiveCalls(const ActiveCalls&) = delete;
+  ActiveCalls& operator=(const ActiveCalls&) = delete;
+  bool aborted() const {
+    return std::any_of(tasks_.begin(), tasks_.end(), [](const Task& t) { return t.comm->abortFlag != 0; });
+  }
+
+ private:
+  const std::vector<Task>& tasks_;
+};
+
 Result runGroup(GroupState& g) {
   std::vector<Task> tasks = std::move(g.tasks);
   std::vector<std::function<Result()>> inits = std::move(g.inits);
@@ -154,8 +231,11 @@ Result runGroup(GroupState& g) {
   if (!error.ok()) return error;
   if (!inits.empty()) BRAID_TRY(runInits(inits));
   if (tasks.empty()) return Result::success();
-  for (const Task& t : tasks) ++t.comm->opCount;
-  Result r = runTasks(tasks);
+  for (Task& t : tasks) t.sequence = ++t.comm->opCount;
+  ActiveCalls active(tasks);
+  if (active.aborted()) return fail(ncclSystemError, "the communicator was aborted (ncclCommAbort)");
+  Result r = checkCallsMatch(tasks);
+  if (r.ok()) r = runTasks(tasks);
   if (!r.ok()) {
     for (const Task& t : tasks) setCommError(t.comm, r);
   }

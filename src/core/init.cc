@@ -1,14 +1,20 @@
 #include "core/init.h"
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 
 #include "core/env.h"
 #include "core/log.h"
 #include "core/peer_info.h"
+#include "transports/ib/ib_transport.h"
 #include "transports/inproc/inproc_transport.h"
 #include "transports/shm/shm_transport.h"
 #include "transports/tcp/tcp_transport.h"
+#include "runtime/host/diagnosis.h"
+#include "tuning/planner.h"
 
 namespace braid {
 
@@ -23,15 +29,16 @@ bool configHas(const ncclConfig_t* c, const Field* field) {
          reinterpret_cast<const char*>(c) + c->size;
 }
 
+}  // namespace
+
 std::vector<std::unique_ptr<Transport>> makeTransports() {
   std::vector<std::unique_ptr<Transport>> t;
   t.push_back(makeInprocTransport());
   t.push_back(makeShmTransport());
+  t.push_back(makeIbTransport());  // accepts no pair until its data path exists (docs/transports.md)
   t.push_back(makeTcpTransport());
   return t;
 }
-
-}  // namespace
 
 Result makeCommSettings(const ncclConfig_t* config, CommSettings* out) {
   CommSettings s;
@@ -41,6 +48,9 @@ Result makeCommSettings(const ncclConfig_t* config, CommSettings* out) {
   s.slotBytes = static_cast<size_t>(std::max<int64_t>(4096, buff / s.nslots)) & ~size_t(63);
   s.nchannels = static_cast<int>(std::clamp<int64_t>(envInt("BRAID_NCHANNELS", 1), 1, 32));
   s.timeoutSeconds = static_cast<double>(envInt("BRAID_TIMEOUT", 600));
+  s.yieldMicros = std::max<int64_t>(0, envInt("BRAID_YIELD_US", 5000));
+  s.checkCalls = envInt("BRAID_CHECK", 0) != 0;
+  s.sleepNanos = std::clamp<int64_t>(envInt("BRAID_SLEEP_NS", 50000), 0, 999999999);
   if (config) {
     if (config->magic != kConfigMagic || config->size < offsetof(ncclConfig_t, blocking) + sizeof(int))
       return fail(ncclInvalidArgument,
@@ -67,6 +77,34 @@ ncclComm* allocateComm(int rank, int nranks, const CommSettings& settings) {
   return comm;
 }
 
+// Every rank must plan alike: the transport class is computed from all peers, and
+// rank 0's calibration is used everywhere (measurements differ between processes).
+Result agreeOnTuning(ncclComm* comm, Deadline deadline) {
+  comm->transportClass = slowestTransportClass(comm->peers, envBool("NCCL_SHM_DISABLE", false));
+  comm->algoFilter = algoFilterFromEnv();
+  std::vector<CalibrationParams> all(comm->nranks);
+  all[comm->rank] = calibration();
+  BRAID_TRY(comm->bootstrap->allGather(all.data(), sizeof(CalibrationParams), deadline));
+  comm->calibration = all[0];
+  BRAID_INFO(kLogTuning, "rank %d: transport class %s, calibration from rank 0: %s", comm->rank,
+             transportClassName(comm->transportClass), describeCalibration(comm->calibration).c_str());
+  return Result::success();
+}
+
+// A waiting rank polls before it yields the core. When this host has a core
+// for every rank of the communicator, polling longer answers a peer within
+// nanoseconds instead of a scheduler round trip; oversubscribed, a poll steals
+// time from the very peer it waits for, so it yields almost at once.
+void chooseWaitPolicy(ncclComm* comm) {
+  const uint64_t host = comm->peers[comm->rank].hostHash;
+  const auto local = std::count_if(comm->peers.begin(), comm->peers.end(),
+                                   [&](const PeerInfo& p) { return p.hostHash == host; });
+  cpu_set_t set;
+  long cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+  const int64_t fallback = local <= cores ? 2048 : 64;
+  comm->settings.spinPolls = static_cast<int>(std::clamp<int64_t>(envInt("BRAID_SPIN_POLLS", fallback), 1, 1 << 24));
+}
+
 Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int rank) {
   setLogRank(rank);
   const Deadline deadline = deadlineFromNow(comm);
@@ -76,9 +114,13 @@ Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int 
     comm->peers[rank] = makeLocalPeerInfo(rank, comm->cudaDev, comm->bootstrap->localAddress());
     r = comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo), deadline);
   }
+  if (r.ok()) r = agreeOnTuning(comm, deadline);
+  if (r.ok()) chooseWaitPolicy(comm);
+  if (r.ok()) installDiagnosisSignal();
   if (!r.ok()) {
     r.context("ncclCommInitRank(rank " + std::to_string(rank) + " of " + std::to_string(nranks) + ")");
     comm->initError = r.message();
+    comm->failure = r.message();
     setCommError(comm, r);
     return r;
   }
@@ -90,6 +132,40 @@ Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int 
              comm->settings.slotBytes, comm->settings.nslots, comm->settings.nchannels);
   return Result::success();
 }
+
+namespace {
+
+// The child communicator of `parent` whose rank i is parent rank members[i].
+// Only the members talk: the one with the lowest parent rank starts the new
+// job's root and sends its id to the others over the parent's bootstrap, so
+// ranks outside (dead ones included, for ncclCommShrink) are never waited on.
+Result formChild(ncclComm* parent, const std::vector<int>& members, const CommSettings& settings,
+                 Deadline deadline, ncclComm** out) {
+  const auto me = std::find(members.begin(), members.end(), parent->rank);
+  if (me == members.end()) return Result::success();
+  const int newRank = static_cast<int>(me - members.begin());
+  const int leader = *std::min_element(members.begin(), members.end());
+  ncclUniqueId id;
+  if (parent->rank == leader) {
+    BRAID_TRY(createPrivateUniqueId(&id));
+    for (int r : members)
+      if (r != leader) BRAID_TRY(parent->bootstrap->send(r, kTagSplit, &id, sizeof(id)));
+  } else {
+    BRAID_TRY(parent->bootstrap->recv(leader, kTagSplit, &id, sizeof(id), deadline));
+  }
+  const int n = static_cast<int>(members.size());
+  ncclComm* comm = allocateComm(newRank, n, settings);
+  comm->cudaDev = parent->cudaDev;
+  Result r = initCommunicator(comm, id, n, newRank);
+  if (!r.ok()) {
+    destroyComm(comm);
+    return r;
+  }
+  *out = comm;
+  return Result::success();
+}
+
+}  // namespace
 
 Result splitCommunicator(ncclComm* parent, int color, int key, const CommSettings& settings,
                          ncclComm** out) {
@@ -110,28 +186,31 @@ Result splitCommunicator(ncclComm* parent, int color, int key, const CommSetting
   std::stable_sort(members.begin(), members.end(), [](const Entry& a, const Entry& b) {
     return a.key != b.key ? a.key < b.key : a.rank < b.rank;
   });
-  int newRank = 0;
-  while (members[newRank].rank != parent->rank) ++newRank;
-  // The member with the lowest parent rank starts the new job's root and tells the others.
-  int leader = members[0].rank;
-  for (const Entry& e : members) leader = std::min(leader, static_cast<int>(e.rank));
-  ncclUniqueId id;
-  if (parent->rank == leader) {
-    BRAID_TRY(createPrivateUniqueId(&id));
-    for (const Entry& e : members)
-      if (e.rank != leader) BRAID_TRY(parent->bootstrap->send(e.rank, kTagSplit, &id, sizeof(id)));
-  } else {
-    BRAID_TRY(parent->bootstrap->recv(leader, kTagSplit, &id, sizeof(id), deadline));
+  std::vector<int> ranks;
+  for (const Entry& e : members) ranks.push_back(e.rank);
+  return formChild(parent, ranks, settings, deadline, out);
+}
+
+Result shrinkCommunicator(ncclComm* parent, const int* exclude, int excludeCount, const CommSettings& settings,
+                          ncclComm** out) {
+  *out = nullptr;
+  if (excludeCount < 0 || (excludeCount > 0 && exclude == nullptr))
+    return fail(ncclInvalidArgument, "ncclCommShrink: excludeRanksList is NULL or excludeRanksCount %d < 0",
+                excludeCount);
+  std::vector<bool> excluded(parent->nranks, false);
+  for (int i = 0; i < excludeCount; ++i) {
+    if (exclude[i] < 0 || exclude[i] >= parent->nranks)
+      return fail(ncclInvalidArgument, "ncclCommShrink: excluded rank %d is outside [0, %d)", exclude[i],
+                  parent->nranks);
+    excluded[exclude[i]] = true;
   }
-  ncclComm* comm = allocateComm(newRank, static_cast<int>(members.size()), settings);
-  comm->cudaDev = parent->cudaDev;
-  Result r = initCommunicator(comm, id, static_cast<int>(members.size()), newRank);
-  if (!r.ok()) {
-    destroyComm(comm);
-    return r;
-  }
-  *out = comm;
-  return Result::success();
+  if (excluded[parent->rank])
+    return fail(ncclInvalidArgument, "ncclCommShrink: rank %d excludes itself; an excluded rank must not call it",
+                parent->rank);
+  std::vector<int> members;
+  for (int r = 0; r < parent->nranks; ++r)
+    if (!excluded[r]) members.push_back(r);
+  return formChild(parent, members, settings, deadlineFromNow(parent), out);
 }
 
 void destroyComm(ncclComm* comm) {
@@ -141,6 +220,10 @@ void destroyComm(ncclComm* comm) {
   // Connections go before the transports that made them.
   owned->sendConns.clear();
   owned->recvConns.clear();
+  if (owned->rank >= 0 && static_cast<size_t>(owned->rank) < owned->peers.size())
+    for (auto& t : owned->transports)
+      t->cleanUpAfterDeadPeers(owned->peers[owned->rank], owned->peers,
+                               std::chrono::milliseconds(owned->failure.empty() ? 0 : 300));
 }
 
 }  // namespace braid

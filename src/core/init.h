@@ -9,6 +9,10 @@ namespace braid {
 
 // Settings from the environment, overridden by the user's config (which may be
 // NULL). Rejects a config not made with NCCL_CONFIG_INITIALIZER.
+// The transports a communicator tries for each pair of ranks, in order: the
+// first whose canConnect() is true joins the pair (braid-topo asks the same list).
+std::vector<std::unique_ptr<Transport>> makeTransports();
+
 Result makeCommSettings(const ncclConfig_t* config, CommSettings* out);
 
 // Joins the job and fills `comm` (already allocated and registered). On failure
@@ -20,6 +24,12 @@ ncclComm* allocateComm(int rank, int nranks, const CommSettings& settings);
 
 // Collective over `parent`: every rank passes its color and key; ranks with
 // color NCCL_SPLIT_NOCOLOR get NULL.
+// ncclCommShrink: a communicator of every parent rank not in `exclude`, in parent
+// rank order. Works on a communicator in error (after a peer failure) and never
+// waits on an excluded rank.
+Result shrinkCommunicator(ncclComm* parent, const int* exclude, int excludeCount, const CommSettings& settings,
+                          ncclComm** out);
+
 Result splitCommunicator(ncclComm* parent, int color, int key, const CommSettings& settings,
                          ncclComm** out);
 

@@ -6,10 +6,10 @@
 
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include "core/env.h"
+#include "transports/common/process_liveness.h"
 
 namespace braid {
 
@@ -36,19 +36,6 @@ std::string nsInode(const char* path) {
   return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
 }
 
-// Field 22 of /proc/self/stat: start time in clock ticks since boot; with the pid
-// it names this process even across pid reuse.
-uint64_t processStartTime() {
-  std::string stat = readFirstLine("/proc/self/stat");
-  size_t close = stat.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream fields(stat.substr(close + 2));
-  std::string field;
-  for (int i = 3; i <= 22 && fields >> field; ++i)
-    if (i == 22) return std::stoull(field);
-  return 0;
-}
-
 }  // namespace
 
 uint64_t localHostHash() {
@@ -73,8 +60,9 @@ PeerInfo makeLocalPeerInfo(int rank, int cudaDev, const sockaddr_storage& tcpAdd
                       (stat("/dev/shm", &shm) == 0 ? std::to_string(shm.st_dev) : std::string());
   info.shmDomain = fnv1a(shmId, info.hostHash);
   info.pid = getpid();
-  info.processId = fnv1a(std::to_string(info.pid) + "|" + std::to_string(processStartTime()),
-                         info.hostHash);
+  info.startTime = processStartTime(getpid());
+  info.processId = fnv1a(std::to_string(info.pid) + "|" + std::to_string(info.startTime), info.hostHash);
+  info.pidNamespace = fnv1a(nsInode("/proc/self/ns/pid"), info.hostHash);
   static_assert(sizeof(info.tcpAddr) >= sizeof(sockaddr_storage), "address does not fit");
   sockaddr_storage addr = tcpAddr;
   // Transports listen on the bootstrap's interface, on a port of their own.

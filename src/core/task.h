@@ -18,6 +18,8 @@ struct Task {
   size_t count = 0;  // in the meaning of CollShape::count
   ncclDataType_t type = ncclFloat32;
   RedOp op;
+  int userOp = 0;
+  uint64_t sequence = 0;  // the communicator's operation number, set when the group runs  // the ncclRedOp_t the caller passed (for messages and BRAID_CHECK)
   int root = 0;  // or the peer of Send/Recv
   cudaStream_t stream = nullptr;
 };

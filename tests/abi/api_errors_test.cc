@@ -120,7 +120,6 @@ TEST(Unsupported, EachStubFailsWithInvalidUsageAndNamesItself) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
   ncclWindow_t win = nullptr;
-  int ranks[1] = {0};
   uint64_t value = 0;
   void* ptr = nullptr;
   const Stub stubs[] = {
@@ -132,9 +131,6 @@ TEST(Unsupported, EachStubFailsWithInvalidUsageAndNamesItself) {
       {"ncclGroupSimulateEnd", [&] { return ncclGroupSimulateEnd(&sim); }},
       {"ncclCommInitRankScalable",
        [&] { return ncclCommInitRankScalable(&comm, 1, 0, 1, &id, &config); }},
-      {"ncclCommRevoke", [&] { return ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT); }},
-      {"ncclCommShrink",
-       [&] { return ncclCommShrink(comm, ranks, 1, &comm, &config, NCCL_SHRINK_DEFAULT); }},
       {"ncclCommGrow", [&] { return ncclCommGrow(comm, 2, &id, 1, &comm, &config); }},
       {"ncclCommGetUniqueId", [&] { return ncclCommGetUniqueId(comm, &id); }},
       {"ncclCommSuspend", [&] { return ncclCommSuspend(comm, 1); }},

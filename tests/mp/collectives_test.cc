@@ -22,30 +22,23 @@
 
 #include "common/mp_harness.h"
 #include "common/mp_nccl.h"
+#include "common/guarded_buffer.h"
 #include "common/nccl_types.h"
 
 namespace {
 
 using ncclt::Kind;
 using ncclt::TypeInfo;
+using testbuf::GuardedBuffer;
+using testbuf::mix64;
 
 constexpr cudaStream_t kHostStream = nullptr;  // host buffers: calls complete before returning
 constexpr size_t kSmallCounts[] = {0, 1, 7, 1000};
 constexpr size_t kLargeCount = 300000;
-constexpr size_t kGuardBytes = 64;
-constexpr uint8_t kGuardByte = 0xA5;
-constexpr uint8_t kFillByte = 0xCD;
 constexpr int kDetailsPerCall = 3;
 constexpr int kMaxReportsPerRank = 40;
 
 // ---- deterministic data ---------------------------------------------------------
-
-uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 uint64_t rnd(uint64_t seed, int rank, size_t index) {
   return mix64(seed ^ mix64((static_cast<uint64_t>(rank) << 48) ^ mix64(index)));
@@ -100,26 +93,6 @@ double tolerance(const TypeInfo& t) {
   }
 }
 
-// A buffer with guard bytes on both sides; the payload starts filled with kFillByte.
-class GuardedBuffer {
- public:
-  explicit GuardedBuffer(size_t bytes) : bytes_(bytes), mem_(bytes + 2 * kGuardBytes, kFillByte) {
-    std::fill(mem_.begin(), mem_.begin() + kGuardBytes, kGuardByte);
-    std::fill(mem_.end() - kGuardBytes, mem_.end(), kGuardByte);
-  }
-  uint8_t* data() { return mem_.data() + kGuardBytes; }
-  const uint8_t* data() const { return mem_.data() + kGuardBytes; }
-  size_t bytes() const { return bytes_; }
-  bool guardsIntact() const {
-    auto isGuard = [](uint8_t b) { return b == kGuardByte; };
-    return std::all_of(mem_.begin(), mem_.begin() + kGuardBytes, isGuard) &&
-           std::all_of(mem_.end() - kGuardBytes, mem_.end(), isGuard);
-  }
-
- private:
-  size_t bytes_;
-  std::vector<uint8_t> mem_;
-};
 using BufferPtr = std::shared_ptr<GuardedBuffer>;
 BufferPtr makeBuffer(size_t bytes) { return std::make_shared<GuardedBuffer>(bytes); }
 

@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "transports/common/process_liveness.h"
+
 namespace braid {
 
 std::string describePeer(const PeerInfo& peer) {
@@ -48,6 +50,14 @@ Result checkWait(const ConnectRequest& req, const std::string& what) {
                 "timed out waiting for %s; check that rank's log for an earlier error, or raise "
                 "the connect timeout",
                 what.c_str());
+  // A peer killed during set-up never attaches: notice it instead of waiting out
+  // the timeout (checked at most every 100 ms: it reads /proc).
+  thread_local Clock::time_point nextLivenessCheck;
+  const Clock::time_point now = Clock::now();
+  if (now >= nextLivenessCheck) {
+    nextLivenessCheck = now + std::chrono::milliseconds(100);
+    BRAID_TRY(checkPeerProcess(req.self, req.peer, "waiting for " + what));
+  }
   return Result::success();
 }
 

@@ -1,5 +1,6 @@
 #include "transports/shm/shm_segment.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <nccl.h>
 #include <sys/mman.h>
@@ -69,6 +70,18 @@ std::string freeSpaceOfDevShm() {
 }
 
 }  // namespace
+
+void removeSegmentsOfProcess(int pid) {
+  DIR* dir = opendir("/dev/shm");
+  if (!dir) return;
+  const std::string prefix = "braid-" + std::to_string(pid) + "-";
+  while (dirent* e = readdir(dir)) {
+    if (strncmp(e->d_name, prefix.c_str(), prefix.size()) != 0) continue;
+    if (shm_unlink(("/" + std::string(e->d_name)).c_str()) == 0)
+      BRAID_INFO(kLogShm, "removed /dev/shm/%s left by dead process %d", e->d_name, pid);
+  }
+  closedir(dir);
+}
 
 Result createShmSegment(size_t bytes, const std::string& purpose, ShmName* name,
                         ShmMapping* mapping) {

@@ -57,6 +57,10 @@ Result createShmSegment(size_t bytes, const std::string& purpose, ShmName* name,
                         ShmMapping* mapping);
 
 // Maps an existing segment created by another process; its size must be `bytes`.
+// Unlinks every segment a process with this pid created (names carry the
+// creator's pid); for processes known to be dead.
+void removeSegmentsOfProcess(int pid);
+
 Result openShmSegment(const std::string& name, size_t bytes, const std::string& purpose,
                       ShmMapping* mapping);
 

@@ -2,11 +2,16 @@
 
 #include <nccl.h>
 
+#include <chrono>
+#include <thread>
+#include <vector>
+
 #include "core/env.h"
 #include "core/log.h"
 #include "transports/common/blob_io.h"
 #include "transports/common/connect_util.h"
 #include "transports/common/fifo.h"
+#include "transports/common/process_liveness.h"
 #include "transports/shm/shm_segment.h"
 
 namespace braid {
@@ -20,25 +25,34 @@ std::string purposeOf(const ConnectRequest& req, const char* direction) {
          describePeer(req.peer);
 }
 
+// The FIFO has no connection that breaks when the peer dies; a waiting step
+// asks the kernel whether the peer's process is still there.
+Result checkPeerAlive(const PeerInfo& self, const PeerInfo& peer, const char* waitingFor) {
+  return checkPeerProcess(self, peer,
+                          "rank " + std::to_string(self.rank) + " waited " + waitingFor + " it over shared memory");
+}
+
 class ShmSend final : public SendConnection {
  public:
-  ShmSend(ShmMapping mapping, const fifo::Layout& layout)
-      : mapping_(std::move(mapping)), sender_(fifo::Region(mapping_.data(), layout)) {}
+  ShmSend(ShmMapping mapping, const fifo::Layout& layout, const PeerInfo& self, const PeerInfo& peer)
+      : mapping_(std::move(mapping)), sender_(fifo::Region(mapping_.data(), layout)), self_(self), peer_(peer) {}
   void* acquire() override { return sender_.acquire(); }
   void post(size_t bytes) override { sender_.post(bytes); }
   Result progress() override { return Result::success(); }
   bool flushed() const override { return true; }
+  Result checkPeer() override { return checkPeerAlive(self_, peer_, "to send to"); }
 
  private:
   ShmMapping mapping_;
   fifo::Sender sender_;
+  PeerInfo self_, peer_;
 };
 
 class ShmRecv final : public RecvConnection {
  public:
-  ShmRecv(ShmMapping mapping, const fifo::Layout& layout, std::string peer)
+  ShmRecv(ShmMapping mapping, const fifo::Layout& layout, const PeerInfo& self, const PeerInfo& peer)
       : mapping_(std::move(mapping)), receiver_(fifo::Region(mapping_.data(), layout)),
-        slotBytes_(layout.slotBytes), peer_(std::move(peer)) {}
+        slotBytes_(layout.slotBytes), peer_(describePeer(peer)), selfInfo_(self), peerInfo_(peer) {}
   const void* peek(size_t* bytes) override { return receiver_.peek(bytes); }
   void release() override { receiver_.release(); }
   Result progress() override {
@@ -49,12 +63,14 @@ class ShmRecv final : public RecvConnection {
                   slotBytes_);
     return Result::success();
   }
+  Result checkPeer() override { return checkPeerAlive(selfInfo_, peerInfo_, "for data from"); }
 
  private:
   ShmMapping mapping_;
   fifo::Receiver receiver_;
   size_t slotBytes_;
   std::string peer_;
+  PeerInfo selfInfo_, peerInfo_;
 };
 
 class ShmEndpoint final : public RecvEndpoint {
@@ -87,7 +103,7 @@ class ShmEndpoint final : public RecvEndpoint {
     // of either process later cannot leak the segment.
     name_.unlink();
     BRAID_TRY(waited);
-    *out = std::make_unique<ShmRecv>(std::move(mapping_), layout_, describePeer(req_.peer));
+    *out = std::make_unique<ShmRecv>(std::move(mapping_), layout_, req_.self, req_.peer);
     return Result::success();
   }
 
@@ -110,6 +126,23 @@ class ShmTransport final : public Transport {
   bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override {
     return !disabled_ && self.hostHash == peer.hostHash && self.shmDomain == peer.shmDomain &&
            self.processId != peer.processId;
+  }
+
+  void cleanUpAfterDeadPeers(const PeerInfo& self, const std::vector<PeerInfo>& peers,
+                             std::chrono::milliseconds patience) override {
+    const auto until = std::chrono::steady_clock::now() + patience;
+    std::vector<const PeerInfo*> alive;
+    for (const PeerInfo& p : peers)
+      if (p.shmDomain == self.shmDomain && p.processId != self.processId) alive.push_back(&p);
+    for (;;) {
+      for (size_t i = alive.size(); i-- > 0;) {
+        if (!peerProcessGone(self, *alive[i])) continue;
+        removeSegmentsOfProcess(alive[i]->pid);
+        alive.erase(alive.begin() + static_cast<ptrdiff_t>(i));
+      }
+      if (alive.empty() || std::chrono::steady_clock::now() >= until) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
 
   Result listen(const ConnectRequest& req, std::unique_ptr<RecvEndpoint>* out) override {
@@ -156,7 +189,7 @@ class ShmTransport final : public Transport {
     if (region.control()->attached.exchange(1, std::memory_order_acq_rel) != 0)
       return fail(ncclInternalError, "shm segment /dev/shm%s of %s already has a sender",
                   name.c_str(), peer.c_str());
-    *out = std::make_unique<ShmSend>(std::move(mapping), layout);
+    *out = std::make_unique<ShmSend>(std::move(mapping), layout, req.self, req.peer);
     return Result::success();
   }
 

@@ -148,14 +148,8 @@ Result TcpRecv::progress() {
 
 Result TcpRecv::headerComplete() {
   // Sizes come off the wire: check them before they bound any write.
-  if (header_.bytes > ring_.slotBytes)
-    return fail(ncclRemoteError, "%s sent a TCP frame of %llu bytes, larger than the slot size "
-                "%zu: the ranks disagree on the buffer size or the stream is corrupt",
-                peer_.c_str(), static_cast<unsigned long long>(header_.bytes), ring_.slotBytes);
-  if (header_.seq != received_)
-    return fail(ncclRemoteError, "%s sent TCP frame %llu where frame %llu was expected: the "
-                "stream is corrupt", peer_.c_str(), static_cast<unsigned long long>(header_.seq),
-                static_cast<unsigned long long>(received_));
+  tcp::FrameHeader checked{};
+  BRAID_TRY(tcp::decodeFrameHeader(&header_, sizeof header_, ring_.slotBytes, received_, peer_, &checked));
   headerGot_ = 0;
   if (header_.bytes == 0) {
     sizes_[received_ % ring_.nslots] = 0;

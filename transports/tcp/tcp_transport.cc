@@ -69,7 +69,7 @@ class TcpEndpoint final : public RecvEndpoint {
       BRAID_TRY(pollOnce(&data));
     }
     listen_.reset();
-    pending_.clear();
+    dropStrangers();
     setNoDelay(data.get());
     auto conn = std::make_unique<TcpRecv>(std::move(data), req_.slotBytes, req_.nslots,
                                           connectionName(req_));
@@ -133,9 +133,9 @@ class TcpEndpoint final : public RecvEndpoint {
     if (r <= 0) return drop(p, done, r == 0 ? "closed before its hello" : strerror(errno));
     p->got += static_cast<size_t>(r);
     if (p->got < sizeof(Hello)) return Result::success();
-    const Hello& h = p->hello;
-    if (h.magic != kHelloMagic) return drop(p, done, "not a braid hello");
-    if (h.nonce != nonce_) return drop(p, done, "a hello for another connection (wrong nonce)");
+    Hello h{};
+    Result decoded = tcp::decodeHello(&p->hello, sizeof(Hello), nonce_, &h);
+    if (!decoded.ok()) return drop(p, done, decoded.message().c_str());
     if (h.slotBytes != req_.slotBytes || h.nslots != req_.nslots)
       return fail(ncclInternalError, "%s connects with %d x %llu byte slots but this rank "
                   "listens with %d x %zu: ranks disagree on the buffer size",
@@ -148,6 +148,18 @@ class TcpEndpoint final : public RecvEndpoint {
                p->from.c_str());
     *done = true;
     return Result::success();
+  }
+
+  // Connections still pending once the real sender is in are not ours: say
+  // what each sent before hanging up on it.
+  void dropStrangers() {
+    for (Pending& p : pending_) {
+      bool done = false;
+      if (!readHello(&p, &done).ok() || done) continue;  // readHello logged it
+      bool ignored = false;
+      (void)drop(&p, &ignored, p.got == 0 ? "silent (no hello)" : "an incomplete hello");
+    }
+    pending_.clear();
   }
 
   Result drop(Pending* p, bool* done, const char* why) {

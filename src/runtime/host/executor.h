@@ -4,9 +4,12 @@
 
 #include <vector>
 
-#include "core/comm.h"
+#include "core/result.h"
 #include "reduce/host_reduce.h"
 #include "schedule/plan.h"
+#include "transports/transport.h"
+
+struct ncclComm;
 
 namespace braid {
 
@@ -17,6 +20,11 @@ struct BoundOp {
   char* scratch = nullptr;
   size_t elemSize = 0;
   RedOp op;
+  // For diagnosis: which call this is.
+  Collective coll = Collective::AllReduce;
+  size_t count = 0;
+  ncclDataType_t type = ncclFloat32;
+  uint64_t sequence = 0;  // the communicator's operation number (1-based)
 };
 
 // A step with its connections resolved.
@@ -38,11 +46,23 @@ struct LaneWork {
   int commIndex = 0;
 };
 
+// The executor's bookkeeping of which operation each communicator runs.
+struct StageCounters {
+  std::vector<int> current;  // per communicator: the stage its channel lanes run
+  std::vector<int> first;    // per communicator: index of its stage 0 in `left`
+  std::vector<int> left;     // per (communicator, stage): lanes not finished
+};
+
 struct HostWork {
   std::vector<BoundOp> ops;
   std::vector<LaneWork> lanes;
   std::vector<SendConnection*> sends;  // every send connection the lanes use, once each
   int ncomms = 0;
+  StageCounters stages;
+  // After a failed run: the communicator and peer of the step that failed, when
+  // the failure came from one (-1 otherwise).
+  ncclComm* failedComm = nullptr;
+  int failedPeer = -1;
 };
 
 // Returns when every lane is done and every send has left this process, or with

@@ -1,0 +1,27 @@
+// braid's extensions (include/braid.h): what NCCL's API has no word for but
+// frameworks on top of braid need, such as a per-communicator timeout.
+#include "braid.h"
+
+#include <nccl.h>
+
+#include <cmath>
+
+#include "api/api_util.h"
+#include "bootstrap/bootstrap.h"
+#include "core/comm.h"
+
+using namespace braid;
+
+extern "C" BRAID_EXPORT ncclResult_t braidCommSetTimeout(ncclComm_t comm, double seconds) {
+  Result r = checkComm(comm, "braidCommSetTimeout");
+  if (r.ok() && (!std::isfinite(seconds) || seconds <= 0))
+    r = fail(ncclInvalidArgument, "braidCommSetTimeout: timeout %g s is not a positive number", seconds);
+  if (!r.ok()) return report(r);
+  comm->settings.timeoutSeconds = seconds;
+  return ncclSuccess;
+}
+
+extern "C" BRAID_EXPORT ncclResult_t braidGetPrivateUniqueId(ncclUniqueId* uniqueId) {
+  if (uniqueId == nullptr) return report(fail(ncclInvalidArgument, "braidGetPrivateUniqueId: uniqueId is NULL"));
+  return report(createPrivateUniqueId(uniqueId));
+}

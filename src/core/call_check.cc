@@ -1,0 +1,115 @@
+#include "core/call_check.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "core/comm.h"
+
+namespace braid {
+
+namespace {
+
+// One rank's view of its group on one communicator, as the ranks exchange it.
+struct CallRecord {
+  uint64_t sequence = 0;  // the first collective's number on this communicator (1-based)
+  uint64_t digest = 0;    // of every collective of the group, in order
+  uint32_t ncalls = 0;
+  int32_t coll = -1;      // the first collective, for the message
+  uint64_t count = 0;
+  int32_t type = 0;
+  int32_t op = 0;
+  int32_t root = 0;
+  int32_t pad = 0;
+};
+
+bool isPointToPoint(Collective c) { return c == Collective::Send || c == Collective::Recv; }
+
+bool usesRoot(Collective c) {
+  return c == Collective::Broadcast || c == Collective::Reduce || c == Collective::Gather || c == Collective::Scatter;
+}
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  return h * 0xBF58476D1CE4E5B9ull;
+}
+
+CallRecord recordOf(ncclComm* comm, const std::vector<Task>& tasks) {
+  CallRecord rec;
+  for (const Task& t : tasks) {
+    if (t.comm != comm || isPointToPoint(t.coll)) continue;
+    const int root = usesRoot(t.coll) ? t.root : 0;
+    const int op = isReduction(t.coll) ? t.userOp : 0;
+    rec.digest = mix(mix(mix(mix(mix(rec.digest, static_cast<uint64_t>(t.coll)), t.count), t.type), op), root);
+    if (rec.ncalls++ == 0) {
+      rec.coll = static_cast<int32_t>(t.coll);
+      rec.count = t.count;
+      rec.type = t.type;
+      rec.op = op;
+      rec.root = root;
+    }
+  }
+  rec.sequence = comm->collectivesChecked + 1;
+  return rec;
+}
+
+std::string opText(int op) {
+  switch (op) {
+    case ncclSum: return "sum";
+    case ncclProd: return "prod";
+    case ncclMax: return "max";
+    case ncclMin: return "min";
+    case ncclAvg: return "avg";
+    default: return "PreMulSum op " + std::to_string(op);
+  }
+}
+
+std::string describe(const CallRecord& r) {
+  if (r.ncalls == 0) return "no collective (only point-to-point calls, or none)";
+  const Collective c = static_cast<Collective>(r.coll);
+  char text[200];
+  int n = snprintf(text, sizeof text, "%s(count=%llu, %s", collectiveName(c),
+                   static_cast<unsigned long long>(r.count), typeName(static_cast<ncclDataType_t>(r.type)));
+  if (isReduction(c)) n += snprintf(text + n, sizeof text - n, ", %s", opText(r.op).c_str());
+  if (usesRoot(c)) n += snprintf(text + n, sizeof text - n, ", root %d", r.root);
+  snprintf(text + n, sizeof text - n, ")");
+  std::string s = text;
+  if (r.ncalls > 1) s += " and " + std::to_string(r.ncalls - 1) + " more collective(s) in one group";
+  return s;
+}
+
+bool sameCalls(const CallRecord& a, const CallRecord& b) {
+  return a.ncalls == b.ncalls && a.digest == b.digest;
+}
+
+Result checkComm(ncclComm* comm, const std::vector<Task>& tasks) {
+  std::vector<CallRecord> all(comm->nranks);
+  all[comm->rank] = recordOf(comm, tasks);
+  BRAID_TRY(comm->bootstrap->allGather(all.data(), sizeof(CallRecord), deadlineFromNow(comm))
+                .context("BRAID_CHECK: comparing calls"));
+  comm->collectivesChecked += all[comm->rank].ncalls;
+  for (int r = 1; r < comm->nranks; ++r) {
+    if (sameCalls(all[r], all[0])) continue;
+    return fail(ncclInvalidUsage,
+                "rank %d called %s as operation #%llu while rank 0 called %s (BRAID_CHECK=1 compared "
+                "the calls of communicator rank %d)",
+                r, describe(all[r]).c_str(), static_cast<unsigned long long>(all[r].sequence),
+                describe(all[0]).c_str(), comm->rank);
+  }
+  return Result::success();
+}
+
+}  // namespace
+
+Result checkCallsMatch(const std::vector<Task>& tasks) {
+  std::vector<ncclComm*> comms;
+  for (const Task& t : tasks) {
+    if (!t.comm->settings.checkCalls || !t.comm->bootstrap) continue;
+    if (std::find(comms.begin(), comms.end(), t.comm) == comms.end()) comms.push_back(t.comm);
+  }
+  for (ncclComm* comm : comms) BRAID_TRY(checkComm(comm, tasks));
+  return Result::success();
+}
+
+}  // namespace braid
