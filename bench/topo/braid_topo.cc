@@ -1,0 +1,211 @@
+// braid-topo: what braid sees on this machine, and the transport it would use
+// between every pair of ranks of a job laid out as asked.
+//
+//   braid-topo [-n N] [--hosts H] [--threads] [--sysfs DIR]
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sched.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bootstrap/interfaces.h"
+#include "core/env.h"
+#include "topology/pair_class.h"
+#include "topology/placement.h"
+#include "topology/sysfs.h"
+#include "topology/topology.h"
+
+namespace {
+
+using namespace braid;
+using namespace braid::topo;
+
+struct Options {
+  std::string sysfs = "/sys";
+  PlacementOptions placement;
+  bool matrix = false;
+};
+
+void usage(FILE* to) {
+  std::fprintf(to,
+               "usage: braid-topo [-n N] [--hosts H] [--threads] [--sysfs DIR]\n"
+               "  -n N        also print the transport between every pair of N ranks\n"
+               "  --hosts H   pretend the ranks are spread over H hosts like this one\n"
+               "              (rank r on host r*H/N; default 1)\n"
+               "  --threads   the ranks of a host are threads of one process\n"
+               "  --sysfs DIR read the machine from DIR instead of /sys\n");
+}
+
+bool parsePositive(const char* s, int* out) {
+  char* end = nullptr;
+  long v = std::strtol(s, &end, 10);
+  if (!*s || *end || v < 1 || v > 4096) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+bool parseArgs(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    bool hasValue = i + 1 < argc;
+    if (a == "-h" || a == "--help") {
+      usage(stdout);
+      std::exit(0);
+    } else if (a == "-n" && hasValue) {
+      if (!parsePositive(argv[++i], &o->placement.nranks)) return false;
+      o->matrix = true;
+    } else if (a == "--hosts" && hasValue) {
+      if (!parsePositive(argv[++i], &o->placement.hosts)) return false;
+    } else if (a == "--threads") {
+      o->placement.threadRanks = true;
+    } else if (a == "--sysfs" && hasValue) {
+      o->sysfs = argv[++i];
+    } else {
+      return false;
+    }
+  }
+  if (o->placement.hosts > o->placement.nranks) {
+    if (o->matrix) return false;
+    o->placement.hosts = 1;
+  }
+  return true;
+}
+
+std::string orNone(const std::string& s) { return s.empty() ? "none" : s; }
+
+std::string numaName(int node) { return node < 0 ? "unknown" : std::to_string(node); }
+
+void printCpus(const Topology& t) {
+  cpu_set_t set;
+  int usable = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : -1;
+  std::printf("cpus: %zu online (%s), %d usable by this process, %d core(s) in %d package(s)\n",
+              t.onlineCpus.size(), formatCpuList(t.onlineCpus).c_str(), usable, t.coreCount(),
+              t.packageCount());
+  for (const Cpu& c : t.cpus)
+    std::printf("  cpu %d: package %d core %d numa %s\n", c.id, c.package, c.core,
+                numaName(c.numaNode).c_str());
+}
+
+void printNuma(const Topology& t) {
+  std::printf("numa nodes: %zu\n", t.numaNodes.size());
+  for (const NumaNode& n : t.numaNodes) {
+    std::string d;
+    for (int v : n.distances) d += (d.empty() ? "" : " ") + std::to_string(v);
+    std::printf("  node %d: cpus %s, distances [%s]\n", n.id, orNone(formatCpuList(n.cpus)).c_str(),
+                d.empty() ? "unknown" : d.c_str());
+  }
+}
+
+void printPci(const Topology& t) {
+  auto printKind = [&](PciKind kind, const char* title) {
+    int count = 0;
+    for (const PciDevice& d : t.pci) count += d.kind == kind;
+    std::printf("%s: %s\n", title, count ? std::to_string(count).c_str() : "none");
+    for (const PciDevice& d : t.pci)
+      if (d.kind == kind)
+        std::printf("  %s: vendor 0x%04x device 0x%04x class 0x%06x numa %s path %s\n",
+                    d.busId.c_str(), d.vendor, d.device, d.classCode, numaName(d.numaNode).c_str(),
+                    d.path.c_str());
+  };
+  printKind(PciKind::kGpu, "gpus");
+  printKind(PciKind::kNic, "nics");
+  printKind(PciKind::kInfiniBand, "infiniband nics (pci)");
+}
+
+void printInterfaces(const Topology& t) {
+  std::printf("interfaces: %zu\n", t.interfaces.size());
+  for (const topo::NetDevice& n : t.interfaces) {
+    std::string speed = n.speedMbps > 0 ? std::to_string(n.speedMbps) + " Mb/s" : "unknown";
+    std::printf("  %s: %s (operstate %s), speed %s, device %s\n", n.name.c_str(),
+                n.up ? "up" : "down", orNone(n.operstate).c_str(), speed.c_str(),
+                n.pciBusId.empty() ? "virtual" : ("pci " + n.pciBusId).c_str());
+  }
+}
+
+void printIb(const Topology& t) {
+  std::printf("infiniband devices: %s\n", t.ib.empty() ? "none" : std::to_string(t.ib.size()).c_str());
+  for (const IbDevice& d : t.ib) {
+    std::printf("  %s: pci %s, %s\n", d.name.c_str(), orNone(d.pciBusId).c_str(),
+                d.usable() ? "usable" : "no active port");
+    for (const IbPort& p : d.ports)
+      std::printf("    port %d: %s, %s, %s\n", p.number, orNone(p.state).c_str(),
+                  orNone(p.linkLayer).c_str(), orNone(p.rate).c_str());
+  }
+}
+
+std::string formatAddress(const sockaddr_storage& a) {
+  char buf[INET6_ADDRSTRLEN] = "?";
+  if (a.ss_family == AF_INET)
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(a).sin_addr, buf, sizeof buf);
+  else if (a.ss_family == AF_INET6)
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(a).sin6_addr, buf, sizeof buf);
+  return buf;
+}
+
+void printBootstrapInterface() {
+  const std::string spec = envString("NCCL_SOCKET_IFNAME");
+  sockaddr_storage addr{};
+  std::string ifname;
+  Result r = chooseLocalAddress(nullptr, &addr, &ifname);
+  std::printf("bootstrap/tcp interface (NCCL_SOCKET_IFNAME=%s): ", spec.empty() ? "<unset>" : spec.c_str());
+  if (r.ok())
+    std::printf("%s %s\n", ifname.c_str(), formatAddress(addr).c_str());
+  else
+    std::printf("none: %s\n", r.message().c_str());
+}
+
+void printMatrix(const Topology& t, const PlacementOptions& opt) {
+  const std::vector<RankPlacement> ranks = simulatePlacements(t, opt);
+  const auto transports = braidTransports();
+  std::printf("\n%d rank(s) on %d host(s)%s:\n", opt.nranks, opt.hosts,
+              opt.threadRanks ? ", one process per host" : ", one process per rank");
+  for (int r = 0; r < opt.nranks; ++r)
+    std::printf("  rank %d: host %d, gpu %s, numa %s\n", r, hostOfRank(r, opt),
+                orNone(ranks[r].gpuBusId).c_str(), numaName(ranks[r].numaNode).c_str());
+  std::printf("transport matrix (row = sender, column = receiver):\n%8s", "");
+  for (int c = 0; c < opt.nranks; ++c) std::printf(" %7d", c);
+  std::printf("\n");
+  bool starred = false;
+  for (int r = 0; r < opt.nranks; ++r) {
+    std::printf("%8d", r);
+    for (int c = 0; c < opt.nranks; ++c) {
+      PairTransport p = classifyPair(ranks[r], ranks[c], transports);
+      starred |= !p.implemented();
+      std::printf(" %7s", p.shortName().c_str());
+    }
+    std::printf("\n");
+  }
+  if (starred)
+    std::printf("  x* = the topology calls for x, which braid does not implement yet:\n"
+                "       p2p* runs over shm, ib* over tcp today\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  if (!parseArgs(argc, argv, &opt)) {
+    usage(stderr);
+    return 2;
+  }
+  Topology t;
+  Result r = discoverTopology(opt.sysfs, &t);
+  if (!r.ok()) {
+    std::fprintf(stderr, "braid-topo: %s\n", r.message().c_str());
+    return 1;
+  }
+  std::printf("braid-topo: machine read from %s\n", opt.sysfs.c_str());
+  printCpus(t);
+  printNuma(t);
+  printPci(t);
+  printInterfaces(t);
+  printIb(t);
+  printBootstrapInterface();
+  for (const std::string& w : t.warnings) std::printf("warning: %s\n", w.c_str());
+  if (opt.matrix) printMatrix(t, opt.placement);
+  return 0;
+}

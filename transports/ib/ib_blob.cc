@@ -1,0 +1,67 @@
+#include "transports/ib/ib_blob.h"
+
+#include <limits>
+
+#include "transports/common/blob_io.h"
+
+namespace braid {
+namespace ib {
+
+Blob encodeIbBlob(const IbConnInfo& i) {
+  Blob b;
+  BlobWriter w(&b);
+  w.put(kIbBlobMagic).put(kIbBlobVersion);
+  w.put(i.qpn).put(i.psn).put(i.lid).put(i.port).put(i.mtu).put(i.linkLayer).put(i.gid);
+  w.put(i.ringAddr).put(i.rkey).put(i.slotBytes).put(i.nslots);
+  w.put(i.handshakeAddr).put(i.nonce);
+  return b;
+}
+
+namespace {
+
+bool readAll(BlobReader& r, IbConnInfo* i) {
+  return r.get(&i->qpn) && r.get(&i->psn) && r.get(&i->lid) && r.get(&i->port) &&
+         r.get(&i->mtu) && r.get(&i->linkLayer) && r.get(&i->gid) && r.get(&i->ringAddr) &&
+         r.get(&i->rkey) && r.get(&i->slotBytes) && r.get(&i->nslots) &&
+         r.get(&i->handshakeAddr) && r.get(&i->nonce);
+}
+
+const char* invalidField(const IbConnInfo& i) {
+  if (i.qpn >= (1u << 24)) return "QP number";
+  if (i.psn >= (1u << 24)) return "PSN";
+  if (i.mtu < 1 || i.mtu > 5) return "MTU";
+  if (i.linkLayer < 1 || i.linkLayer > 2) return "link layer";
+  if (i.port == 0) return "port";
+  if (i.nslots == 0 || i.nslots > kMaxIbSlots) return "slot count";
+  if (i.slotBytes == 0) return "slot size";
+  const uint64_t ring = uint64_t{i.nslots} * i.slotBytes;  // < 2^48: cannot overflow
+  if (i.ringAddr == 0 || i.ringAddr > std::numeric_limits<uint64_t>::max() - ring)
+    return "ring address";
+  return nullptr;
+}
+
+}  // namespace
+
+Result decodeIbBlob(const Blob& blob, const char* peer, IbConnInfo* out) {
+  BlobReader r(blob);
+  uint32_t magic = 0;
+  uint16_t version = 0;
+  if (!r.get(&magic) || magic != kIbBlobMagic || !r.get(&version))
+    return fail(ncclInternalError, "malformed ib connect blob from %s (%zu bytes, bad magic)",
+                peer, blob.size());
+  if (version != kIbBlobVersion)
+    return fail(ncclInternalError,
+                "ib connect blob from %s has version %u, this braid speaks %u: mixed builds?",
+                peer, version, kIbBlobVersion);
+  IbConnInfo info;
+  if (!readAll(r, &info) || !r.atEnd())
+    return fail(ncclInternalError, "malformed ib connect blob from %s (%zu bytes)", peer,
+                blob.size());
+  if (const char* bad = invalidField(info))
+    return fail(ncclInternalError, "ib connect blob from %s has an invalid %s", peer, bad);
+  *out = info;
+  return Result::success();
+}
+
+}  // namespace ib
+}  // namespace braid
