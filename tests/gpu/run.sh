@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Builds braid with CUDA and runs the GPU tests (CTest label "gpu") on a machine
+# with a GPU, nvcc, CMake and ninja:
+#
+#   tests/gpu/run.sh [build-dir]          (default: <repo>/build-gpu)
+#
+# GoogleTest, first found of: GTEST_ROOT (an install prefix); GTEST_SRC (its
+# sources, built into the build dir); a system install (libgtest-dev); sources
+# in /usr/src/googletest or <repo>/shared/googletest, built likewise.
+# BRAID_CUDA_ARCHS (e.g. "80;90") overrides the SM versions built.
+# A missing GPU fails the tests here rather than skipping them (BRAID_REQUIRE_GPU,
+# default 1; set it to 0 to allow skips, e.g. to try the script without a GPU).
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$repo/build-gpu}
+jobs=$(nproc)
+mkdir -p "$build"
+
+have_system_gtest() {
+  compgen -G "/usr/lib/*/cmake/GTest/GTestConfig.cmake" >/dev/null ||
+    compgen -G "/usr/lib*/cmake/GTest/GTestConfig.cmake" >/dev/null ||
+    [ -f /usr/local/lib/cmake/GTest/GTestConfig.cmake ]
+}
+
+gtest_args=()
+if [ -n "${GTEST_ROOT:-}" ]; then
+  gtest_args=(-DGTEST_ROOT="$GTEST_ROOT" -DGTest_ROOT="$GTEST_ROOT")
+elif [ -n "${GTEST_SRC:-}" ] || ! have_system_gtest; then
+  src=""
+  for d in "${GTEST_SRC:-}" /usr/src/googletest "$repo/shared/googletest"; do
+    if [ -n "$d" ] && [ -f "$d/CMakeLists.txt" ]; then src=$d; break; fi
+  done
+  if [ -z "$src" ]; then
+    echo "run.sh: no GoogleTest: install libgtest-dev, or set GTEST_ROOT or GTEST_SRC" >&2
+    exit 2
+  fi
+  prefix=$build/googletest
+  if [ ! -f "$prefix/.installed" ]; then
+    echo "run.sh: building GoogleTest from $src"
+    cmake -S "$src" -B "$build/googletest-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DBUILD_GMOCK=OFF -DINSTALL_GTEST=ON -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
+      -DCMAKE_INSTALL_PREFIX="$prefix" >/dev/null
+    cmake --build "$build/googletest-build" -j "$jobs" >/dev/null
+    cmake --install "$build/googletest-build" >/dev/null
+    touch "$prefix/.installed"
+  fi
+  gtest_args=(-DGTEST_ROOT="$prefix" -DGTest_ROOT="$prefix")
+fi
+
+arch_args=()
+if [ -n "${BRAID_CUDA_ARCHS:-}" ]; then arch_args=(-DBRAID_CUDA_ARCHS="$BRAID_CUDA_ARCHS"); fi
+
+cmake -S "$repo" -B "$build" -G Ninja -DBRAID_CUDA=ON -DBRAID_BUILD_BENCH=OFF \
+  ${gtest_args[@]+"${gtest_args[@]}"} ${arch_args[@]+"${arch_args[@]}"}
+cmake --build "$build" -j "$jobs" --target braid_gpu_tests
+export BRAID_REQUIRE_GPU=${BRAID_REQUIRE_GPU:-1}
+cd "$build"
+ctest -L gpu --output-on-failure
