@@ -1,0 +1,91 @@
+"""braid as a torch.distributed backend.
+
+    import braid_torch                      # registers backend "braid"
+    torch.distributed.init_process_group("braid", ...)
+
+The backend serves CPU tensors through libbraid's host path (and CUDA tensors
+when built with BRAID_TORCH_CUDA=1). libbraid is found through, in order:
+the BRAID_LIBRARY environment variable, the path recorded when this package
+was built, and the loader's search for libbraid.so.0 (LD_LIBRARY_PATH, the
+ldconfig cache).
+"""
+
+import atexit
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+from . import _C
+
+__all__ = ["BACKEND_NAME", "braid_version", "library_path", "built_with_cuda", "device_buffers_supported"]
+
+BACKEND_NAME = "braid"
+
+
+def _library_candidates():
+    env = os.environ.get("BRAID_LIBRARY")
+    if env:
+        return [env]
+    found = []
+    try:
+        from ._build_config import BRAID_LIBRARY as recorded
+        if recorded and os.path.exists(recorded):
+            found.append(recorded)
+    except ImportError:
+        pass
+    found.append("libbraid.so.0")
+    return found
+
+
+def _load():
+    errors = []
+    for path in _library_candidates():
+        try:
+            return _C.load_library(path)
+        except RuntimeError as e:
+            errors.append(str(e))
+    raise ImportError("braid_torch: no usable libbraid:\n  " + "\n  ".join(errors))
+
+
+_VERSION = _load()
+
+
+def braid_version():
+    """The version string of the libbraid this process loaded."""
+    return _VERSION
+
+
+def library_path():
+    """The path libbraid was loaded from (as given to dlopen)."""
+    return _C.library_path()
+
+
+def built_with_cuda():
+    """Whether this build of the extension accepts CUDA tensors."""
+    return _C.built_with_cuda()
+
+
+def device_buffers_supported():
+    """Whether the loaded libbraid runs collectives on CUDA memory (CUDA tensors
+    are refused otherwise; BRAID_TORCH_ALLOW_CUDA=1 overrides)."""
+    return _C.device_buffers_supported()
+
+
+def _create_backend(store, rank, size, timeout):
+    return _C.create_backend(store, rank, size, timeout)
+
+
+def _drain_at_exit():
+    # Operations still running when the interpreter finalizes could not free
+    # the tensors they hold (that takes the GIL) and would abort the process.
+    wait = float(os.environ.get("BRAID_TORCH_EXIT_WAIT", "30"))
+    if not _C.wait_all_idle(wait):
+        print(f"braid_torch: operations still running at exit after {wait:g} s", file=sys.stderr)
+
+
+atexit.register(_drain_at_exit)
+
+if BACKEND_NAME.upper() not in dist.Backend._plugins:
+    dist.Backend.register_backend(BACKEND_NAME, _create_backend, devices=["cpu", "cuda"])

@@ -1,0 +1,31 @@
+// The Python module braid_torch._C.
+#include <pybind11/chrono.h>
+#include <torch/csrc/utils/pybind.h>
+#include <torch/python.h>
+
+#include "backend.h"
+#include "braid_api.h"
+#include "device_sync.h"
+#include "worker.h"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "braid as a torch.distributed backend (see braid_torch)";
+  m.def("load_library", &braid_torch::loadBraid, py::arg("path"),
+        "Opens libbraid (once per process) and returns its version string.");
+  m.def("library_path", &braid_torch::loadedBraidPath);
+  m.def("built_with_cuda", &braid_torch::builtWithCuda);
+  m.def("device_buffers_supported", &braid_torch::deviceBuffersSupported);
+  m.def("wait_all_idle", &braid_torch::Worker::waitAllIdle, py::arg("seconds"),
+        py::call_guard<py::gil_scoped_release>(),
+        "Waits until no braid group has an operation queued or running; True when idle.");
+  m.def(
+      "create_backend",
+      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout) {
+        return braid_torch::createBraidBackend(store, rank, size, timeout);
+      },
+      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+      py::call_guard<py::gil_scoped_release>(),
+      "Creates the backend for one process group (collective over its ranks).");
+}

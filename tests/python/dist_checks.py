@@ -1,0 +1,615 @@
+"""What each rank runs in the tests: braid's result of every operation next to
+Gloo's result of the same operation in the same processes (or, where Gloo has
+no such operation or dtype, next to a reference every rank computes from the
+inputs it regenerates for all ranks).
+
+Each function takes (rank, world, store_path, ...) and raises AssertionError
+listing every mismatch it found.
+"""
+
+import datetime
+import time
+
+import torch
+import torch.distributed as dist
+
+import braid_torch  # noqa: F401  (registers "braid")
+
+R = dist.ReduceOp
+INTS = [torch.uint8, torch.int8, torch.int32, torch.int64]
+FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+ARITH_OPS = [R.SUM, R.PRODUCT, R.MIN, R.MAX]
+BIT_OPS = [R.BAND, R.BOR, R.BXOR]
+
+
+def init(rank, world, store_path, timeout_s=60, backend="braid"):
+    dist.init_process_group(backend, init_method=f"file://{store_path}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=timeout_s))
+    if backend != "braid":
+        return None
+    return dist.new_group(backend="gloo")
+
+
+def gen(rank, shape, dtype, salt):
+    """The input of `rank`: small integers, so sums and products are exact in every dtype."""
+    g = torch.Generator().manual_seed(7919 * salt + rank)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    if dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        return torch.randint(0, 2, shape, generator=g).float().to(dtype)
+    unsigned = dtype in (torch.uint8, torch.uint16, torch.uint32, torch.uint64)
+    low = 0 if unsigned else -3
+    t = torch.randint(low, 4, shape, generator=g)
+    if dtype.is_complex:
+        return torch.complex(t.float(), torch.randint(-3, 4, shape, generator=g).float()).to(dtype)
+    return t.to(dtype)
+
+
+def reference(world, shape, dtype, salt, op):
+    """op over every rank's gen() input, computed in a wide type, cast back."""
+    xs = [gen(r, shape, dtype, salt) for r in range(world)]
+    if dtype == torch.bool or dtype in (torch.uint16, torch.uint32, torch.uint64):
+        wide = [x.to(torch.int64) for x in xs]
+    elif dtype.is_floating_point:
+        wide = [x.to(torch.float64) for x in xs]
+    else:
+        wide = [x.to(torch.int64) for x in xs]
+    acc = wide[0].clone()
+    for x in wide[1:]:
+        if op in (R.SUM, R.AVG):
+            acc += x
+        elif op == R.PRODUCT:
+            acc *= x
+        elif op == R.MIN:
+            acc = torch.minimum(acc, x)
+        elif op == R.MAX:
+            acc = torch.maximum(acc, x)
+        elif op == R.BAND:
+            acc &= x
+        elif op == R.BOR:
+            acc |= x
+        elif op == R.BXOR:
+            acc ^= x
+    if op == R.AVG:
+        acc = acc / world if dtype.is_floating_point else torch.div(acc, world, rounding_mode="trunc")
+    if dtype == torch.bool:
+        return acc != 0
+    return acc.to(dtype)
+
+
+class Checker:
+    def __init__(self, rank):
+        self.rank = rank
+        self.failures = []
+        self.count = 0
+
+    def same(self, what, got, want, tol=None):
+        self.count += 1
+        if got.dtype != want.dtype or got.shape != want.shape:
+            self.failures.append(f"{what}: got {got.dtype}{tuple(got.shape)}, want {want.dtype}{tuple(want.shape)}")
+            return
+        if got.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+            got, want = got.float(), want.float()
+        if got.dtype in (torch.uint16, torch.uint32, torch.uint64):  # few ATen ops take these
+            got, want = got.to(torch.int64), want.to(torch.int64)
+        if tol is None:
+            ok = torch.equal(got, want)
+        else:
+            ok = torch.allclose(got.to(torch.complex128 if got.is_complex() else torch.float64),
+                                want.to(torch.complex128 if want.is_complex() else torch.float64),
+                                rtol=tol, atol=tol)
+        if not ok:
+            self.failures.append(f"{what}: got {got.flatten()[:8].tolist()} want {want.flatten()[:8].tolist()}")
+
+    def raises(self, what, fn, *fragments):
+        self.count += 1
+        try:
+            fn()
+        except Exception as e:  # the message must say what is wrong
+            msg = str(e)
+            missing = [f for f in fragments if f not in msg]
+            if missing:
+                self.failures.append(f"{what}: error lacks {missing}: {msg[:300]}")
+            return
+        self.failures.append(f"{what}: no error raised")
+
+    def done(self):
+        if self.failures:
+            raise AssertionError(f"rank {self.rank}: {len(self.failures)} of {self.count} checks failed:\n  "
+                                 + "\n  ".join(self.failures))
+        return self.count
+
+
+def _vs_gloo(chk, gloo, what, x, call, tol=None):
+    a, b = x.clone(), x.clone()
+    call(a, None)
+    call(b, gloo)
+    chk.same(what, a, b, tol)
+
+
+# ---- allreduce -------------------------------------------------------------------
+
+def check_allreduce(rank, world, chk, gloo):
+    shape = (37, 3)
+    for dt in [torch.bool] + INTS + FLOATS:
+        for i, op in enumerate(ARITH_OPS + (BIT_OPS if not dt.is_floating_point else [])):
+            x = gen(rank, shape, dt, 10 + i)
+            _vs_gloo(chk, gloo, f"allreduce {dt} {op}", x, lambda t, g: dist.all_reduce(t, op=op, group=g))
+    for dt in [torch.float32, torch.float64, torch.bfloat16]:  # Gloo averages floats
+        x = gen(rank, shape, dt, 30)
+        _vs_gloo(chk, gloo, f"allreduce {dt} AVG", x, lambda t, g: dist.all_reduce(t, op=R.AVG, group=g), tol=1e-2)
+    for dt in [torch.int32, torch.int64]:  # Gloo cannot; braid truncates as NCCL does
+        t = gen(rank, shape, dt, 31)
+        dist.all_reduce(t, op=R.AVG)
+        chk.same(f"allreduce {dt} AVG", t, reference(world, shape, dt, 31, R.AVG))
+    # dtypes Gloo lacks: int16/uint16 (all-gathered, reduced locally), uint32/uint64, fp8
+    for dt, ops in [(torch.int16, ARITH_OPS + BIT_OPS + [R.AVG]), (torch.uint16, ARITH_OPS + [R.BXOR, R.AVG]),
+                    (torch.uint32, [R.SUM, R.MIN, R.MAX]),
+                    (torch.uint64, [R.SUM, R.MAX]), (torch.float8_e4m3fn, [R.SUM, R.MAX, R.MIN]),
+                    (torch.float8_e5m2, [R.SUM, R.MAX])]:
+        for i, op in enumerate(ops):
+            t = gen(rank, shape, dt, 40 + i)
+            dist.all_reduce(t, op=op)
+            chk.same(f"allreduce {dt} {op}", t, reference(world, shape, dt, 40 + i, op))
+    # complex numbers: SUM as Gloo does it, AVG and PREMUL_SUM as (re, im) pairs
+    x = gen(rank, shape, torch.complex64, 50)
+    _vs_gloo(chk, gloo, "allreduce complex64 SUM", x, lambda t, g: dist.all_reduce(t, group=g))
+    t = x.clone()
+    dist.all_reduce(t, op=R.AVG)
+    want = x.clone()
+    dist.all_reduce(want, group=gloo)
+    chk.same("allreduce complex64 AVG", t, want / world, tol=1e-6)
+    # PREMUL_SUM with a Python number and with a tensor factor
+    for dt in [torch.float32, torch.float16, torch.bfloat16, torch.float64]:
+        x = gen(rank, shape, dt, 60)
+        want = x.clone()
+        dist.all_reduce(want, group=gloo)
+        for label, factor in [("number", 2.0), ("tensor", torch.tensor([2.0], dtype=torch.float64))]:
+            t = x.clone()
+            dist.all_reduce(t, op=dist._make_nccl_premul_sum(factor))
+            chk.same(f"allreduce {dt} PREMUL_SUM({label})", t, want * 2)
+    # larger than one FIFO slot, so the data moves in several steps
+    x = gen(rank, (1 << 19,), torch.float32, 70)
+    _vs_gloo(chk, gloo, "allreduce 2 MiB float32", x, lambda t, g: dist.all_reduce(t, group=g))
+    # non-contiguous input and zero elements
+    base = gen(rank, (6, 10), torch.float32, 71)
+    t = base.t()
+    dist.all_reduce(t)
+    chk.same("allreduce transposed", t, reference(world, (6, 10), torch.float32, 71, R.SUM).t())
+    chk.same("allreduce transposed base", base, reference(world, (6, 10), torch.float32, 71, R.SUM))
+    sliced = gen(rank, (40,), torch.int64, 72)
+    view = sliced[::3]
+    dist.all_reduce(view, op=R.MAX)
+    chk.same("allreduce strided view", view, reference(world, (40,), torch.int64, 72, R.MAX)[::3])
+    empty = torch.empty(0)
+    dist.all_reduce(empty)
+    chk.same("allreduce empty", empty, torch.empty(0))
+
+
+def check_refusals(rank, world, chk, gloo):
+    chk.raises("BAND float", lambda: dist.all_reduce(torch.ones(3), op=R.BAND), "BAND", "Float")
+    chk.raises("AVG bool", lambda: dist.all_reduce(torch.ones(3, dtype=torch.bool), op=R.AVG), "AVG", "Bool")
+    chk.raises("PREMUL_SUM int", lambda: dist.all_reduce(torch.ones(3, dtype=torch.int32),
+                                                         op=dist._make_nccl_premul_sum(2.0)), "PREMUL_SUM")
+    chk.raises("MAX complex", lambda: dist.all_reduce(torch.ones(3, dtype=torch.complex64), op=R.MAX), "MAX")
+    chk.raises("sparse", lambda: dist.all_reduce(torch.eye(3).to_sparse()), "sparse")
+    chk.raises("alltoall bad splits", lambda: dist.all_to_all_single(
+        torch.empty(4), torch.ones(4), output_split_sizes=[1] * world, input_split_sizes=[9] * world),
+        "split sizes")
+    # nothing above reached the wire: the group still works
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    chk.same("allreduce after refusals", t, torch.full((2,), float(world)))
+
+
+def check_coalesced(rank, world, chk, gloo):
+    shapes = [(5,), (3, 4), (1000,)]
+    xs = [gen(rank, s, torch.float32, 80 + i) for i, s in enumerate(shapes)]
+    got = [x.clone() for x in xs]
+    with dist._coalescing_manager():
+        for t in got:
+            dist.all_reduce(t)
+    want = [x.clone() for x in xs]
+    for t in want:
+        dist.all_reduce(t, group=gloo)
+    for i in range(len(xs)):
+        chk.same(f"coalesced allreduce {i}", got[i], want[i])
+    got = [x.clone() for x in xs]
+    dist.all_reduce_coalesced(got, op=R.MAX)
+    for i, s in enumerate(shapes):
+        chk.same(f"all_reduce_coalesced MAX {i}", got[i], reference(world, s, torch.float32, 80 + i, R.MAX))
+    # all_gather_into_tensor and reduce_scatter_tensor coalesced
+    ins = [gen(rank, (n,), torch.int64, 90 + n) for n in (3, 8)]
+    outs = [torch.empty(world * n, dtype=torch.int64) for n in (3, 8)]
+    with dist._coalescing_manager():
+        for o, i in zip(outs, ins):
+            dist.all_gather_into_tensor(o, i)
+    for o, i in zip(outs, ins):
+        want = torch.empty_like(o)
+        dist.all_gather_into_tensor(want, i, group=gloo)
+        chk.same(f"coalesced all_gather_into_tensor {i.numel()}", o, want)
+    ins = [gen(rank, (world * n,), torch.float32, 95 + n) for n in (2, 5)]
+    outs = [torch.empty(n) for n in (2, 5)]
+    with dist._coalescing_manager():
+        for o, i in zip(outs, ins):
+            dist.reduce_scatter_tensor(o, i)
+    for o, i in zip(outs, ins):
+        want = torch.empty_like(o)
+        dist.reduce_scatter_tensor(want, i.clone(), group=gloo)
+        chk.same(f"coalesced reduce_scatter_tensor {o.numel()}", o, want)
+
+
+# ---- data movement ----------------------------------------------------------------
+
+def check_broadcast_reduce(rank, world, chk, gloo):
+    for root in range(world):
+        for dt in [torch.float32, torch.int64, torch.bool, torch.bfloat16, torch.complex64, torch.float8_e5m2]:
+            x = gen(rank, (9, 2), dt, 100 + root)
+            if dt == torch.float8_e5m2:  # Gloo cannot move fp8: every rank knows the root's input
+                t = x.clone()
+                dist.broadcast(t, src=root)
+                chk.same(f"broadcast fp8 root {root}", t, gen(root, (9, 2), dt, 100 + root))
+                continue
+            _vs_gloo(chk, gloo, f"broadcast {dt} root {root}", x, lambda t, g: dist.broadcast(t, src=root, group=g))
+        base = gen(rank, (4, 5), torch.float64, 110 + root)
+        t = base.t()
+        dist.broadcast(t, src=root)
+        chk.same(f"broadcast transposed root {root}", t, gen(root, (4, 5), torch.float64, 110 + root).t())
+        for op in [R.SUM, R.MAX, R.BXOR]:
+            dt = torch.int32 if op == R.BXOR else torch.float32
+            x = gen(rank, (33,), dt, 120 + root)
+            a = x.clone()
+            dist.reduce(a, dst=root, op=op)
+            if rank == root:
+                chk.same(f"reduce {op} root {root}", a, reference(world, (33,), dt, 120 + root, op))
+        x = gen(rank, (33,), torch.float32, 130 + root)
+        a, b = x.clone(), x.clone()
+        dist.reduce(a, dst=root)
+        dist.reduce(b, dst=root, group=gloo)
+        if rank == root:
+            chk.same(f"reduce vs gloo root {root}", a, b)
+
+
+def check_allgather(rank, world, chk, gloo):
+    for dt in [torch.float32, torch.int8, torch.bool, torch.complex64, torch.float16]:
+        x = gen(rank, (4, 3), dt, 140)
+        got = [torch.empty_like(x) for _ in range(world)]
+        want = [torch.empty_like(x) for _ in range(world)]
+        dist.all_gather(got, x)
+        dist.all_gather(want, x, group=gloo)
+        for r in range(world):
+            chk.same(f"all_gather {dt} [{r}]", got[r], want[r])
+        out = torch.empty(world * 4, 3, dtype=dt)
+        ref = torch.empty(world * 4, 3, dtype=dt)
+        dist.all_gather_into_tensor(out, x)
+        dist.all_gather_into_tensor(ref, x, group=gloo)
+        chk.same(f"all_gather_into_tensor {dt}", out, ref)
+    # uneven sizes (Gloo refuses them): rank r contributes r + 1 elements
+    x = gen(rank, (rank + 1,), torch.int64, 150)
+    got = [torch.empty(r + 1, dtype=torch.int64) for r in range(world)]
+    dist.all_gather(got, x)
+    for r in range(world):
+        chk.same(f"all_gather uneven [{r}]", got[r], gen(r, (r + 1,), torch.int64, 150))
+    # non-contiguous output tensor and input view
+    out = torch.zeros(3, world * 2).t()
+    dist.all_gather_into_tensor(out, gen(rank, (2, 3), torch.float32, 151).t().contiguous().t())
+    want = torch.cat([gen(r, (2, 3), torch.float32, 151) for r in range(world)])
+    chk.same("all_gather_into_tensor transposed", out, want)
+
+
+def check_reduce_scatter(rank, world, chk, gloo):
+    for op in [R.SUM, R.MAX, R.MIN]:
+        for dt in [torch.float32, torch.int32]:
+            ins = [gen(rank, (6,), dt, 160 + r) for r in range(world)]
+            got, want = torch.empty(6, dtype=dt), torch.empty(6, dtype=dt)
+            dist.reduce_scatter(got, [i.clone() for i in ins], op=op)
+            dist.reduce_scatter(want, [i.clone() for i in ins], op=op, group=gloo)
+            chk.same(f"reduce_scatter {dt} {op}", got, want)
+            x = gen(rank, (world * 7,), dt, 170)
+            got, want = torch.empty(7, dtype=dt), torch.empty(7, dtype=dt)
+            dist.reduce_scatter_tensor(got, x.clone(), op=op)
+            dist.reduce_scatter_tensor(want, x.clone(), op=op, group=gloo)
+            chk.same(f"reduce_scatter_tensor {dt} {op}", got, want)
+    x = gen(rank, (world * 5,), torch.int64, 180)
+    got = torch.empty(5, dtype=torch.int64)
+    dist.reduce_scatter_tensor(got, x, op=R.BOR)
+    chk.same("reduce_scatter_tensor BOR", got, reference(world, (world * 5,), torch.int64, 180, R.BOR)[rank * 5:][:5])
+    x = gen(rank, (world * 5,), torch.float32, 181)
+    got = torch.empty(5)
+    dist.reduce_scatter_tensor(got, x, op=R.AVG)
+    chk.same("reduce_scatter_tensor AVG", got,
+             reference(world, (world * 5,), torch.float32, 181, R.AVG)[rank * 5:][:5], tol=1e-6)
+
+
+def check_alltoall(rank, world, chk, gloo):
+    # equal splits, rows of 3 elements
+    x = gen(rank, (world * 2, 3), torch.float32, 190)
+    got, want = torch.empty_like(x), torch.empty_like(x)
+    dist.all_to_all_single(got, x)
+    dist.all_to_all_single(want, x, group=gloo)
+    chk.same("all_to_all_single equal", got, want)
+    # uneven: rank r sends (r + p) % 3 + 1 rows to rank p (and some sends are empty)
+    rows = lambda src, dst: (src + dst) % 3 + (0 if (src + dst) % 4 == 1 else 1)  # noqa: E731
+    in_splits = [rows(rank, p) for p in range(world)]
+    out_splits = [rows(p, rank) for p in range(world)]
+    x = gen(rank, (sum(in_splits), 2), torch.int64, 191)
+    got = torch.empty(sum(out_splits), 2, dtype=torch.int64)
+    want = torch.empty_like(got)
+    dist.all_to_all_single(got, x, out_splits, in_splits)
+    dist.all_to_all_single(want, x, out_splits, in_splits, group=gloo)
+    chk.same("all_to_all_single uneven", got, want)
+    # list form (Gloo has none): tensor r of rank s holds (s, r) and has s + r + 1 elements
+    ins = [torch.full((rank + r + 1,), float(10 * rank + r)) for r in range(world)]
+    outs = [torch.empty(r + rank + 1) for r in range(world)]
+    dist.all_to_all(outs, ins)
+    for r in range(world):
+        chk.same(f"all_to_all list [{r}]", outs[r], torch.full((r + rank + 1,), float(10 * r + rank)))
+
+
+def check_gather_scatter(rank, world, chk, gloo):
+    for root in range(world):
+        x = gen(rank, (5,), torch.float64, 200 + root)
+        got = [torch.empty(5, dtype=torch.float64) for _ in range(world)] if rank == root else None
+        want = [torch.empty(5, dtype=torch.float64) for _ in range(world)] if rank == root else None
+        dist.gather(x, got, dst=root)
+        dist.gather(x, want, dst=root, group=gloo)
+        if rank == root:
+            for r in range(world):
+                chk.same(f"gather root {root} [{r}]", got[r], want[r])
+        chunks = [gen(r, (4,), torch.int32, 210 + root) for r in range(world)] if rank == root else None
+        got, want = torch.empty(4, dtype=torch.int32), torch.empty(4, dtype=torch.int32)
+        dist.scatter(got, chunks, src=root)
+        dist.scatter(want, chunks, src=root, group=gloo)
+        chk.same(f"scatter root {root}", got, want)
+
+
+def check_p2p(rank, world, chk, gloo):
+    # pairs: even ranks send first, odd ranks receive first
+    peer = rank ^ 1
+    if peer < world:
+        mine = gen(rank, (300,), torch.float32, 220)
+        theirs = torch.empty(300)
+        if rank % 2 == 0:
+            dist.send(mine, dst=peer)
+            dist.recv(theirs, src=peer)
+        else:
+            dist.recv(theirs, src=peer)
+            dist.send(mine, dst=peer)
+        chk.same("send/recv pair", theirs, gen(peer, (300,), torch.float32, 220))
+    # a ring in one batch: every rank sends and receives 4 MiB at once
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+    mine = gen(rank, (1 << 20,), torch.float32, 221)
+    got = torch.empty(1 << 20)
+    reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, mine, nxt), dist.P2POp(dist.irecv, got, prv)])
+    for r in reqs:
+        r.wait()
+    chk.same("batch_isend_irecv ring", got, gen(prv, (1 << 20,), torch.float32, 221))
+    dist.barrier()
+
+
+def check_async(rank, world, chk, gloo):
+    xs = [gen(rank, (100 + i,), torch.float32, 230 + i) for i in range(6)]
+    ts = [x.clone() for x in xs]
+    works = [dist.all_reduce(t, async_op=True) for t in ts]
+    futs = [w.get_future().then(lambda f: f.value()[0] * 2) for w in works]
+    done = torch.futures.wait_all(futs)
+    for i, w in enumerate(works):
+        w.wait()
+        chk.same(f"async work {i} completed", torch.tensor(w.is_completed()), torch.tensor(True))
+        want = reference(world, (100 + i,), torch.float32, 230 + i, R.SUM)
+        chk.same(f"async allreduce {i}", ts[i], want)
+        chk.same(f"future.then {i}", done[i], want * 2)
+    out = torch.empty(world * 3)
+    w = dist.all_gather_into_tensor(out, torch.full((3,), float(rank)), async_op=True)
+    value = w.get_future().wait()
+    chk.same("all_gather future value", value[0], torch.arange(world).float().repeat_interleave(3))
+    w = dist.broadcast(torch.zeros(2), src=0, async_op=True)
+    w.wait()
+    chk.same("broadcast work result", w.result()[0], torch.zeros(2))
+
+
+def check_objects(rank, world, chk, gloo):
+    # pickled objects of different sizes per rank travel as byte tensors
+    obj = {"rank": rank, "payload": list(range(rank * 50))}
+    got = [None] * world
+    dist.all_gather_object(got, obj)
+    want = [None] * world
+    dist.all_gather_object(want, obj, group=gloo)
+    chk.count += 1
+    if got != want:
+        chk.failures.append(f"all_gather_object: {str(got)[:200]}")
+    items = [f"from root {i}" for i in range(3)] if rank == 0 else [None] * 3
+    dist.broadcast_object_list(items, src=0)
+    chk.count += 1
+    if items != [f"from root {i}" for i in range(3)]:
+        chk.failures.append(f"broadcast_object_list: {items}")
+    out = [None]
+    dist.scatter_object_list(out, [("for", r) for r in range(world)] if rank == world - 1 else None, src=world - 1)
+    chk.count += 1
+    if out[0] != ("for", rank):
+        chk.failures.append(f"scatter_object_list: {out}")
+
+
+ALL_CHECKS = [check_allreduce, check_refusals, check_coalesced, check_broadcast_reduce, check_allgather,
+              check_reduce_scatter, check_alltoall, check_gather_scatter, check_p2p, check_async, check_objects]
+
+
+def run_checks(rank, world, store_path, names):
+    gloo = init(rank, world, store_path)
+    chk = Checker(rank)
+    for fn in ALL_CHECKS:
+        if fn.__name__ in names:
+            fn(rank, world, chk, gloo)
+    dist.barrier()
+    chk.done()
+
+
+# ---- groups ------------------------------------------------------------------------
+
+def groups(rank, world, store_path):
+    gloo = init(rank, world, store_path)
+    chk = Checker(rank)
+    assert dist.get_backend() == "braid"
+    # disjoint subgroups; every rank takes part in creating every group
+    halves = [list(range(0, world, 2)), list(range(1, world, 2))]
+    subgroups = [dist.new_group(h) for h in halves]
+    mine = halves[rank % 2]
+    g = subgroups[rank % 2]
+    t = torch.tensor([float(rank)])
+    dist.all_reduce(t, group=g)
+    chk.same("subgroup allreduce", t, torch.tensor([float(sum(mine))]))
+    t = torch.tensor([float(rank)])
+    dist.broadcast(t, group_src=len(mine) - 1, group=g)
+    chk.same("subgroup broadcast", t, torch.tensor([float(mine[-1])]))
+    chk.same("subgroup rank", torch.tensor(dist.get_rank(g)), torch.tensor(mine.index(rank)))
+    # a group of the last rank and the first, in that order of creation
+    pair = dist.new_group([world - 1, 0])
+    if rank in (0, world - 1):
+        t = torch.tensor([rank + 1])
+        dist.all_reduce(t, group=pair, op=R.PRODUCT)
+        chk.same("pair group", t, torch.tensor([world]))
+    # two groups in flight: ranks issue on them in opposite orders, with no
+    # wait in between; each group's worker progresses independently
+    g1 = dist.new_group(list(range(world)))
+    g2 = dist.new_group(list(range(world)))
+    a = gen(rank, (1 << 19,), torch.float32, 300)
+    b = gen(rank, (1 << 19,), torch.float32, 301)
+    if rank % 2 == 0:
+        wa = dist.all_reduce(a, group=g1, async_op=True)
+        wb = dist.all_reduce(b, group=g2, async_op=True)
+    else:
+        wb = dist.all_reduce(b, group=g2, async_op=True)
+        wa = dist.all_reduce(a, group=g1, async_op=True)
+    wa.wait()
+    wb.wait()
+    chk.same("group 1 in flight", a, reference(world, (1 << 19,), torch.float32, 300, R.SUM))
+    chk.same("group 2 in flight", b, reference(world, (1 << 19,), torch.float32, 301, R.SUM))
+    # a group created with a backend argument, next to a gloo one of the same ranks
+    g3 = dist.new_group(list(range(world)), backend="braid")
+    t = torch.ones(3, dtype=torch.int64)
+    dist.all_reduce(t, group=g3)
+    chk.same("new_group(backend='braid')", t, torch.full((3,), world))
+    for sg in subgroups + [pair, g1, g2, g3]:
+        if sg != dist.GroupMember.NON_GROUP_MEMBER:
+            dist.destroy_process_group(sg)
+    dist.destroy_process_group()
+    # destroy and re-init: once from a URL, then twice with one explicit store
+    # object, where the second group must not pick up the first one's unique id
+    store = dist.FileStore(f"{store_path}.explicit", world)
+    for round_ in range(3):
+        if round_ == 0:
+            dist.init_process_group("braid", init_method=f"file://{store_path}.url", rank=rank, world_size=world)
+        else:
+            dist.init_process_group("braid", store=store, rank=rank, world_size=world)
+        t = torch.full((4,), float(rank + round_))
+        dist.all_reduce(t)
+        chk.same(f"re-init {round_}", t, torch.full((4,), float(sum(range(world)) + world * round_)))
+        dist.destroy_process_group()
+    chk.done()
+
+
+# ---- failures ------------------------------------------------------------------------
+
+def timeout(rank, world, store_path):
+    """Rank 1 is late for one operation and absent for the next."""
+    init(rank, world, store_path, timeout_s=3)
+    chk = Checker(rank)
+    t = torch.ones(8)
+    if rank == 0:
+        work = dist.all_reduce(t, async_op=True)
+        chk.raises("wait with a timeout", lambda: work.wait(timeout=datetime.timedelta(milliseconds=300)),
+                   "did not complete within", "allreduce")
+        work.wait()  # rank 1 arrives after about 1 s: the same work then completes
+        chk.same("late allreduce", t, torch.full((8,), float(world)))
+        start = time.monotonic()
+        chk.raises("allreduce with a missing rank", lambda: dist.all_reduce(torch.ones(4)),
+                   "allreduce", "timed out", "rank 1")
+        elapsed = time.monotonic() - start
+        if not 2.0 <= elapsed <= 30:
+            chk.failures.append(f"timeout took {elapsed:.1f} s for a 3 s process group timeout")
+        chk.raises("operation after the failure", lambda: dist.broadcast(torch.ones(2), src=0),
+                   "earlier operation")
+    else:
+        time.sleep(1.0)
+        dist.all_reduce(t)
+        chk.same("late allreduce", t, torch.full((8,), float(world)))
+        time.sleep(8)  # absent while rank 0 times out
+    chk.done()
+
+
+# ---- training ---------------------------------------------------------------------------
+
+def _model(seed):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+
+
+def _batch(rank, step):
+    g = torch.Generator().manual_seed(1000 * step + rank)
+    return torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g)
+
+
+def _train_ddp(rank, group, steps=20, hook=None):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    model = DDP(_model(seed=rank), process_group=group)  # different seeds: DDP must broadcast rank 0's
+    if hook is not None:
+        model.register_comm_hook(group, hook)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    for step in range(steps):
+        x, y = _batch(rank, step)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+def ddp(rank, world, store_path):
+    gloo = init(rank, world, store_path)
+    chk = Checker(rank)
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    on_braid = _train_ddp(rank, None)
+    on_gloo = _train_ddp(rank, gloo)
+    # a Python communication hook: all_reduce(async_op=True).get_future().then(...)
+    with_hook = _train_ddp(rank, None, hook=default_hooks.allreduce_hook)
+    # two ranks add in the same order on both backends; more may round differently
+    tol = None if world == 2 else 1e-5
+    chk.same("DDP weights braid vs gloo", on_braid, on_gloo, tol=tol)
+    chk.same("DDP weights with allreduce_hook vs gloo", with_hook, on_gloo, tol=tol)
+    replicas = [torch.empty_like(on_braid) for _ in range(world)]
+    dist.all_gather(replicas, on_braid, group=gloo)
+    for r in range(world):
+        chk.same(f"DDP replica {r} equal", replicas[r], on_braid)
+    untrained = torch.cat([p.detach().flatten() for p in _model(seed=0).parameters()])
+    if torch.equal(on_braid, untrained):
+        chk.failures.append("DDP did not change the weights")
+    chk.done()
+
+
+def fsdp(rank, world, store_path):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    init(rank, world, store_path)
+    chk = Checker(rank)
+    mesh = init_device_mesh("cpu", (world,))
+    model = _model(seed=0)
+    for layer in (model[0], model[2]):
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    reference_model = _model(seed=0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    ref_opt = torch.optim.SGD(reference_model.parameters(), lr=0.05)
+    for step in range(10):
+        x, y = _batch(rank, step)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        # the same step on one process over every rank's batch
+        xs, ys = zip(*[_batch(r, step) for r in range(world)])
+        ref_opt.zero_grad()
+        torch.nn.functional.mse_loss(reference_model(torch.cat(xs)), torch.cat(ys)).backward()
+        ref_opt.step()
+    for (name, p), q in zip(model.named_parameters(), reference_model.parameters()):
+        full = p.full_tensor() if hasattr(p, "full_tensor") else p
+        chk.same(f"FSDP2 {name}", full.detach(), q.detach(), tol=1e-5)
+    chk.done()
+
