@@ -17,6 +17,7 @@
 #include "common/launch_env.h"
 #include "common/options.h"
 #include "common/platform.h"
+#include "common/table_format.h"
 
 namespace braid::bench {
 namespace {
@@ -42,17 +43,6 @@ const char* toolName(const char* argv0) {
   return slash ? slash + 1 : argv0;
 }
 
-std::string formatTime(double usec) {
-  char buf[32];
-  if (usec >= 10000.0) {
-    std::snprintf(buf, sizeof buf, "%7.0f", usec);
-  } else if (usec >= 100.0) {
-    std::snprintf(buf, sizeof buf, "%7.1f", usec);
-  } else {
-    std::snprintf(buf, sizeof buf, "%7.2f", usec);
-  }
-  return buf;
-}
 
 bool progressWanted() {
   const char* v = std::getenv("BRAID_PROGRESS");
@@ -283,16 +273,9 @@ class PerfRun {
   }
 
   std::string formatSide(const Measurement& m) const {
-    char wrong[32];
-    if (m.wrong < 0) {
-      std::snprintf(wrong, sizeof wrong, "%6s", "N/A");
-    } else {
-      std::snprintf(wrong, sizeof wrong, "%6lld", static_cast<long long>(m.wrong));
-    }
-    char buf[128];
-    std::snprintf(buf, sizeof buf, "  %7s  %6.2f  %6.2f  %s", formatTime(m.usec).c_str(), m.algbw, m.busbw, wrong);
-    return buf;
+    return formatResultColumns(m.usec, m.algbw, m.busbw, static_cast<long long>(m.wrong));
   }
+
 
   std::vector<size_t> sizes() const {
     std::vector<size_t> out;
