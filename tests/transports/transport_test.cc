@@ -442,6 +442,83 @@ TEST(TcpTransport, LargeTransferAcrossProcesses) {
 
 // ---- shm specifics ----------------------------------------------------------------
 
+// A sender that posts its last slots and exits has done nothing wrong: the
+// receiver's liveness check must not fail while those slots are unread, and
+// must fail once the FIFO is empty.
+TEST(ShmTransport, ExitedSendersUnreadSlotsAreNoFailure) {
+  auto t = makeShmTransport();
+  Pipe blobPipe;
+  pid_t child = forkChild([&] {
+    Blob blob;
+    if (!recvBlob(blobPipe.r.get(), &blob)) return 10;
+    std::unique_ptr<SendConnection> send;
+    if (!t->connect(makeRequest(makePeer(1, kPid1), makePeer(0, kPid0), 4096, 4), blob, &send).ok()) return 11;
+    for (int i = 0; i < 3; ++i) {
+      void* buf = send->acquire();
+      if (!buf) return 12;
+      fillSlot(buf, i, 4096);
+      send->post(4096);
+    }
+    return 0;
+  });
+  ASSERT_GT(child, 0);
+  PeerInfo r0 = makePeer(0, kPid0), r1 = makePeer(1, kPid1);
+  r1.pid = child;
+  std::unique_ptr<RecvEndpoint> ep;
+  ASSERT_TRUE(t->listen(makeRequest(r0, r1, 4096, 4), &ep).ok());
+  sendBlob(blobPipe.w.get(), ep->blob());
+  std::unique_ptr<RecvConnection> recv;
+  ASSERT_TRUE(ep->accept(&recv).ok());
+  ASSERT_EQ(waitChild(child), 0);
+  for (int i = 0; i < 3; ++i) {
+    Result alive = recv->checkPeer();
+    ASSERT_TRUE(alive.ok()) << "slot " << i << " unread, yet: " << alive.message();
+    size_t bytes = 0;
+    const void* p = recv->peek(&bytes);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(checkSlot(p, i, bytes), -1);
+    recv->release();
+  }
+  Result gone = recv->checkPeer();
+  ASSERT_FALSE(gone.ok()) << "empty FIFO from an exited sender went unnoticed";
+  EXPECT_EQ(gone.code(), ncclRemoteError);
+  EXPECT_NE(gone.message().find("rank 1 (pid " + std::to_string(child)), std::string::npos) << gone.message();
+}
+
+// A receiver that exits before draining leaves the sender nothing to wait for
+// until its FIFO is full: only then is the death this sender's error.
+TEST(ShmTransport, ExitedReceiverFailsTheSenderOnlyWhenFull) {
+  auto t = makeShmTransport();
+  Pipe blobPipe;
+  pid_t child = forkChild([&] {
+    std::unique_ptr<RecvEndpoint> ep;
+    if (!t->listen(makeRequest(makePeer(0, kPid0), makePeer(1, kPid1), 4096, 4), &ep).ok()) return 10;
+    sendBlob(blobPipe.w.get(), ep->blob());
+    std::unique_ptr<RecvConnection> recv;
+    return ep->accept(&recv).ok() ? 0 : 11;
+  });
+  ASSERT_GT(child, 0);
+  Blob blob;
+  ASSERT_TRUE(recvBlob(blobPipe.r.get(), &blob));
+  PeerInfo r1 = makePeer(1, kPid1), r0 = makePeer(0, kPid0);
+  r0.pid = child;
+  std::unique_ptr<SendConnection> send;
+  Result r = t->connect(makeRequest(r1, r0, 4096, 4), blob, &send);
+  ASSERT_TRUE(r.ok()) << r.message();
+  ASSERT_EQ(waitChild(child), 0);
+  int posted = 0;
+  while (void* buf = send->acquire()) {
+    Result alive = send->checkPeer();
+    ASSERT_TRUE(alive.ok()) << "room in the FIFO, yet: " << alive.message();
+    fillSlot(buf, posted++, 4096);
+    send->post(4096);
+  }
+  EXPECT_EQ(posted, 4);
+  Result gone = send->checkPeer();
+  ASSERT_FALSE(gone.ok()) << "full FIFO to an exited receiver went unnoticed";
+  EXPECT_EQ(gone.code(), ncclRemoteError);
+}
+
 TEST(ShmTransport, CanConnectOnlySameHostOtherProcess) {
   PeerInfo a = makePeer(0, kPid0), b = makePeer(1, kPid1);
   unsetenv("NCCL_SHM_DISABLE");
