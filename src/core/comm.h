@@ -17,6 +17,7 @@
 #include "core/plan_cache.h"
 #include "core/result.h"
 #include "reduce/host_reduce.h"
+#include "schedule/rank_order.h"
 #include "transports/transport.h"
 #include "tuning/algo_env.h"
 #include "tuning/calibration.h"
@@ -79,6 +80,7 @@ struct ncclComm {
   braid::TransportClass transportClass = braid::TransportClass::SharedMemory;
   braid::CalibrationParams calibration{};  // rank 0's, agreed at init
   braid::AlgoFilter algoFilter;            // NCCL_ALGO / NCCL_PROTO at init
+  braid::RankOrder ringOrder;              // positions in rings and trees: hosts contiguous
 
   uint64_t opCount = 0;  // collectives issued, for diagnosis
   uint64_t collectivesChecked = 0;  // collectives compared under BRAID_CHECK

@@ -50,6 +50,7 @@ CollShape shapeOf(const Task& t) {
   s.algorithm = choice.algorithm;
   s.chunkElems = choice.chunkElems;
   s.nchannels = choice.nchannels;
+  s.order = &comm->ringOrder;
   return s;
 }
 

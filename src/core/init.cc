@@ -77,6 +77,23 @@ ncclComm* allocateComm(int rank, int nranks, const CommSettings& settings) {
   return comm;
 }
 
+// Rings and trees keep each host's ranks together, so that a job whose ranks
+// are numbered across hosts (round robin, or by a scheduler) crosses the
+// network as few times as one numbered host by host. BRAID_TOPO_ORDER=0 keeps
+// the rank numbering.
+void chooseRingOrder(ncclComm* comm) {
+  comm->ringOrder = RankOrder{};
+  if (!envBool("BRAID_TOPO_ORDER", true)) return;
+  std::vector<uint64_t> hosts(comm->nranks);
+  for (int r = 0; r < comm->nranks; ++r) hosts[r] = comm->peers[r].hostHash;
+  comm->ringOrder = hostContiguousOrder(hosts);
+  if (comm->ringOrder.identity() || comm->rank != 0) return;
+  std::string order;
+  for (int r : comm->ringOrder.rankAt) order += (order.empty() ? "" : " ") + std::to_string(r);
+  BRAID_INFO(kLogInit, "ring order follows hosts (%d links cross hosts instead of %d): %s",
+             crossHostRingLinks(comm->ringOrder, hosts), crossHostRingLinks(RankOrder{}, hosts), order.c_str());
+}
+
 // Every rank must plan alike: the transport class is computed from all peers, and
 // rank 0's calibration is used everywhere (measurements differ between processes).
 Result agreeOnTuning(ncclComm* comm, Deadline deadline) {
@@ -86,6 +103,7 @@ Result agreeOnTuning(ncclComm* comm, Deadline deadline) {
   all[comm->rank] = calibration();
   BRAID_TRY(comm->bootstrap->allGather(all.data(), sizeof(CalibrationParams), deadline));
   comm->calibration = all[0];
+  chooseRingOrder(comm);
   BRAID_INFO(kLogTuning, "rank %d: transport class %s, calibration from rank 0: %s", comm->rank,
              transportClassName(comm->transportClass), describeCalibration(comm->calibration).c_str());
   return Result::success();

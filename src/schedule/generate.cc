@@ -65,9 +65,8 @@ bool generateOther(const CollShape& s, Algorithm a, Plan* plan) {
   }
 }
 
-}  // namespace
-
-Plan generatePlan(const CollShape& s) {
+// Generates over positions (rank, root and peers are positions).
+Plan generateInPositions(const CollShape& s) {
   Plan plan;
   if (s.count == 0) return plan;
   switch (s.coll) {
@@ -95,6 +94,65 @@ Plan generatePlan(const CollShape& s) {
     }
     if (!lane.steps.empty()) plan.lanes.push_back(std::move(lane));
   }
+  return plan;
+}
+
+// Which algorithm actually runs: one that cannot serve the collective is the ring.
+Algorithm effectiveAlgorithm(const CollShape& s) {
+  return algorithmSupports(s.algorithm, s.coll) ? s.algorithm : Algorithm::Ring;
+}
+
+bool orderApplies(const CollShape& s) {
+  if (!s.order || s.order->identity()) return false;
+  switch (s.coll) {
+    case Collective::AllReduce:
+    case Collective::Broadcast:
+    case Collective::Reduce: return true;
+    case Collective::AllGather:
+    case Collective::ReduceScatter: return effectiveAlgorithm(s) == Algorithm::Ring;
+    default: return false;
+  }
+}
+
+// The per-rank blocks of the buffer that all-gather (output) and
+// reduce-scatter (input) lay out by rank: position b's block is rank(b)'s.
+// Ring steps never cross a block boundary, so each reference moves whole.
+void remapBlocks(const CollShape& s, Plan* plan) {
+  const Buffer byRank = s.coll == Collective::AllGather ? Buffer::Output : Buffer::Input;
+  const std::vector<int>& rankAt = s.order->rankAt;
+  auto remap = [&](BufferRef* ref) {
+    if (ref->buffer != byRank) return;
+    const size_t block = ref->offset / s.count;
+    ref->offset = static_cast<size_t>(rankAt[block]) * s.count + ref->offset % s.count;
+  };
+  for (Lane& lane : plan->lanes)
+    for (Step& st : lane.steps) {
+      remap(&st.src);
+      remap(&st.dst);
+    }
+}
+
+void positionsToRanks(const CollShape& s, Plan* plan) {
+  const std::vector<int>& rankAt = s.order->rankAt;
+  for (Lane& lane : plan->lanes) {
+    if (lane.key.kind != LaneKind::Channel) lane.key.index = rankAt[lane.key.index];
+    for (Step& st : lane.steps) {
+      if (stepSends(st.kind)) st.sendPeer = rankAt[st.sendPeer];
+      if (stepReceives(st.kind)) st.recvPeer = rankAt[st.recvPeer];
+    }
+  }
+  if (s.coll == Collective::AllGather || s.coll == Collective::ReduceScatter) remapBlocks(s, plan);
+}
+
+}  // namespace
+
+Plan generatePlan(const CollShape& s) {
+  if (!orderApplies(s)) return generateInPositions(s);
+  CollShape atPosition = s;
+  atPosition.rank = s.order->positionOf[s.rank];
+  atPosition.root = s.order->positionOf[s.root];
+  Plan plan = generateInPositions(atPosition);
+  positionsToRanks(s, &plan);
   return plan;
 }
 

@@ -4,6 +4,7 @@
 #include <cstddef>
 
 #include "schedule/plan.h"
+#include "schedule/rank_order.h"
 
 namespace braid {
 
@@ -27,6 +28,10 @@ struct CollShape {
   int root = 0;              // Broadcast/Reduce/Gather/Scatter root; Send/Recv peer
   size_t chunkElems = 1;     // largest step, in elements (one FIFO slot)
   int nchannels = 1;         // ring collectives split their data over this many lanes
+  // Where ranks sit in rings and trees (null or identity: rank r at position r).
+  // Not applied where a step spans several ranks' blocks (recursive-doubling
+  // all-gather, halving-doubling reduce-scatter) nor to the direct family.
+  const RankOrder* order = nullptr;
 };
 
 Plan generatePlan(const CollShape& shape);

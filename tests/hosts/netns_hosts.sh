@@ -5,10 +5,12 @@
 # namespace, so ranks of one namespace must use shared memory between them and
 # TCP to every other namespace. Runs each perf tool with -c 1 across the hosts
 # and checks both the results and the transport chosen for every pair.
-# Usage: netns_hosts.sh HOSTS RANKS_PER_HOST BRAIDRUN TOOLS_DIR
+# Usage: netns_hosts.sh HOSTS RANKS_PER_HOST BRAIDRUN TOOLS_DIR [block|interleaved]
+# block: rank r lives on host r / RANKS_PER_HOST; interleaved: on host r % HOSTS,
+# and the rings must then be reordered so that each host's ranks are adjacent.
 # Exit 77 (skip) where namespaces cannot be made (no privilege, no iproute2).
 set -u
-HOSTS=$1 PER=$2 BRAIDRUN=$3 TOOLS=$4
+HOSTS=$1 PER=$2 BRAIDRUN=$3 TOOLS=$4 PLACE=${5:-block}
 N=$((HOSTS * PER))
 TAG=$$
 SW=bsw$TAG
@@ -35,12 +37,13 @@ for h in $(seq 0 $((HOSTS - 1))); do
   ip -n $ns link set lo up
 done
 
-# Rank r lives on host r / PER. Rank 0's host serves the rendezvous.
+# Rank 0's host (host 0 in both placements) serves the rendezvous.
+if [ "$PLACE" = interleaved ]; then HOST_OF="% $HOSTS"; else HOST_OF="/ $PER"; fi
 run() {
   tool=$1; shift
   NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT BRAID_PROGRESS=0 "$BRAIDRUN" -n $N sh -c '
     export NCCL_COMM_ID='"${NET}"'1:29611 NCCL_SOCKET_IFNAME=eth0
-    exec ip netns exec bh'"${TAG}"'_$((BRAID_RANK / '"$PER"')) "$@"' sh "$TOOLS/$tool" "$@" >"$OUT" 2>"$ERR"
+    exec ip netns exec bh'"${TAG}"'_$((BRAID_RANK '"$HOST_OF"')) "$@"' sh "$TOOLS/$tool" "$@" >"$OUT" 2>"$ERR"
 }
 
 fail=0
@@ -55,9 +58,9 @@ for tool in all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf r
     cat "$OUT"; tail -30 "$ERR"; fail=1; continue
   fi
   # "channel C: rank R <- rank P via T": same host must be shm (or inproc), others tcp.
-  bad=$(awk -v per=$PER '/ <- rank / {
+  bad=$(awk -v per=$PER -v hosts=$HOSTS -v place=$PLACE '/ <- rank / {
       for (i = 1; i <= NF; i++) { if ($i == "rank" && $(i+2) == "<-") r = $(i+1) + 0; if ($i == "<-") p = $(i+2) + 0; if ($i == "via") t = $(i+1) }
-      same = int(r / per) == int(p / per)
+      same = place == "interleaved" ? r % hosts == p % hosts : int(r / per) == int(p / per)
       if (r != p && ((same && t != "shm") || (!same && t != "tcp"))) print "rank " r " <- rank " p " via " t
     }' "$ERR" | sort -u)
   pairs=$(grep -c ' <- rank ' "$ERR")
@@ -65,6 +68,9 @@ for tool in all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf r
   # Both kinds must really occur where the layout has them.
   [ "$PER" -gt 1 ] && [ "$shm" -eq 0 ] && bad="$bad no shm connection within a host"
   [ "$HOSTS" -gt 1 ] && [ "$tcp" -eq 0 ] && bad="$bad no tcp connection across hosts"
+  if [ "$PLACE" = interleaved ] && [ "$PER" -gt 1 ] && ! grep -q 'ring order follows hosts' "$ERR"; then
+    bad="$bad rings not reordered to keep hosts contiguous"
+  fi
   if [ -n "$bad" ] || [ "$pairs" -eq 0 ]; then
     echo "FAIL: $tool: wrong transports ($pairs connections logged):"; echo "$bad"; fail=1; continue
   fi

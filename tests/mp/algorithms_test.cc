@@ -139,16 +139,23 @@ std::vector<std::string> readLogLines(const std::string& dir) {
   return lines;
 }
 
+// Ranks over shm with `algo` forced, logging `subsys` at INFO into files in `dir`.
+mptest::RankOptions loggingOptions(const collcase::Algo& algo, const char* subsys, const char* dir,
+                                   int timeoutSeconds) {
+  mptest::RankOptions opts = mptest::transportOptions("shm", timeoutSeconds);
+  opts.env.push_back({"NCCL_ALGO", algo.name});
+  opts.env.push_back({"NCCL_DEBUG", "INFO"});
+  opts.env.push_back({"NCCL_DEBUG_SUBSYS", subsys});
+  opts.env.push_back({"NCCL_DEBUG_FILE", std::string(dir) + "/rank.%p.log"});
+  return opts;
+}
+
 TEST_P(MpForcedAlgoLogged, ChosenAlgorithmIsTheForcedOne) {
   constexpr int kRanks = 4;
   const collcase::Algo& algo = collcase::forcedAlgos()[GetParam()];
   char dir[] = "/tmp/braid_algo_log_XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
-  mptest::RankOptions opts = mptest::transportOptions("shm", 60);
-  opts.env.push_back({"NCCL_ALGO", algo.name});
-  opts.env.push_back({"NCCL_DEBUG", "INFO"});
-  opts.env.push_back({"NCCL_DEBUG_SUBSYS", "TUNING"});
-  opts.env.push_back({"NCCL_DEBUG_FILE", std::string(dir) + "/rank.%p.log"});
+  mptest::RankOptions opts = loggingOptions(algo, "TUNING", dir, 60);
   mptest::runRanks(
       kRanks,
       [&algo](int rank, int nranks, const ncclUniqueId& id) {
@@ -182,6 +189,39 @@ TEST_P(MpForcedAlgoLogged, ChosenAlgorithmIsTheForcedOne) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Algos, MpForcedAlgoLogged, ::testing::Range(0, 4),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::string(collcase::forcedAlgos()[info.param].name);
+                         });
+
+// ---- ranks numbered across hosts ---------------------------------------------------
+
+// Five ranks on two "hosts" (BRAID_HOSTID), numbered alternately: rings and
+// trees run over host-contiguous positions (0 2 4 | 1 3), shared memory within
+// a host and TCP across. Every schedule must still give exact results, and
+// rank 0 must say it reordered.
+class MpHostInterleaved : public ::testing::TestWithParam<int> {};
+
+TEST_P(MpHostInterleaved, SchedulesFollowHostsAndMatchLocalReference) {
+  const collcase::Algo& algo = collcase::forcedAlgos()[GetParam()];
+  char dir[] = "/tmp/braid_order_log_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  mptest::RankOptions opts = loggingOptions(algo, "INIT", dir, 120);
+  opts.env.push_back({"NCCL_BUFFSIZE", "262144"});
+  mptest::runRanks(
+      5,
+      [&algo](int rank, int nranks, const ncclUniqueId& id) {
+        setenv("BRAID_HOSTID", rank % 2 ? "host-b" : "host-a", 1);
+        rankBody(algo, rank, nranks, id);
+      },
+      opts);
+  bool said = false;
+  for (const auto& line : readLogLines(dir))
+    said = said || line.find("ring order follows hosts (2 links cross hosts instead of 4): 0 2 4 1 3") !=
+                       std::string::npos;
+  EXPECT_TRUE(said) << "rank 0 did not log the host-contiguous ring order";
+}
+
+INSTANTIATE_TEST_SUITE_P(Algos, MpHostInterleaved, ::testing::Range(0, 4),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::string(collcase::forcedAlgos()[info.param].name);
                          });

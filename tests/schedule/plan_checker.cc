@@ -1082,6 +1082,10 @@ std::string describeShape(const CollShape& s) {
   std::ostringstream os;
   os << collectiveName(s.coll) << "/" << algorithmName(s.algorithm) << " nranks=" << s.nranks
      << " count=" << s.count << " root=" << s.root << " chunk=" << s.chunkElems << " channels=" << s.nchannels;
+  if (s.order && !s.order->identity()) {
+    os << " order=";
+    for (size_t i = 0; i < s.order->rankAt.size(); ++i) os << (i ? "," : "") << s.order->rankAt[i];
+  }
   return os.str();
 }
 

@@ -97,6 +97,44 @@ TEST(PlanChecker, EveryScheduleUpTo64Ranks) {
     }
 }
 
+// Ranks placed on hosts in every way: round robin over h hosts, and a
+// shuffled placement. Rings and trees then run over host-contiguous positions.
+std::vector<std::vector<uint64_t>> placements(int p) {
+  std::vector<std::vector<uint64_t>> out;
+  for (int hosts = 2; hosts <= std::min(p, 4); ++hosts) {
+    std::vector<uint64_t> roundRobin(p);
+    for (int r = 0; r < p; ++r) roundRobin[r] = 1000 + r % hosts;
+    out.push_back(roundRobin);
+  }
+  std::vector<uint64_t> shuffled(p);
+  uint64_t x = 0x9e3779b97f4a7c15ull * (p + 1);
+  for (int r = 0; r < p; ++r) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    shuffled[r] = x % 3;
+  }
+  out.push_back(shuffled);
+  return out;
+}
+
+TEST(PlanChecker, EveryScheduleOverHostOrderedRanks) {
+  for (Schedule sc : allSchedules())
+    for (int p = 2; p <= 24; ++p)
+      for (const std::vector<uint64_t>& hosts : placements(p)) {
+        const RankOrder order = hostContiguousOrder(hosts);
+        for (const Setting& st : std::vector<Setting>{{1, 1, 1}, {7, 3, 1}, {size_t(2 * p + 5), 2, 3}})
+          for (int root : {0, p / 2, p - 1})
+            for (bool inPlace : {false, true}) {
+              if (!rooted(sc.coll) && root != 0) continue;
+              CollShape s = shape(sc, p, st.count, root, st.chunk, st.channels);
+              s.order = &order;
+              CheckOptions opts;
+              opts.inPlace = inPlace;
+              const std::string err = checkCollective(s, opts);
+              ASSERT_EQ(err, "") << err;
+            }
+      }
+}
+
 // The same plans run in another interleaving of lanes (depth first).
 TEST(PlanChecker, OtherLaneInterleaving) {
   for (Schedule sc : allSchedules())
