@@ -262,11 +262,11 @@ TEST(Soak, RankKilledMidCollectiveLeavesNoShmSegment) {
 // accept(), which is where the name is removed. Rank 1 watches /dev/shm from a
 // thread and dies the moment its first segment appears.
 //
-// DISABLED: it fails today. The segment of the killed creator stays in
-// /dev/shm for good (transports/shm/shm_transport.cc unlinks only in
-// ShmEndpoint::accept and ~ShmName, which a SIGKILLed process never runs).
-// Enable once the shm transport cleans up after a killed creator. The test
-// removes what it finds, so running it leaves nothing behind.
+// Rank 0 starts its collectives late, so that rank 1's segment waits in
+// /dev/shm long enough for the watcher to see it (unwaited, a fast accept
+// removes the name within microseconds and the watcher may miss it). The
+// survivor removes a dead creator's segments (Transport::cleanUpAfterDeadPeers);
+// the test removes what it finds, so a failure leaves nothing behind.
 TEST(Soak, RankKilledWhileConnectingLeavesNoShmSegment) {
   SharedPage page;
   ASSERT_NE(page.get(), nullptr);
@@ -288,6 +288,7 @@ TEST(Soak, RankKilledWhileConnectingLeavesNoShmSegment) {
         }
       }).detach();
     }
+    if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
     std::vector<float> in(1024, 1.0f), out(1024);
     for (int iter = 0; iter < 1000; ++iter) {
       mptest::progress("allreduce %d", iter);
