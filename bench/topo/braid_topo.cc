@@ -37,7 +37,8 @@ void usage(FILE* to) {
                "  --hosts H   pretend the ranks are spread over H hosts like this one\n"
                "              (rank r on host r*H/N; default 1)\n"
                "  --threads   the ranks of a host are threads of one process\n"
-               "  --sysfs DIR read the machine from DIR instead of /sys\n");
+               "  --sysfs DIR read the machine from DIR instead of /sys (implies sysfs)\n"
+               "BRAID_TOPO=sysfs|hwloc picks the discovery backend (default: hwloc if built in)\n");
 }
 
 bool parsePositive(const char* s, int* out) {
@@ -78,6 +79,14 @@ bool parseArgs(int argc, char** argv, Options* o) {
 std::string orNone(const std::string& s) { return s.empty() ? "none" : s; }
 
 std::string numaName(int node) { return node < 0 ? "unknown" : std::to_string(node); }
+
+void printHeader(const Topology& t, const std::string& sysfs) {
+  if (t.backend == Backend::kHwloc)
+    std::printf("braid-topo: backend hwloc %s (interfaces and InfiniBand from %s)\n",
+                t.backendVersion.c_str(), sysfs.c_str());
+  else
+    std::printf("braid-topo: backend sysfs, machine read from %s\n", sysfs.c_str());
+}
 
 void printCpus(const Topology& t) {
   cpu_set_t set;
@@ -193,12 +202,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   Topology t;
-  Result r = discoverTopology(opt.sysfs, &t);
+  Result r = discoverMachine(opt.sysfs, &t);
   if (!r.ok()) {
     std::fprintf(stderr, "braid-topo: %s\n", r.message().c_str());
     return 1;
   }
-  std::printf("braid-topo: machine read from %s\n", opt.sysfs.c_str());
+  printHeader(t, opt.sysfs);
   printCpus(t);
   printNuma(t);
   printPci(t);

@@ -19,17 +19,25 @@ void readNumaNodes(const std::string& sysRoot, Topology* t) {
                             " listed without CPUs");
       node.cpus.clear();
     }
-    if (!readLine(dir + "/distance", &text) || !parseIntList(text, &node.distances)) {
-      t->warnings.push_back("cannot parse " + dir + "/distance");
-      node.distances.clear();
-    }
     t->numaNodes.push_back(std::move(node));
   }
   std::sort(t->numaNodes.begin(), t->numaNodes.end(),
             [](const NumaNode& a, const NumaNode& b) { return a.id < b.id; });
-  // The distance row is indexed by node order; a row of the wrong length cannot
-  // be matched to nodes, so drop it rather than misread it.
+  readNumaDistances(sysRoot, t);
+  assignCpusToNodes(t);
+}
+
+void readNumaDistances(const std::string& sysRoot, Topology* t) {
+  const std::string base = sysRoot + "/devices/system/node";
   for (NumaNode& node : t->numaNodes) {
+    const std::string file = base + "/node" + std::to_string(node.id) + "/distance";
+    std::string text;
+    if (!readLine(file, &text) || !parseIntList(text, &node.distances)) {
+      t->warnings.push_back("cannot parse " + file);
+      node.distances.clear();
+    }
+    // The distance row is indexed by node order; a row of the wrong length cannot
+    // be matched to nodes, so drop it rather than misread it.
     if (!node.distances.empty() && node.distances.size() != t->numaNodes.size()) {
       t->warnings.push_back("node " + std::to_string(node.id) + ": " +
                             std::to_string(node.distances.size()) + " distances for " +
@@ -37,6 +45,9 @@ void readNumaNodes(const std::string& sysRoot, Topology* t) {
       node.distances.clear();
     }
   }
+}
+
+void assignCpusToNodes(Topology* t) {
   for (Cpu& cpu : t->cpus)
     for (const NumaNode& node : t->numaNodes)
       if (std::binary_search(node.cpus.begin(), node.cpus.end(), cpu.id)) cpu.numaNode = node.id;

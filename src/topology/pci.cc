@@ -8,8 +8,9 @@ namespace {
 
 constexpr uint32_t kVendorNvidia = 0x10de;
 
-// Whether braid cares about a device of this vendor and class, and as what.
-bool kindOf(uint32_t vendor, uint32_t classCode, PciKind* kind) {
+}  // namespace
+
+bool pciKindOf(uint32_t vendor, uint32_t classCode, PciKind* kind) {
   const uint32_t baseClass = classCode >> 16;
   const uint32_t subClass = (classCode >> 8) & 0xff;
   if (baseClass == 0x03 && vendor == kVendorNvidia) {
@@ -23,8 +24,6 @@ bool kindOf(uint32_t vendor, uint32_t classCode, PciKind* kind) {
   }
   return true;
 }
-
-}  // namespace
 
 const char* pciKindName(PciKind kind) {
   switch (kind) {
@@ -46,7 +45,7 @@ void readPciDevices(const std::string& sysRoot, Topology* t) {
       t->warnings.push_back("cannot read vendor/class of PCI device " + busId + "; skipped");
       continue;
     }
-    if (!kindOf(dev.vendor, dev.classCode, &dev.kind)) continue;
+    if (!pciKindOf(dev.vendor, dev.classCode, &dev.kind)) continue;
     readHex(dir + "/device", &dev.device);
     long long node;
     if (readInt(dir + "/numa_node", &node) && node >= 0) dev.numaNode = static_cast<int>(node);

@@ -1,7 +1,8 @@
 // What braid knows about the machine it runs on: CPUs, NUMA nodes, the PCI
 // devices that matter for communication (GPUs, NICs), network interfaces and
-// InfiniBand devices. Read from sysfs only (hwloc is not required), from a
-// root given by the caller so that tests can hand in a fixture tree.
+// InfiniBand devices. Two backends fill the same structure: sysfs (always
+// built, reads from a root given by the caller so that tests can hand in a
+// fixture tree) and hwloc (built when BRAID_HWLOC finds it, hwloc_discovery.h).
 //
 // Plain data: discovery never fails on a malformed or missing file; it skips
 // what it cannot read and says so in `warnings`, because a machine with an
@@ -31,6 +32,8 @@ struct NumaNode {
 };
 
 enum class PciKind { kGpu, kNic, kInfiniBand };
+
+enum class Backend { kSysfs, kHwloc };
 
 struct PciDevice {
   std::string busId;  // "0000:3b:00.0"
@@ -74,6 +77,8 @@ struct Topology {
   std::vector<NetDevice> interfaces;
   std::vector<IbDevice> ib;
   std::vector<std::string> warnings;
+  Backend backend = Backend::kSysfs;  // which one filled the structure
+  std::string backendVersion;         // hwloc's library version ("2.9.0"); empty for sysfs
 
   int packageCount() const;
   int coreCount() const;  // distinct (package, core) pairs
@@ -85,14 +90,37 @@ struct Topology {
 // `sysRoot` is not a directory.
 Result discoverTopology(const std::string& sysRoot, Topology* out);
 
+// Whether this build has the hwloc backend (BRAID_HWLOC at configure time).
+bool hwlocBuiltIn();
+
+// The backend for a BRAID_TOPO value: "" -> hwloc when built in, else sysfs;
+// "sysfs"; "hwloc" (sysfs and a warning when not built in). Any other value
+// warns and is taken as "". `warning` is cleared when there is nothing to say.
+Backend chooseBackend(const std::string& request, std::string* warning);
+
+// This machine, read by the backend chooseBackend picks for $BRAID_TOPO. hwloc
+// reads the running kernel only, so a `sysRoot` other than "/sys" (a fixture)
+// means sysfs, with a warning if hwloc was asked for; so does an hwloc that
+// fails to load. Fails only when the sysfs root is not a directory.
+Result discoverMachine(const std::string& sysRoot, Topology* out);
+
 // Parts of discoverTopology, each reading its own corner of sysfs.
 void readCpus(const std::string& sysRoot, Topology* t);
 void readNumaNodes(const std::string& sysRoot, Topology* t);  // after readCpus
+// The distance row of each node already in t->numaNodes; rows of the wrong
+// length are dropped with a warning.
+void readNumaDistances(const std::string& sysRoot, Topology* t);
+// Cpu::numaNode from the nodes' CPU lists (sorted).
+void assignCpusToNodes(Topology* t);
 void readPciDevices(const std::string& sysRoot, Topology* t);
 void readNetInterfaces(const std::string& sysRoot, Topology* t);
 void readIbDevices(const std::string& sysRoot, Topology* t);
 
+// Whether braid cares about a PCI device of this vendor and 24-bit class, and as what.
+bool pciKindOf(uint32_t vendor, uint32_t classCode, PciKind* kind);
+
 const char* pciKindName(PciKind kind);
+const char* backendName(Backend backend);  // "sysfs", "hwloc"
 
 }  // namespace topo
 }  // namespace braid

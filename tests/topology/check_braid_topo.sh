@@ -24,6 +24,7 @@ else
   grep -q '^infiniband devices: none$' "$out" || fail "expected no infiniband devices"
 fi
 grep -q '^bootstrap/tcp interface' "$out" || fail "no bootstrap interface line"
+grep -Eq '^braid-topo: backend (sysfs|hwloc)' "$out" || fail "header does not name the backend"
 
 # 4 ranks on 2 hosts, one process each: self inproc, same host shm (or p2p*), other host tcp (or ib*).
 row0=$(sed -n 's/^       0 \(.*\)/\1/p' "$out" | tail -1)
@@ -36,4 +37,6 @@ case "$3" in tcp|ib\*) ;; *) fail "rank 0 to 2 (other host): $3";; esac
 [ $rc = 1 ] || fail "missing sysfs root: exit $rc, expected 1"
 "$bin" -n 0 > /dev/null 2>&1; rc=$?
 [ $rc = 2 ] || fail "bad -n: exit $rc, expected 2"
+BRAID_TOPO=sysfs "$bin" > "$out" 2>&1 || fail "BRAID_TOPO=sysfs braid-topo exited $?"
+grep -q '^braid-topo: backend sysfs, machine read from /sys$' "$out" || fail "BRAID_TOPO=sysfs not honoured"
 echo "braid-topo output is consistent with this machine ($online cpus, $nodes numa node(s))"
