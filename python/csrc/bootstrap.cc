@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -18,11 +19,11 @@ namespace {
 const char* const kIdKey = "braid/unique_id";
 const char* const kReadersKey = "braid/unique_id_readers";
 
-// libbraid reads its settings from the environment when a communicator is
-// made, and has no per-communicator field for the timeout in ncclConfig_t.
-// This sets variables for the duration of one such call and puts them back.
-// Creations are serialised; a variable that exists is overwritten in place, so
-// threads reading the environment meanwhile see the old or the new value.
+// The fallback for what libbraid's API cannot say: libbraid reads some settings
+// from the environment when a communicator is made. This sets variables for
+// the duration of one such call and puts them back. Creations are serialised;
+// a variable that exists is overwritten in place, so threads reading the
+// environment meanwhile see the old or the new value.
 class ScopedEnv {
  public:
   ScopedEnv() : lock_(mutex()) {}
@@ -52,30 +53,43 @@ class ScopedEnv {
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
 
-std::string seconds(std::chrono::milliseconds t) {
-  // braid's timeouts are whole seconds; round up so that a short timeout stays non-zero.
+std::string wholeSeconds(std::chrono::milliseconds t) {
+  // braid's variables hold whole seconds; round up so that a short timeout stays non-zero.
   long long s = (t.count() + 999) / 1000;
   return std::to_string(s < 1 ? 1 : s);
 }
 
-[[noreturn]] void failInit(const char* call, ncclResult_t r, int rank, int size) {
+double exactSeconds(std::chrono::milliseconds t) {
+  return static_cast<double>(std::max<long long>(t.count(), 1)) / 1000.0;
+}
+
+std::string initError(const char* call, ncclResult_t r, int rank, int size) {
   const BraidApi& api = braid();
-  C10_THROW_ERROR(DistBackendError, std::string("braid: ") + call + " failed for rank " + std::to_string(rank) +
-                                        " of " + std::to_string(size) + ": " + api.getErrorString(r) + ": " +
-                                        api.getLastError(nullptr));
+  return std::string("braid: ") + call + " failed for rank " + std::to_string(rank) + " of " +
+         std::to_string(size) + ": " + api.getErrorString(r) + ": " + api.getLastError(nullptr);
+}
+
+[[noreturn]] void failInit(const char* call, ncclResult_t r, int rank, int size) {
+  C10_THROW_ERROR(DistBackendError, initError(call, r, rank, size));
 }
 
 ncclUniqueId publishOrReadId(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size) {
   const BraidApi& api = braid();
   ncclUniqueId id;
   if (rank == 0) {
-    ncclResult_t r;
-    {
-      ScopedEnv env;
-      env.blankIfSet("NCCL_COMM_ID");
-      r = api.getUniqueId(&id);
+    if (api.getPrivateUniqueId != nullptr) {
+      ncclResult_t r = api.getPrivateUniqueId(&id);
+      if (r != ncclSuccess) failInit("braidGetPrivateUniqueId", r, rank, size);
+    } else {
+      // ncclGetUniqueId follows NCCL_COMM_ID, which would give every group the same id.
+      ncclResult_t r;
+      {
+        ScopedEnv env;
+        env.blankIfSet("NCCL_COMM_ID");
+        r = api.getUniqueId(&id);
+      }
+      if (r != ncclSuccess) failInit("ncclGetUniqueId", r, rank, size);
     }
-    if (r != ncclSuccess) failInit("ncclGetUniqueId", r, rank, size);
     if (size == 1) return id;  // no reader would ever remove the key
     const auto* p = reinterpret_cast<const uint8_t*>(&id);
     store->set(kIdKey, std::vector<uint8_t>(p, p + sizeof(id)));
@@ -101,12 +115,26 @@ ncclComm_t createCommunicator(const c10::intrusive_ptr<c10d::Store>& store, int 
   ncclComm_t comm = nullptr;
   ncclResult_t r;
   {
+    // Neither ncclConfig_t nor braid's extensions can bound the creation itself
+    // (its deadline is taken from BRAID_TIMEOUT as it starts, the bootstrap's
+    // sends from BRAID_BOOTSTRAP_TIMEOUT), so these stay in the environment
+    // for the duration of this call.
     ScopedEnv env;
-    env.set("BRAID_TIMEOUT", seconds(timeout));
-    env.set("BRAID_BOOTSTRAP_TIMEOUT", seconds(timeout));
+    env.set("BRAID_TIMEOUT", wholeSeconds(timeout));
+    env.set("BRAID_BOOTSTRAP_TIMEOUT", wholeSeconds(timeout));
     r = api.commInitRank(&comm, size, id, rank);
   }
   if (r != ncclSuccess) failInit("ncclCommInitRank", r, rank, size);
+  // The creation's BRAID_TIMEOUT already bounds later operations, in whole
+  // seconds; braid's extension sets the group's timeout exactly.
+  if (api.commSetTimeout != nullptr) {
+    r = api.commSetTimeout(comm, exactSeconds(timeout));
+    if (r != ncclSuccess) {
+      std::string message = initError("braidCommSetTimeout", r, rank, size);
+      (void)api.commDestroy(comm);
+      C10_THROW_ERROR(DistBackendError, message);
+    }
+  }
   return comm;
 }
 

@@ -12,7 +12,10 @@ namespace braid_torch {
 // bootstrap root, whatever NCCL_COMM_ID says: every group needs its own) and
 // publishes it in `store`; the others read it; the last reader removes the keys
 // so that a group re-created under the same store prefix never reads a stale id.
-// `timeout` bounds every wait of the communicator (braid's BRAID_TIMEOUT).
+// `timeout` bounds the creation and every later wait of the communicator.
+// Uses braidGetPrivateUniqueId and braidCommSetTimeout where the library has
+// them; the environment is touched only where the library's API has no word
+// (see bootstrap.cc).
 ncclComm_t createCommunicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                               std::chrono::milliseconds timeout);
 

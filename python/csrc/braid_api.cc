@@ -36,6 +36,12 @@ void bind(void* handle, const std::string& path, const char* name, Fn* out) {
   *out = reinterpret_cast<Fn>(sym);
 }
 
+// Null when the library lacks `name`.
+template <typename Fn>
+void bindOptional(void* handle, const char* name, Fn* out) {
+  *out = reinterpret_cast<Fn>(dlsym(handle, name));
+}
+
 BraidApi bindAll(void* h, const std::string& p) {
   BraidApi a{};
   bind(h, p, "braidVersionString", &a.versionString);
@@ -55,7 +61,9 @@ BraidApi bindAll(void* h, const std::string& p) {
   bind(h, p, "ncclRecv", &a.recv);
   bind(h, p, "ncclRedOpCreatePreMulSum", &a.redOpCreatePreMulSum);
   bind(h, p, "ncclRedOpDestroy", &a.redOpDestroy);
-  a.supportsDeviceBuffers = reinterpret_cast<int (*)()>(dlsym(h, "braidSupportsDeviceBuffers"));
+  bindOptional(h, "braidSupportsDeviceBuffers", &a.supportsDeviceBuffers);
+  bindOptional(h, "braidCommSetTimeout", &a.commSetTimeout);
+  bindOptional(h, "braidGetPrivateUniqueId", &a.getPrivateUniqueId);
   return a;
 }
 
@@ -101,6 +109,13 @@ std::string loadedBraidPath() {
   Loaded& l = loaded();
   std::lock_guard<std::mutex> lock(l.mutex);
   return l.path;
+}
+
+std::map<std::string, bool> optionalSymbols() {
+  const BraidApi& api = braid();
+  return {{"braidSupportsDeviceBuffers", api.supportsDeviceBuffers != nullptr},
+          {"braidCommSetTimeout", api.commSetTimeout != nullptr},
+          {"braidGetPrivateUniqueId", api.getPrivateUniqueId != nullptr}};
 }
 
 bool deviceBuffersSupported() {

@@ -6,6 +6,7 @@
 
 #include <nccl.h>
 
+#include <map>
 #include <string>
 
 namespace braid_torch {
@@ -34,6 +35,11 @@ struct BraidApi {
   const char* (*versionString)();
   // Optional: present once libbraid has a device path. Null: host memory only.
   int (*supportsDeviceBuffers)();
+  // Optional extensions of include/braid.h; null in a library without them (an
+  // older braid), where the caller falls back to steering libbraid through the
+  // environment.
+  ncclResult_t (*commSetTimeout)(ncclComm_t, double);
+  ncclResult_t (*getPrivateUniqueId)(ncclUniqueId*);
 };
 
 // Opens the library at `path` (a file name the loader searches for, or a path)
@@ -47,6 +53,9 @@ const BraidApi& braid();
 
 // The path loadBraid opened ("" before).
 std::string loadedBraidPath();
+
+// The optional symbols above, by name, and whether the loaded library has each.
+std::map<std::string, bool> optionalSymbols();
 
 // Whether the loaded libbraid can run collectives on CUDA device memory: it
 // exports braidSupportsDeviceBuffers() and that returns non-zero, or the user

@@ -17,6 +17,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("library_path", &braid_torch::loadedBraidPath);
   m.def("built_with_cuda", &braid_torch::builtWithCuda);
   m.def("device_buffers_supported", &braid_torch::deviceBuffersSupported);
+  m.def("optional_symbols", &braid_torch::optionalSymbols,
+        "braid's optional extensions by name, and whether the loaded library exports each.");
   m.def("wait_all_idle", &braid_torch::Worker::waitAllIdle, py::arg("seconds"),
         py::call_guard<py::gil_scoped_release>(),
         "Waits until no braid group has an operation queued or running; True when idle.");

@@ -8,12 +8,13 @@ listing every mismatch it found.
 """
 
 import datetime
+import os
 import time
 
 import torch
 import torch.distributed as dist
 
-import braid_torch  # noqa: F401  (registers "braid")
+import braid_torch  # registers "braid"
 
 R = dist.ReduceOp
 INTS = [torch.uint8, torch.int8, torch.int32, torch.int64]
@@ -534,6 +535,116 @@ def timeout(rank, world, store_path):
         dist.all_reduce(t)
         chk.same("late allreduce", t, torch.full((8,), float(world)))
         time.sleep(8)  # absent while rank 0 times out
+    chk.done()
+
+
+def subgroup_timeout(rank, world, store_path):
+    """A subgroup's own timeout, far below the default group's, bounds its
+    collectives: rank 1 never joins the second allreduce on it."""
+    init(rank, world, store_path, timeout_s=120)
+    chk = Checker(rank)
+    short = dist.new_group(list(range(world)), timeout=datetime.timedelta(seconds=2))
+    t = torch.ones(4)
+    dist.all_reduce(t, group=short)  # every rank: the connections exist before the timeout test
+    chk.same("subgroup allreduce", t, torch.full((4,), float(world)))
+    if rank == 0:
+        start = time.monotonic()
+        chk.raises("subgroup allreduce with a missing rank", lambda: dist.all_reduce(torch.ones(4), group=short),
+                   "allreduce", "timed out", "rank 1")
+        elapsed = time.monotonic() - start
+        if elapsed > 60:  # the default group's 120 s, or braid's 600 s, would take longer
+            chk.failures.append(f"subgroup timeout took {elapsed:.1f} s for a 2 s subgroup timeout")
+    # rank 1 waits here, on the default group, until rank 0 has seen its failure
+    dist.barrier()
+    chk.done()
+
+
+# ---- the process environment -------------------------------------------------------------
+
+class EnvWatcher:
+    """Records every value the C library's getenv returns for `names`, read in
+    a loop on a thread of its own (libbraid and other native code read the C
+    environment; os.environ is Python's copy of it). ctypes calls drop the GIL,
+    so the loop runs on while the backend creates communicators."""
+
+    def __init__(self, names):
+        import ctypes
+        self._getenv = ctypes.CDLL(None).getenv
+        self._getenv.restype = ctypes.c_char_p
+        self._getenv.argtypes = [ctypes.c_char_p]
+        self._names = [n.encode() for n in names]
+        self.seen = {n: set() for n in names}
+        self.reads = 0
+        self._stop = None
+        self._thread = None
+
+    def read(self, name):
+        v = self._getenv(name.encode())
+        return None if v is None else v.decode()
+
+    def _loop(self):
+        getenv, names, seen = self._getenv, self._names, self.seen
+        while not self._stop.is_set():
+            for n in names:
+                v = getenv(n)
+                seen[n.decode()].add(None if v is None else v.decode())
+            self.reads += 1
+
+    def __enter__(self):
+        import threading
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def environment_untouched(rank, world, store_path):
+    """Creating groups neither blanks NCCL_COMM_ID nor leaves BRAID_TIMEOUT changed,
+    and the group's timeout, not the user's BRAID_TIMEOUT, bounds collectives."""
+    chk = Checker(rank)
+    symbols = braid_torch._C.optional_symbols()
+    for name in ("braidGetPrivateUniqueId", "braidCommSetTimeout"):
+        if not symbols.get(name):
+            chk.failures.append(f"the loaded libbraid lacks {name}: this test would test the fallback")
+    # ncclGetUniqueId fails on this NCCL_COMM_ID (it is no host:port), so every
+    # group is made only if the backend makes private ids without blanking it.
+    # All three exist beforehand: overwriting an existing variable in place keeps
+    # the watcher's concurrent getenv safe while creation still sets BRAID_TIMEOUT.
+    user = {"NCCL_COMM_ID": "not-a-host-port", "BRAID_TIMEOUT": "1", "BRAID_BOOTSTRAP_TIMEOUT": "555"}
+    os.environ.update(user)  # putenv: the C environment too
+    with EnvWatcher(user) as creating:
+        dist.init_process_group("braid", init_method=f"file://{store_path}", rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=60))
+        groups = [dist.new_group(list(range(world))) for _ in range(10)]
+    if creating.seen["NCCL_COMM_ID"] != {user["NCCL_COMM_ID"]}:
+        chk.failures.append(f"NCCL_COMM_ID while creating groups: {creating.seen['NCCL_COMM_ID']} "
+                            f"({creating.reads} reads)")
+    # The creation itself still needs BRAID_TIMEOUT and BRAID_BOOTSTRAP_TIMEOUT
+    # (docs/pytorch.md): they must be back once it returns.
+    watcher = EnvWatcher(user)
+    for name, value in user.items():
+        if watcher.read(name) != value or os.environ.get(name) != value:
+            chk.failures.append(f"{name} after creating groups: getenv {watcher.read(name)!r}, "
+                                f"os.environ {os.environ.get(name)!r}, want {value!r}")
+    with watcher:
+        for g in [None] + groups:
+            t = torch.full((3,), float(rank))
+            dist.all_reduce(t, group=g)
+            chk.same("allreduce", t, torch.full((3,), float(sum(range(world)))))
+        # Late by more than the user's BRAID_TIMEOUT=1, far within the group's 60 s.
+        if rank == 1:
+            time.sleep(3)
+        t = torch.ones(2)
+        dist.all_reduce(t)
+        chk.same("allreduce with a late rank", t, torch.full((2,), float(world)))
+    for name, value in user.items():
+        if watcher.seen[name] != {value}:
+            chk.failures.append(f"{name} during collectives: {watcher.seen[name]}")
+    dist.barrier()
     chk.done()
 
 

@@ -12,6 +12,9 @@ def test_timeout_names_operation_and_rank(tmp_path):
     harness.run_ranks(dist_checks.timeout, 2, tmp_path, timeout=60)
 
 
+def test_subgroup_timeout(tmp_path):
+    harness.run_ranks(dist_checks.subgroup_timeout, 2, tmp_path, timeout=100)
+
 
 def test_exit_without_destroy_after_failure():
     # Before braid_torch drained its workers at exit, a rank aborted here
