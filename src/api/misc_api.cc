@@ -22,6 +22,23 @@ BRAID_NCCL_API(ncclResult_t, ncclGroupStart) {
 
 BRAID_NCCL_API(ncclResult_t, ncclGroupEnd) { return report(groupEnd()); }
 
+// NCCL_SIM_INFO_INITIALIZER's magic: a struct that was not initialised from it
+// is refused rather than half trusted.
+constexpr unsigned kSimInfoMagic = 0x74685283;
+
+BRAID_NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
+  float micros = 0;
+  // The group ends (its collectives dropped) even when simInfo is bad, so that
+  // a caller who checks the error is not left inside a group.
+  Result r = groupSimulateEnd(&micros);
+  if (simInfo == nullptr || simInfo->magic != kSimInfoMagic || simInfo->size < sizeof(ncclSimInfo_t))
+    return report(fail(ncclInvalidArgument,
+                       "ncclGroupSimulateEnd: simInfo must be non-NULL and initialised with "
+                       "NCCL_SIM_INFO_INITIALIZER"));
+  if (r.ok()) simInfo->estimatedTime = micros;
+  return report(r);
+}
+
 BRAID_NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar,
                ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm) {
   Result r = checkUsableComm(comm, "ncclRedOpCreatePreMulSum");

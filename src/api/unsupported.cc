@@ -34,12 +34,6 @@ BRAID_NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWind
   return braid::notSupported("ncclCommWindowDeregister", kNoWindows);
 }
 
-BRAID_NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
-  return braid::notSupported(
-      "ncclGroupSimulateEnd",
-      "group simulation is not implemented; end the group with ncclGroupEnd");
-}
-
 BRAID_NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks,
                int myrank, int nId, ncclUniqueId* commIds, ncclConfig_t* config) {
   return braid::notSupported(

@@ -28,14 +28,8 @@ struct GroupState {
 
 thread_local GroupState tlsGroup;
 
-CollShape shapeOf(const Task& t) {
+TuningInput tuningInputOf(const Task& t) {
   ncclComm* comm = t.comm;
-  CollShape s;
-  s.coll = t.coll;
-  s.rank = comm->rank;
-  s.nranks = comm->nranks;
-  s.count = t.count;
-  s.root = t.root;
   TuningInput in;
   in.coll = t.coll;
   in.nranks = comm->nranks;
@@ -46,7 +40,18 @@ CollShape shapeOf(const Task& t) {
   in.nchannels = comm->settings.nchannels;
   in.filter = &comm->algoFilter;
   in.calibration = &comm->calibration;
-  const PlanChoice choice = choosePlan(in);
+  return in;
+}
+
+CollShape shapeOf(const Task& t) {
+  ncclComm* comm = t.comm;
+  CollShape s;
+  s.coll = t.coll;
+  s.rank = comm->rank;
+  s.nranks = comm->nranks;
+  s.count = t.count;
+  s.root = t.root;
+  const PlanChoice choice = choosePlan(tuningInputOf(t));
   s.algorithm = choice.algorithm;
   s.chunkElems = choice.chunkElems;
   s.nchannels = choice.nchannels;
@@ -254,6 +259,24 @@ Result groupEnd() {
     return fail(ncclInvalidUsage, "ncclGroupEnd called without a matching ncclGroupStart");
   if (--tlsGroup.depth > 0) return Result::success();
   return runGroup(tlsGroup);
+}
+
+// Communicators run their tasks one after another and concurrently with each
+// other, so the group takes as long as its busiest communicator.
+Result groupSimulateEnd(float* estimatedMicros) {
+  if (tlsGroup.depth == 0)
+    return fail(ncclInvalidUsage, "ncclGroupSimulateEnd called without a matching ncclGroupStart");
+  if (--tlsGroup.depth > 0) return Result::success();
+  GroupState g = std::move(tlsGroup);
+  tlsGroup = GroupState();
+  if (!g.error.ok()) return g.error;
+  if (!g.inits.empty()) BRAID_TRY(runInits(g.inits));
+  std::map<ncclComm*, double> perComm;
+  for (const Task& t : g.tasks) perComm[t.comm] += choosePlan(tuningInputOf(t)).predictedSeconds;
+  double longest = 0;
+  for (const auto& [comm, seconds] : perComm) longest = std::max(longest, seconds);
+  *estimatedMicros = static_cast<float>(longest * 1e6);
+  return Result::success();
 }
 
 void groupFail(const Result& r) {

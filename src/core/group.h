@@ -12,6 +12,9 @@ namespace braid {
 void groupStart();
 // Runs the group if this was the outermost End.
 Result groupEnd();
+// Ends the group like groupEnd, but runs only its inits: the collectives are
+// dropped and the cost model's estimate of their time is returned.
+Result groupSimulateEnd(float* estimatedMicros);
 bool inGroup();
 
 // Remembers a failed call inside an open group: the group then reports it at

@@ -118,7 +118,6 @@ TEST(Unsupported, EachStubFailsWithInvalidUsageAndNamesItself) {
   ncclComm_t comm = nullptr;
   ncclUniqueId id{};
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
   ncclWindow_t win = nullptr;
   uint64_t value = 0;
   void* ptr = nullptr;
@@ -128,7 +127,6 @@ TEST(Unsupported, EachStubFailsWithInvalidUsageAndNamesItself) {
       {"ncclCommWindowRegister",
        [&] { return pncclCommWindowRegister(comm, &value, sizeof(value), &win, 0); }},
       {"ncclCommWindowDeregister", [&] { return ncclCommWindowDeregister(comm, win); }},
-      {"ncclGroupSimulateEnd", [&] { return ncclGroupSimulateEnd(&sim); }},
       {"ncclCommInitRankScalable",
        [&] { return ncclCommInitRankScalable(&comm, 1, 0, 1, &id, &config); }},
       {"ncclCommGrow", [&] { return ncclCommGrow(comm, 2, &id, 1, &comm, &config); }},
