@@ -21,6 +21,12 @@ ncclResult_t braidCommSetTimeout(ncclComm_t comm, double seconds);
  * (ncclGetUniqueId follows NCCL_COMM_ID, which gives every caller the same id):
  * for frameworks that make several communicators, e.g. subgroups. */
 ncclResult_t braidGetPrivateUniqueId(ncclUniqueId* uniqueId);
+
+/* ncclCommInitRankConfig (config may be NULL) whose creation, and every later
+ * blocking operation, may wait `seconds` for its peers instead of BRAID_TIMEOUT:
+ * a framework can bound each communicator without touching the environment. */
+ncclResult_t braidCommInitRankTimeout(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                      ncclConfig_t* config, double seconds);
 #endif
 
 #ifdef __cplusplus

@@ -113,12 +113,17 @@ ncclComm_t createCommunicator(const c10::intrusive_ptr<c10d::Store>& store, int 
   const BraidApi& api = braid();
   ncclUniqueId id = publishOrReadId(store, rank, size);
   ncclComm_t comm = nullptr;
+  if (api.commInitRankTimeout != nullptr) {
+    // The group's timeout bounds the creation and every later operation.
+    ncclResult_t r = api.commInitRankTimeout(&comm, size, id, rank, nullptr, exactSeconds(timeout));
+    if (r != ncclSuccess) failInit("braidCommInitRankTimeout", r, rank, size);
+    return comm;
+  }
   ncclResult_t r;
   {
-    // Neither ncclConfig_t nor braid's extensions can bound the creation itself
-    // (its deadline is taken from BRAID_TIMEOUT as it starts, the bootstrap's
-    // sends from BRAID_BOOTSTRAP_TIMEOUT), so these stay in the environment
-    // for the duration of this call.
+    // An older braid: only the environment bounds the creation (its deadline
+    // is taken from BRAID_TIMEOUT as it starts, the bootstrap's sends from
+    // BRAID_BOOTSTRAP_TIMEOUT), so these stay set for the duration of this call.
     ScopedEnv env;
     env.set("BRAID_TIMEOUT", wholeSeconds(timeout));
     env.set("BRAID_BOOTSTRAP_TIMEOUT", wholeSeconds(timeout));

@@ -64,6 +64,7 @@ BraidApi bindAll(void* h, const std::string& p) {
   bindOptional(h, "braidSupportsDeviceBuffers", &a.supportsDeviceBuffers);
   bindOptional(h, "braidCommSetTimeout", &a.commSetTimeout);
   bindOptional(h, "braidGetPrivateUniqueId", &a.getPrivateUniqueId);
+  bindOptional(h, "braidCommInitRankTimeout", &a.commInitRankTimeout);
   return a;
 }
 
@@ -115,7 +116,8 @@ std::map<std::string, bool> optionalSymbols() {
   const BraidApi& api = braid();
   return {{"braidSupportsDeviceBuffers", api.supportsDeviceBuffers != nullptr},
           {"braidCommSetTimeout", api.commSetTimeout != nullptr},
-          {"braidGetPrivateUniqueId", api.getPrivateUniqueId != nullptr}};
+          {"braidGetPrivateUniqueId", api.getPrivateUniqueId != nullptr},
+          {"braidCommInitRankTimeout", api.commInitRankTimeout != nullptr}};
 }
 
 bool deviceBuffersSupported() {

@@ -40,6 +40,7 @@ struct BraidApi {
   // environment.
   ncclResult_t (*commSetTimeout)(ncclComm_t, double);
   ncclResult_t (*getPrivateUniqueId)(ncclUniqueId*);
+  ncclResult_t (*commInitRankTimeout)(ncclComm_t*, int, ncclUniqueId, int, ncclConfig_t*, double);
 };
 
 // Opens the library at `path` (a file name the loader searches for, or a path)

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "api/api_util.h"
+#include "api/init_entry.h"
 #include "bootstrap/bootstrap.h"
 #include "core/comm.h"
 
@@ -24,4 +25,12 @@ extern "C" BRAID_EXPORT ncclResult_t braidCommSetTimeout(ncclComm_t comm, double
 extern "C" BRAID_EXPORT ncclResult_t braidGetPrivateUniqueId(ncclUniqueId* uniqueId) {
   if (uniqueId == nullptr) return report(fail(ncclInvalidArgument, "braidGetPrivateUniqueId: uniqueId is NULL"));
   return report(createPrivateUniqueId(uniqueId));
+}
+
+extern "C" BRAID_EXPORT ncclResult_t braidCommInitRankTimeout(ncclComm_t* comm, int nranks, ncclUniqueId commId,
+                                                              int rank, ncclConfig_t* config, double seconds) {
+  if (!std::isfinite(seconds) || seconds <= 0)
+    return report(fail(ncclInvalidArgument, "braidCommInitRankTimeout: timeout %g s is not a positive number",
+                       seconds));
+  return startInit(comm, nranks, commId, rank, config, "braidCommInitRankTimeout", seconds);
 }

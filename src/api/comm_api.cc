@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "api/api_util.h"
+#include "api/init_entry.h"
 #include "core/comm.h"
 #include "core/group.h"
 #include "core/init.h"
@@ -19,14 +20,14 @@ Result checkInitArgs(ncclComm_t* out, int nranks, int rank, const char* fn) {
   return Result::success();
 }
 
-// Blocking: joins now (or at the end of the open group). Nonblocking: joins on a
-// thread of its own and reports ncclInProgress until ncclCommGetAsyncError says
-// otherwise.
+}  // namespace
+
 ncclResult_t startInit(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
-                       const ncclConfig_t* config, const char* fn) {
+                       const ncclConfig_t* config, const char* fn, double timeoutSeconds) {
   Result r = checkInitArgs(out, nranks, rank, fn);
   CommSettings settings;
   if (r.ok()) r = makeCommSettings(config, &settings);
+  if (r.ok() && timeoutSeconds > 0) settings.timeoutSeconds = timeoutSeconds;
   if (!r.ok()) {
     groupFail(r);
     return report(r);
@@ -43,7 +44,6 @@ ncclResult_t startInit(ncclComm_t* out, int nranks, const ncclUniqueId& id, int 
   return report(enqueueInit([comm, id, nranks, rank] { return initCommunicator(comm, id, nranks, rank); }));
 }
 
-}  // namespace
 }  // namespace braid
 
 using namespace braid;

@@ -39,6 +39,31 @@ TEST(MpBraidExt, CommTimeoutBoundsALaterCall) {
       mptest::transportOptions("shm", 60));
 }
 
+// braidCommInitRankTimeout bounds creation itself: rank 1 never joins, and
+// rank 0 gives up after its 1 s although BRAID_TIMEOUT says 600 s.
+TEST(MpBraidExt, InitTimeoutBoundsCreation) {
+  mptest::RankOptions opts = mptest::transportOptions("shm", 60);
+  opts.env.push_back({"BRAID_TIMEOUT", "600"});
+  mptest::runRanks(
+      2,
+      [](int rank, int nranks, const ncclUniqueId& id) {
+        if (rank == 1) {
+          std::this_thread::sleep_for(std::chrono::seconds(4));
+          return;
+        }
+        ncclComm_t comm = nullptr;
+        MP_CHECK(braidCommInitRankTimeout(&comm, nranks, id, rank, nullptr, -1.0) == ncclInvalidArgument,
+                 "a negative timeout was accepted");
+        const auto start = std::chrono::steady_clock::now();
+        const ncclResult_t r = braidCommInitRankTimeout(&comm, nranks, id, rank, nullptr, 1.0);
+        const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        MP_EXPECT(r != ncclSuccess, "creation succeeded without rank 1");
+        MP_EXPECT(took > 0.8 && took < 30, "creation gave up after %.1f s with a 1 s timeout", took);
+        if (comm) (void)ncclCommDestroy(comm);
+      },
+      opts);
+}
+
 // ncclGetUniqueId follows NCCL_COMM_ID (the same id every time); the private one does not.
 TEST(MpBraidExt, PrivateUniqueIdsDifferUnderNcclCommId) {
   mptest::RankOptions opts;

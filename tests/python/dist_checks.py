@@ -603,28 +603,27 @@ class EnvWatcher:
 
 
 def environment_untouched(rank, world, store_path):
-    """Creating groups neither blanks NCCL_COMM_ID nor leaves BRAID_TIMEOUT changed,
-    and the group's timeout, not the user's BRAID_TIMEOUT, bounds collectives."""
+    """Creating groups touches none of NCCL_COMM_ID, BRAID_TIMEOUT and
+    BRAID_BOOTSTRAP_TIMEOUT, and the group's timeout, not the user's BRAID_TIMEOUT,
+    bounds collectives."""
     chk = Checker(rank)
     symbols = braid_torch._C.optional_symbols()
-    for name in ("braidGetPrivateUniqueId", "braidCommSetTimeout"):
+    for name in ("braidGetPrivateUniqueId", "braidCommInitRankTimeout"):
         if not symbols.get(name):
             chk.failures.append(f"the loaded libbraid lacks {name}: this test would test the fallback")
     # ncclGetUniqueId fails on this NCCL_COMM_ID (it is no host:port), so every
     # group is made only if the backend makes private ids without blanking it.
-    # All three exist beforehand: overwriting an existing variable in place keeps
-    # the watcher's concurrent getenv safe while creation still sets BRAID_TIMEOUT.
+    # All three exist beforehand, so that the watcher's concurrent getenv stays
+    # safe even against a regression that overwrites one in place.
     user = {"NCCL_COMM_ID": "not-a-host-port", "BRAID_TIMEOUT": "1", "BRAID_BOOTSTRAP_TIMEOUT": "555"}
     os.environ.update(user)  # putenv: the C environment too
     with EnvWatcher(user) as creating:
         dist.init_process_group("braid", init_method=f"file://{store_path}", rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=60))
         groups = [dist.new_group(list(range(world))) for _ in range(10)]
-    if creating.seen["NCCL_COMM_ID"] != {user["NCCL_COMM_ID"]}:
-        chk.failures.append(f"NCCL_COMM_ID while creating groups: {creating.seen['NCCL_COMM_ID']} "
-                            f"({creating.reads} reads)")
-    # The creation itself still needs BRAID_TIMEOUT and BRAID_BOOTSTRAP_TIMEOUT
-    # (docs/pytorch.md): they must be back once it returns.
+    for name, value in user.items():
+        if creating.seen[name] != {value}:
+            chk.failures.append(f"{name} while creating groups: {creating.seen[name]} ({creating.reads} reads)")
     watcher = EnvWatcher(user)
     for name, value in user.items():
         if watcher.read(name) != value or os.environ.get(name) != value:
