@@ -29,14 +29,15 @@ namespace braid {
 struct CommSettings {
   bool blocking = true;
   size_t slotBytes = 512 * 1024;  // one FIFO slot = the largest step
+  size_t peerSlotBytes = 512 * 1024;  // the same for per-peer FIFOs (set at init from the rank count)
   int nslots = 8;
   int nchannels = 1;
   double timeoutSeconds = 600;
   // How a waiting rank gives up its core: yield this long, then sleep this long per poll.
   int64_t yieldMicros = 5000;
   int64_t sleepNanos = 50000;
-  int spinPolls = 64;
-  bool checkCalls = false;  // BRAID_CHECK=1: ranks compare their collectives before running them  // polls before the first yield; set at init from ranks per core
+  int spinPolls = 64;  // polls before the first yield; set at init from ranks per core
+  bool checkCalls = false;  // BRAID_CHECK=1: ranks compare their collectives before running them
   std::string name;
 };
 

@@ -29,7 +29,7 @@ ConnectRequest makeRequest(ncclComm* comm, int peer, int channel) {
   req.self = comm->peers[comm->rank];
   req.peer = comm->peers[peer];
   req.channel = channel;
-  req.slotBytes = comm->settings.slotBytes;
+  req.slotBytes = channel == kPeerChannel ? comm->settings.peerSlotBytes : comm->settings.slotBytes;
   req.nslots = comm->settings.nslots;
   req.deadline = deadlineFromNow(comm);
   req.abortFlag = &comm->abortFlag;

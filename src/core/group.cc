@@ -36,7 +36,10 @@ TuningInput tuningInputOf(const Task& t) {
   in.count = t.count;
   in.datatype = t.type;
   in.transport = comm->transportClass;
-  in.slotBytes = comm->settings.slotBytes;
+  // The direct family runs over the per-peer FIFOs (kPeerChannel).
+  const bool direct = t.coll == Collective::AllToAll || t.coll == Collective::Gather ||
+                      t.coll == Collective::Scatter || t.coll == Collective::Send || t.coll == Collective::Recv;
+  in.slotBytes = direct ? comm->settings.peerSlotBytes : comm->settings.slotBytes;
   in.nchannels = comm->settings.nchannels;
   in.filter = &comm->algoFilter;
   in.calibration = &comm->calibration;

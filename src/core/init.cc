@@ -123,6 +123,19 @@ void chooseWaitPolicy(ncclComm* comm) {
   comm->settings.spinPolls = static_cast<int>(std::clamp<int64_t>(envInt("BRAID_SPIN_POLLS", fallback), 1, 1 << 24));
 }
 
+size_t peerFifoBytes(int nranks, size_t ringFifoBytes) {
+  constexpr size_t kBudget = 64 << 20, kFloor = 256 << 10;
+  const size_t share = kBudget / static_cast<size_t>(std::max(1, 2 * (nranks - 1)));
+  return std::min(ringFifoBytes, std::max(kFloor, share));
+}
+
+void choosePeerFifo(ncclComm* comm) {
+  const size_t ringFifo = comm->settings.slotBytes * static_cast<size_t>(comm->settings.nslots);
+  const int64_t fifo = std::max<int64_t>(4096 * comm->settings.nslots,
+                                         envInt("BRAID_PEER_BUFFSIZE", static_cast<int64_t>(peerFifoBytes(comm->nranks, ringFifo))));
+  comm->settings.peerSlotBytes = static_cast<size_t>(fifo / comm->settings.nslots) & ~size_t(63);
+}
+
 Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int rank) {
   setLogRank(rank);
   const Deadline deadline = deadlineFromNow(comm);
@@ -134,6 +147,7 @@ Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int 
   }
   if (r.ok()) r = agreeOnTuning(comm, deadline);
   if (r.ok()) chooseWaitPolicy(comm);
+  if (r.ok()) choosePeerFifo(comm);
   if (r.ok()) installDiagnosisSignal();
   if (!r.ok()) {
     r.context("ncclCommInitRank(rank " + std::to_string(rank) + " of " + std::to_string(nranks) + ")");
@@ -145,9 +159,10 @@ Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int 
   comm->transports = makeTransports();
   comm->asyncError.store(ncclSuccess);
   comm->state.store(static_cast<int>(CommState::Ready));
-  BRAID_INFO(kLogInit, "rank %d of %d ready (%s, slot %zu B x %d, %d channel(s))", rank, nranks,
-             comm->settings.name.empty() ? "unnamed" : comm->settings.name.c_str(),
-             comm->settings.slotBytes, comm->settings.nslots, comm->settings.nchannels);
+  BRAID_INFO(kLogInit, "rank %d of %d ready (%s, slot %zu B x %d, per-peer slot %zu B, %d channel(s))", rank,
+             nranks, comm->settings.name.empty() ? "unnamed" : comm->settings.name.c_str(),
+             comm->settings.slotBytes, comm->settings.nslots, comm->settings.peerSlotBytes,
+             comm->settings.nchannels);
   return Result::success();
 }
 

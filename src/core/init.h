@@ -15,6 +15,13 @@ std::vector<std::unique_ptr<Transport>> makeTransports();
 
 Result makeCommSettings(const ncclConfig_t* config, CommSettings* out);
 
+// Bytes of each per-peer FIFO (all-to-all, gather, scatter, send/recv use one
+// per peer and direction). At NCCL_BUFFSIZE each, an all-to-all among 64 ranks
+// of one host would map 64 x 63 FIFOs of 4 MiB, 16 GiB of /dev/shm; so they
+// share a budget of 64 MiB per rank, each between 256 KiB and the ring's FIFO
+// size (unchanged up to 9 ranks). BRAID_PEER_BUFFSIZE overrides it.
+size_t peerFifoBytes(int nranks, size_t ringFifoBytes);
+
 // Joins the job and fills `comm` (already allocated and registered). On failure
 // the communicator is left in the Failed state with the message recorded.
 Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int rank);
