@@ -35,7 +35,7 @@ std::vector<std::unique_ptr<Transport>> makeTransports() {
   std::vector<std::unique_ptr<Transport>> t;
   t.push_back(makeInprocTransport());
   t.push_back(makeShmTransport());
-  t.push_back(makeIbTransport());  // accepts no pair until its data path exists (docs/transports.md)
+  t.push_back(makeIbTransport());  // cross-host pairs, only with BRAID_IB_DATAPATH=1 (docs/transports.md)
   t.push_back(makeTcpTransport());
   return t;
 }

@@ -112,6 +112,69 @@ TEST(IbBlob, RingEndingExactlyAtTopAccepted) {
   EXPECT_TRUE(decodeIbBlob(encodeIbBlob(in), "p", &out).ok());
 }
 
+IbHello sampleHello() {
+  IbHello h;
+  h.nonce = 0x1122334455667788ull;
+  h.qpn = 0x123;
+  h.psn = 0xfffff;
+  h.lid = 3;
+  h.port = 1;
+  h.mtu = 4;
+  h.linkLayer = 1;
+  h.gid[15] = 9;
+  h.creditAddr = 0x7f0000001000ull;
+  h.creditRkey = 0x80001;
+  h.slotBytes = 4096;
+  h.nslots = 8;
+  h.rank = 5;
+  h.channel = 2;
+  return h;
+}
+
+TEST(IbHello, RoundTripHasFixedSize) {
+  const Blob b = encodeIbHello(sampleHello());
+  ASSERT_EQ(b.size(), kIbHelloBytes);
+  IbHello out;
+  Result r = decodeIbHello(b.data(), b.size(), "rank 5", &out);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(out.nonce, 0x1122334455667788ull);
+  EXPECT_EQ(out.qpn, 0x123u);
+  EXPECT_EQ(out.creditAddr, 0x7f0000001000ull);
+  EXPECT_EQ(out.creditRkey, 0x80001u);
+  EXPECT_EQ(out.gid[15], 9);
+  EXPECT_EQ(out.rank, 5);
+  EXPECT_EQ(out.channel, 2);
+}
+
+TEST(IbHello, HostileHellosRejected) {
+  Blob b = encodeIbHello(sampleHello());
+  IbHello out;
+  EXPECT_EQ(decodeIbHello(b.data(), b.size() - 1, "p", &out).code(), ncclInternalError);
+  b[0] ^= 1;
+  EXPECT_EQ(decodeIbHello(b.data(), b.size(), "p", &out).code(), ncclInternalError);
+  struct Case {
+    const char* field;
+    void (*spoil)(IbHello*);
+  } cases[] = {
+      {"QP number", [](IbHello* h) { h->qpn = 1u << 24; }},
+      {"PSN", [](IbHello* h) { h->psn = 1u << 24; }},
+      {"MTU", [](IbHello* h) { h->mtu = 0; }},
+      {"link layer", [](IbHello* h) { h->linkLayer = 7; }},
+      {"port", [](IbHello* h) { h->port = 0; }},
+      {"credit address", [](IbHello* h) { h->creditAddr = 0; }},
+      {"credit address", [](IbHello* h) { h->creditAddr = 0x1004; }},
+  };
+  for (const auto& c : cases) {
+    IbHello in = sampleHello();
+    c.spoil(&in);
+    const Blob bad = encodeIbHello(in);
+    Result r = decodeIbHello(bad.data(), bad.size(), "rank 5", &out);
+    EXPECT_EQ(r.code(), ncclInternalError) << c.field;
+    EXPECT_NE(r.message().find(c.field), std::string::npos) << r.message();
+    EXPECT_NE(r.message().find("rank 5"), std::string::npos) << r.message();
+  }
+}
+
 }  // namespace
 }  // namespace ib
 }  // namespace braid

@@ -169,7 +169,7 @@ TEST(IbProbe, RealLibibverbsWhenInstalled) {
   }
 }
 
-TEST(IbTransport, NeverChosenWhileDataPathIsMissing) {
+TEST(IbTransport, OffByDefaultEvenWithAUsableProbe) {
   SysfsFixture fx;
   fx.addPort("mlx5_0", 1, "4: ACTIVE", "InfiniBand");
   IbProbeResult p = probeIb(fixtureOptions(fx, BRAID_FAKE_IBVERBS));
@@ -177,14 +177,12 @@ TEST(IbTransport, NeverChosenWhileDataPathIsMissing) {
   auto t = makeIbTransport(std::move(p));
   PeerInfo a{}, b{};
   b.rank = 1;
+  b.hostHash = 1;  // another host
   EXPECT_STREQ(t->name(), "ib");
-  EXPECT_EQ(t->canConnect(a, b), ibDataPathReady());
-  EXPECT_FALSE(makeIbTransport(IbProbeResult{})->canConnect(a, b));
-  ConnectRequest req{};
-  std::unique_ptr<RecvEndpoint> ep;
-  if (!ibDataPathReady()) {
-    EXPECT_EQ(t->listen(req, &ep).code(), ncclInternalError);
-  }
+  EXPECT_FALSE(t->canConnect(a, b));  // BRAID_IB_DATAPATH not given
+  IbTransportOptions on;
+  on.dataPath = true;
+  EXPECT_FALSE(makeIbTransport(IbProbeResult{}, on)->canConnect(a, b));  // no device
 }
 
 }  // namespace

@@ -63,5 +63,38 @@ Result decodeIbBlob(const Blob& blob, const char* peer, IbConnInfo* out) {
   return Result::success();
 }
 
+Blob encodeIbHello(const IbHello& h) {
+  Blob b;
+  BlobWriter w(&b);
+  w.put(kIbHelloMagic).put(kIbBlobVersion).put(h.nonce);
+  w.put(h.qpn).put(h.psn).put(h.lid).put(h.port).put(h.mtu).put(h.linkLayer).put(h.gid);
+  w.put(h.creditAddr).put(h.creditRkey).put(h.slotBytes).put(h.nslots).put(h.rank).put(h.channel);
+  return b;
+}
+
+Result decodeIbHello(const uint8_t* bytes, size_t size, const char* peer, IbHello* out) {
+  BlobReader r(bytes, size);
+  uint32_t magic = 0;
+  uint16_t version = 0;
+  IbHello h;
+  const bool read = r.get(&magic) && r.get(&version) && r.get(&h.nonce) && r.get(&h.qpn) &&
+                    r.get(&h.psn) && r.get(&h.lid) && r.get(&h.port) && r.get(&h.mtu) &&
+                    r.get(&h.linkLayer) && r.get(&h.gid) && r.get(&h.creditAddr) &&
+                    r.get(&h.creditRkey) && r.get(&h.slotBytes) && r.get(&h.nslots) &&
+                    r.get(&h.rank) && r.get(&h.channel);
+  if (!read || !r.atEnd() || magic != kIbHelloMagic || version != kIbBlobVersion)
+    return fail(ncclInternalError, "malformed ib handshake from %s (%zu bytes)", peer, size);
+  const char* bad = h.qpn >= (1u << 24)                       ? "QP number"
+                    : h.psn >= (1u << 24)                     ? "PSN"
+                    : h.mtu < 1 || h.mtu > 5                  ? "MTU"
+                    : h.linkLayer < 1 || h.linkLayer > 2      ? "link layer"
+                    : h.port == 0                             ? "port"
+                    : h.creditAddr == 0 || h.creditAddr % 8 ? "credit address"
+                                                              : nullptr;
+  if (bad) return fail(ncclInternalError, "ib handshake from %s has an invalid %s", peer, bad);
+  *out = h;
+  return Result::success();
+}
+
 }  // namespace ib
 }  // namespace braid

@@ -40,5 +40,36 @@ Blob encodeIbBlob(const IbConnInfo& info);
 // layer, zero or too many slots, and a ring whose size or end overflows.
 Result decodeIbBlob(const Blob& blob, const char* peer, IbConnInfo* out);
 
+// The sender's answer over the handshake socket: its QP address and the word
+// the receiver writes credits into. Fixed size (kIbHelloBytes), so the
+// receiver reads exactly that much.
+constexpr uint32_t kIbHelloMagic = 0x48524942;  // "BRIH"
+
+struct IbHello {
+  uint64_t nonce = 0;  // the receiver's blob nonce: proves the sender read the blob
+  uint32_t qpn = 0;
+  uint32_t psn = 0;
+  uint16_t lid = 0;
+  uint8_t port = 0;
+  uint8_t mtu = 0;
+  uint8_t linkLayer = 0;
+  uint8_t gid[16] = {};
+  uint64_t creditAddr = 0;  // 8-byte word, registered for remote write
+  uint32_t creditRkey = 0;
+  uint32_t slotBytes = 0;  // must equal the receiver's
+  uint32_t nslots = 0;
+  int32_t rank = 0;  // the sender's, for messages
+  int32_t channel = 0;
+};
+
+constexpr size_t kIbHelloBytes = 4 + 2 + 8 + 4 + 4 + 2 + 1 + 1 + 1 + 16 + 8 + 4 + 4 + 4 + 4 + 4;
+
+Blob encodeIbHello(const IbHello& hello);
+
+// Rejects what decodeIbBlob rejects in the same fields, plus a zero or
+// misaligned credit address; ncclInternalError naming `peer`. The nonce is
+// returned, not checked: the caller compares it.
+Result decodeIbHello(const uint8_t* bytes, size_t size, const char* peer, IbHello* out);
+
 }  // namespace ib
 }  // namespace braid

@@ -8,17 +8,24 @@
 
 namespace braid {
 
+// The switch: the RC data path (ib_connection.h) was only ever run against
+// tests/ib's fake libibverbs, never on hardware, so it is off unless
+// BRAID_IB_DATAPATH=1.
+struct IbTransportOptions {
+  bool dataPath = false;
+};
+
+IbTransportOptions ibTransportOptionsFromEnv();
+
 // Probes once per process (NCCL_IB_DISABLE, NCCL_IB_HCA, NCCL_IB_GID_INDEX,
-// sysfs, libibverbs) and says at INFO what it found. canConnect is false in
-// this build whatever the probe says: the RC data path (RDMA write with
-// immediate into the receiver's slots, completion polling, credits) is not
-// written yet, so every pair falls through to TCP. docs/transports.md.
+// sysfs, libibverbs) and says at INFO what it found and chose. canConnect is
+// true only with BRAID_IB_DATAPATH=1, a usable port and a peer on another host
+// (same-host pairs are shm's, or TCP's where shm cannot join them).
+// docs/transports.md.
 std::unique_ptr<Transport> makeIbTransport();
 
 // The same over a probe the caller made (tests: fixture sysfs, fake soname).
-std::unique_ptr<Transport> makeIbTransport(ib::IbProbeResult probe);
-
-// False until the data path exists; canConnect never exceeds it.
-bool ibDataPathReady();
+std::unique_ptr<Transport> makeIbTransport(ib::IbProbeResult probe,
+                                           IbTransportOptions options = {});
 
 }  // namespace braid

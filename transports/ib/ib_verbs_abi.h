@@ -262,8 +262,27 @@ struct IbvRecvWr {
   int numSge;
 };
 
-enum IbvWcStatus : int { kWcSuccess = 0 };
+// Completion status values (stable since the first libibverbs; ibv_wc_status).
+enum IbvWcStatus : int {
+  kWcSuccess = 0,
+  kWcLocLenErr = 1,
+  kWcLocQpOpErr = 2,
+  kWcLocProtErr = 4,
+  kWcWrFlushErr = 5,
+  kWcLocAccessErr = 8,
+  kWcRemInvReqErr = 9,
+  kWcRemAccessErr = 10,
+  kWcRemOpErr = 11,
+  kWcRetryExcErr = 12,
+  kWcRnrRetryExcErr = 13,
+  kWcRemAbortErr = 16,
+  kWcFatalErr = 19,
+  kWcRespTimeoutErr = 20,
+  kWcGeneralErr = 21,
+  kWcStatusCount = 24,  // one past the last value rdma-core 44 defines
+};
 enum IbvWcOpcode : int { kWcSend = 0, kWcRdmaWrite = 1, kWcRecvRdmaWithImm = 129 };
+enum IbvWcFlags : unsigned { kWcWithImm = 2 };
 
 struct IbvWc {
   uint64_t wrId;
