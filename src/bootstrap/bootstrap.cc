@@ -21,6 +21,7 @@
 #include "bootstrap/root.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/wire.h"
+#include "core/diagnosis_signal.h"
 #include "core/log.h"
 
 namespace braid {
@@ -207,7 +208,14 @@ Result BootstrapImpl::sendUntil(int peer, uint32_t tag, const void* data, size_t
 
 Result BootstrapImpl::recv(int peer, uint32_t tag, void* data, size_t bytes, Deadline deadline) {
   BRAID_TRY(checkPeer("recv", peer, bytes));
+  WaitDiagnosis diagnosis;
   for (;;) {
+    diagnosis.poll([&] {
+      char text[160];
+      snprintf(text, sizeof text, "rank %d of %d: waiting for a bootstrap message from rank %d (tag %#x, %zu bytes)",
+               rank_, nranks_, peer, tag, bytes);
+      return std::string(text);
+    });
     if (aborted_.load()) return abortedError("recv", peer, tag);
     auto it = queues_.find({peer, tag});
     if (it != queues_.end()) {

@@ -1,7 +1,10 @@
 #include "bootstrap/checkin.h"
 
+#include <algorithm>
+
 #include "bootstrap/root.h"
 #include "bootstrap/wire.h"
+#include "core/diagnosis_signal.h"
 #include "core/log.h"
 
 namespace braid {
@@ -55,6 +58,18 @@ Result readTable(const Socket& s, const RootReply& reply, int rank, int nranks,
 
 }  // namespace
 
+// Waits for the root's reply in slices, so that a SIGUSR1 meanwhile is answered.
+template <typename Describe>
+IoStatus awaitReply(const Socket& s, RootReply* raw, Deadline deadline, IoProgress* got, Describe describe) {
+  WaitDiagnosis diagnosis;
+  for (;;) {
+    const Deadline slice = std::min(deadline, Clock::now() + std::chrono::milliseconds(200));
+    const IoStatus st = recvExact(s, raw, sizeof(*raw), slice, nullptr, got);
+    if (st != IoStatus::kTimeout || Clock::now() >= deadline) return st;
+    diagnosis.poll(describe);
+  }
+}
+
 Result checkIn(const sockaddr_storage& root, uint64_t magic, int rank, int nranks,
                const sockaddr_storage& listenAddr, Deadline deadline,
                std::vector<sockaddr_storage>* table) {
@@ -81,7 +96,11 @@ Result checkIn(const sockaddr_storage& root, uint64_t magic, int rank, int nrank
 
   RootReply raw{};
   IoProgress got;
-  st = recvExact(s, &raw, sizeof(raw), deadline, nullptr, &got);
+  st = awaitReply(s, &raw, deadline, &got, [&] {
+    return "rank " + std::to_string(rank) + " of " + std::to_string(nranks) +
+           ": in communicator creation, waiting for every rank to check in with the bootstrap root at " +
+           addrToString(root);
+  });
   Deadline replyDeadline = deadline;
   if (st == IoStatus::kTimeout) {
     // Ask the root who is missing; the table may still come first (a close race).

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/diagnosis_signal.h"
 #include "core/log.h"
 #include "transports/common/process_liveness.h"
 
@@ -99,7 +100,13 @@ Result listenPhase(const ConnectionNeed& n, std::vector<PendingRecv>* pending) {
 Result awaitBlob(ncclComm* comm, const ConnectionNeed& n) {
   const Deadline deadline = deadlineFromNow(comm);
   const PeerInfo& self = comm->peers[comm->rank];
+  WaitDiagnosis diagnosis;
   for (;;) {
+    diagnosis.poll([&] {
+      return "rank " + std::to_string(comm->rank) + " of " + std::to_string(comm->nranks) +
+             ": setting up connections, waiting for rank " + std::to_string(n.peer) + "'s connection message (channel " +
+             std::to_string(n.channel) + ")";
+    });
     bool ready = false;
     BRAID_TRY(comm->bootstrap->waitFor(n.peer, tagFor(n.channel), 100, &ready));
     if (ready || Clock::now() >= deadline) return Result::success();  // recv() has the message or the error

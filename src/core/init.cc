@@ -138,6 +138,7 @@ void choosePeerFifo(ncclComm* comm) {
 
 Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int rank) {
   setLogRank(rank);
+  installDiagnosisSignal();  // before any wait: SIGUSR1 must not kill a rank stuck in init
   const Deadline deadline = deadlineFromNow(comm);
   Result r = Bootstrap::create(id, rank, nranks, deadline, &comm->bootstrap);
   if (r.ok()) {
@@ -148,7 +149,6 @@ Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int 
   if (r.ok()) r = agreeOnTuning(comm, deadline);
   if (r.ok()) chooseWaitPolicy(comm);
   if (r.ok()) choosePeerFifo(comm);
-  if (r.ok()) installDiagnosisSignal();
   if (!r.ok()) {
     r.context("ncclCommInitRank(rank " + std::to_string(rank) + " of " + std::to_string(nranks) + ")");
     comm->initError = r.message();

@@ -112,4 +112,64 @@ TEST(MpHangDiagnosis, Sigusr1PrintsWhatAWaitingRankWaitsFor) {
       mptest::transportOptions("shm", 60));
 }
 
+// SIGUSR1 while a rank is still creating its communicator (the other rank is
+// late): it must neither kill the rank nor be lost, but say where it waits.
+TEST(MpHangDiagnosis, Sigusr1DuringCreationPrintsAndDoesNotKill) {
+  mptest::runRanks(
+      2,
+      [](int rank, int nranks, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        if (rank == 1) {
+          std::this_thread::sleep_for(std::chrono::seconds(2));
+          MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+          MP_NCCL_CHECK(ncclCommDestroy(comm));
+          return;
+        }
+        CapturedStderr err(rank);
+        std::thread poke([] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(700));
+          kill(getpid(), SIGUSR1);
+        });
+        MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+        poke.join();
+        const std::string printed = err.text();
+        MP_EXPECT(printed.find("braid diagnosis: rank 0 of 2: in communicator creation, waiting for every rank "
+                               "to check in") != std::string::npos,
+                  "SIGUSR1 during creation printed nothing:\n%s", printed.c_str());
+        MP_NCCL_CHECK(ncclCommDestroy(comm));
+      },
+      mptest::transportOptions("shm", 60));
+}
+
+// SIGUSR1 while the first collective sets up its connections to a late rank.
+TEST(MpHangDiagnosis, Sigusr1DuringConnectionSetUpNamesThePeer) {
+  mptest::runRanks(
+      2,
+      [](int rank, int nranks, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+        std::vector<float> a(64, 1.0f), b(64);
+        if (rank == 1) std::this_thread::sleep_for(std::chrono::seconds(2));
+        if (rank == 1) {
+          MP_NCCL_CHECK(ncclAllReduce(a.data(), b.data(), 64, ncclFloat32, ncclSum, comm, nullptr));
+          MP_NCCL_CHECK(ncclCommDestroy(comm));
+          return;
+        }
+        CapturedStderr err(rank);
+        std::thread poke([] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(700));
+          kill(getpid(), SIGUSR1);
+        });
+        MP_NCCL_CHECK(ncclAllReduce(a.data(), b.data(), 64, ncclFloat32, ncclSum, comm, nullptr));
+        poke.join();
+        MP_CHECK(b[0] == 2.0f, "the collective still completes correctly (got %g)", b[0]);
+        const std::string printed = err.text();
+        MP_EXPECT(printed.find("braid diagnosis: rank 0 of 2: setting up connections, waiting for rank 1") !=
+                      std::string::npos,
+                  "SIGUSR1 during connection set-up printed nothing:\n%s", printed.c_str());
+        MP_NCCL_CHECK(ncclCommDestroy(comm));
+      },
+      mptest::transportOptions("shm", 60));
+}
+
 }  // namespace

@@ -8,16 +8,10 @@
 #include <cstdint>
 #include <string>
 
+#include "core/diagnosis_signal.h"
 #include "runtime/host/executor.h"
 
 namespace braid {
-
-// Installs the SIGUSR1 handler once per process, unless BRAID_SIGUSR1=0 or the
-// program already handles SIGUSR1 (braid never takes a signal from its user).
-void installDiagnosisSignal();
-
-// How many SIGUSR1 have arrived; a waiting executor prints when it changes.
-uint64_t diagnosisRequests();
 
 // "rank 3 (pid 77 on host a): op #57 AllReduce(count=4096, float32): lane 0 step 5 of 12
 //  (RecvReduceSend) waits for data from rank 2" ..., one line per waiting lane.
