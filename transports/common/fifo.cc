@@ -23,7 +23,7 @@ Result makeLayout(size_t slotBytes, int nslots, Layout* out) {
     return fail(ncclInvalidArgument, "FIFO of %d slots of %zu bytes overflows size_t", nslots,
                 slotBytes);
   l.slotStride = roundUp(slotBytes, align);
-  l.dataOffset = roundUp(kDescOffset + sizeof(SlotDesc) * l.nslots, kPage);
+  l.dataOffset = roundUp(kSizesOffset + sizeof(uint64_t) * l.nslots, kPage);
   if (data > SIZE_MAX - l.dataOffset)
     return fail(ncclInvalidArgument, "FIFO of %d slots of %zu bytes overflows size_t", nslots,
                 slotBytes);
@@ -40,12 +40,9 @@ void Region::initialize() {
   c->totalBytes = layout_.totalBytes;
   c->nslots = layout_.nslots;
   c->attached.store(0, std::memory_order_relaxed);
+  c->head.store(0, std::memory_order_relaxed);
   c->tail.store(0, std::memory_order_relaxed);
-  for (uint32_t i = 0; i < layout_.nslots; ++i) {
-    SlotDesc* d = new (base_ + kDescOffset + i * sizeof(SlotDesc)) SlotDesc();
-    d->seq.store(0, std::memory_order_relaxed);
-    d->size = 0;
-  }
+  memset(sizes(), 0, sizeof(uint64_t) * layout_.nslots);
 }
 
 Result Region::validate() const {

@@ -2,29 +2,26 @@
 // receiver reads (same process: heap; same host: POSIX shared memory).
 //
 // Region layout (offsets from the region's base):
-//   0                 Control: geometry, `attached`, and the tail counter on a
-//                     cache line of its own
-//   kDescOffset       SlotDesc desc[nslots], one cache line per slot: the
-//                     slot's sequence number, its size, and up to kInlineBytes
-//                     of its payload
+//   0                 Control: geometry, `attached`, and the head/tail counters,
+//                     each counter on its own cache line so the two sides never
+//                     write the same line
+//   kSizesOffset      uint64_t size[nslots]: bytes posted in each slot
 //   dataOffset        nslots slots of `slotStride` bytes (4 KiB aligned area;
 //                     slots 64-byte aligned, page aligned when >= 4 KiB) that
 //                     reduction kernels may read and write directly
 //
-// The sender posts the k-th message (k = 1, 2, ...) into slot (k-1) % nslots:
-// it writes the bytes, the size and, for a small message, a copy of the bytes
-// into the descriptor, and then stores k into the descriptor's seq with release
-// ordering. The receiver polls the descriptor of the slot it expects next; a
-// small message arrives with its flag in one cache line (as NCCL's LL protocol
-// packs flag and data), a large one costs that line plus its data. tail counts
-// slots ever released (written only by the receiver, read by the sender when
-// its cached copy says the FIFO is full).
+// head counts slots ever posted (written only by the sender), tail counts slots
+// ever released (written only by the receiver). Slot k lives at k % nslots. The
+// sender publishes a slot's bytes and size before head with release ordering;
+// the receiver loads head with acquire ordering before touching the slot, and
+// symmetrically for tail. Each side caches the other's counter and reloads it
+// only when the cached value says full/empty, so the steady state touches the
+// peer's cache line once per batch instead of once per call.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <new>
 
 #include "core/result.h"
@@ -48,20 +45,12 @@ struct Control {
   uint64_t totalBytes;
   uint32_t nslots;
   std::atomic<uint32_t> attached;  // 1 once the sender has mapped the region
+  alignas(kCacheLine) std::atomic<uint64_t> head;
   alignas(kCacheLine) std::atomic<uint64_t> tail;
 };
-static_assert(sizeof(Control) == 2 * kCacheLine, "Control layout changed");
+static_assert(sizeof(Control) == 3 * kCacheLine, "Control layout changed");
 
-constexpr size_t kInlineBytes = kCacheLine - 2 * sizeof(uint64_t);
-
-struct alignas(kCacheLine) SlotDesc {
-  std::atomic<uint64_t> seq;  // number of the message in the slot (1-based); 0: none yet
-  uint64_t size;
-  uint8_t inlineData[kInlineBytes];
-};
-static_assert(sizeof(SlotDesc) == kCacheLine, "SlotDesc must be one cache line");
-
-constexpr size_t kDescOffset = sizeof(Control);
+constexpr size_t kSizesOffset = sizeof(Control);
 
 constexpr size_t roundUp(size_t n, size_t align) { return (n + align - 1) / align * align; }
 
@@ -90,9 +79,7 @@ class Region {
   Result validate() const;
 
   Control* control() const { return reinterpret_cast<Control*>(base_); }
-  SlotDesc& desc(uint64_t seq) const {
-    return reinterpret_cast<SlotDesc*>(base_ + kDescOffset)[seq % layout_.nslots];
-  }
+  uint64_t* sizes() const { return reinterpret_cast<uint64_t*>(base_ + kSizesOffset); }
   uint8_t* slot(uint64_t seq) const {
     return base_ + layout_.dataOffset + (seq % layout_.nslots) * layout_.slotStride;
   }
@@ -109,7 +96,7 @@ class Sender {
  public:
   Sender() = default;
   explicit Sender(const Region& region)
-      : region_(region), head_(region.control()->tail.load(std::memory_order_relaxed)), tailCache_(head_) {}
+      : region_(region), head_(region.control()->head.load(std::memory_order_relaxed)) {}
 
   void* acquire() {
     const uint32_t n = region_.layout().nslots;
@@ -122,10 +109,8 @@ class Sender {
 
   // Precondition: acquire() returned a buffer since the last post().
   void post(size_t bytes) {
-    SlotDesc& d = region_.desc(head_);
-    d.size = bytes;
-    if (bytes <= kInlineBytes) memcpy(d.inlineData, region_.slot(head_), bytes);
-    d.seq.store(++head_, std::memory_order_release);
+    region_.sizes()[head_ % region_.layout().nslots] = bytes;
+    region_.control()->head.store(++head_, std::memory_order_release);
   }
 
  private:
@@ -139,27 +124,26 @@ class Receiver {
  public:
   Receiver() = default;
   explicit Receiver(const Region& region)
-      : region_(region), tail_(region.control()->tail.load(std::memory_order_relaxed)) {}
+      : region_(region), tail_(region.control()->tail.load(std::memory_order_relaxed)),
+        headCache_(tail_) {}
 
   const void* peek(size_t* bytes) {
-    SlotDesc& d = region_.desc(tail_);
-    if (!ready_) {
-      if (d.seq.load(std::memory_order_acquire) != tail_ + 1) return nullptr;
-      ready_ = true;
+    if (tail_ == headCache_) {
+      headCache_ = region_.control()->head.load(std::memory_order_acquire);
+      if (tail_ == headCache_) return nullptr;
     }
-    const uint64_t size = d.size;
+    uint64_t size = region_.sizes()[tail_ % region_.layout().nslots];
     // The size comes from another process's writes: never trust it to bound a read.
     if (size > region_.layout().slotBytes) {
       badSize_ = size;
       return nullptr;
     }
     *bytes = static_cast<size_t>(size);
-    return size <= kInlineBytes ? static_cast<const void*>(d.inlineData) : region_.slot(tail_);
+    return region_.slot(tail_);
   }
 
   void release() {
-    if (!ready_) return;  // nothing peeked: ignore rather than corrupt tail
-    ready_ = false;
+    if (tail_ == headCache_) return;  // nothing peeked: ignore rather than corrupt tail
     region_.control()->tail.store(++tail_, std::memory_order_release);
   }
 
@@ -169,7 +153,7 @@ class Receiver {
  private:
   Region region_;
   uint64_t tail_ = 0;
-  bool ready_ = false;  // the descriptor of slot tail_ holds message tail_ + 1
+  uint64_t headCache_ = 0;
   uint64_t badSize_ = 0;
 };
 
