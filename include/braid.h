@@ -11,6 +11,12 @@ extern "C" {
 /* "braid X.Y.Z (NCCL API 2.27.7)": the library that is actually loaded. */
 const char* braidVersionString(void);
 
+/* 1 when collectives accept CUDA device buffers: braid was built with CUDA and
+ * this process can use a CUDA device; 0 otherwise (host buffers only). Stage 1
+ * stages device buffers through pinned host memory (see kernels/README.md).
+ * The first call may initialise the CUDA driver. */
+int braidSupportsDeviceBuffers(void);
+
 /* braid's extensions take NCCL's types; include nccl.h first. */
 #ifdef NCCL_H_
 /* Seconds any later blocking operation of `comm` may wait for its peers before it

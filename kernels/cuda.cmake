@@ -8,6 +8,18 @@
 
 include(CheckLanguage)
 
+# The top level's warning flags are g++ spellings that nvcc rejects: in the
+# calling directory, keep them for C/C++ and hand them to nvcc's host compiler
+# for CUDA sources.
+function(braid_pass_host_flags_to_nvcc)
+  get_property(host_opts DIRECTORY PROPERTY COMPILE_OPTIONS)
+  set(dir_opts "")
+  foreach(opt IN LISTS host_opts)
+    list(APPEND dir_opts "$<$<COMPILE_LANGUAGE:C,CXX>:${opt}>" "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=${opt}>")
+  endforeach()
+  set_property(DIRECTORY PROPERTY COMPILE_OPTIONS "${dir_opts}")
+endfunction()
+
 # CI images put the toolkit under /usr/local/cuda without adding it to PATH.
 # check_language() honours CUDACXX in its probe project, so point it there
 # rather than setting CMAKE_CUDA_COMPILER, which would skip the probe.

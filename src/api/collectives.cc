@@ -5,6 +5,7 @@
 #include "core/group.h"
 #include "core/log.h"
 #include "reduce/host_reduce.h"
+#include "runtime/device/device.h"
 
 namespace braid {
 namespace {
@@ -25,7 +26,8 @@ bool needed(Need n, int rank, int root) {
   return n == Need::All || (n == Need::Root && rank == root) || (n == Need::NonRoot && rank != root);
 }
 
-Result resolveOp(ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, const char* fn, RedOp* out) {
+Result resolveOp(ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, const char* fn, RedOp* out,
+                 const void** deviceScalar) {
   if (static_cast<int>(op) >= 0 && op < ncclNumOps) {
     *out = makeBuiltinOp(op, type, comm->nranks);
     return Result::success();
@@ -38,6 +40,12 @@ Result resolveOp(ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, const char
   if (u.type != type)
     return fail(ncclInvalidArgument, "%s: reduction op %d was created for %s but the call uses %s", fn,
                 static_cast<int>(op), typeName(u.type), typeName(type));
+  if (u.residence == ncclScalarDevice && isDeviceMemory(u.scalarPtr)) {
+    // Read when the call runs, on its stream's order (src/runtime/device).
+    *out = makePreMulSum(type, nullptr);
+    *deviceScalar = u.scalarPtr;
+    return Result::success();
+  }
   *out = makePreMulSum(type, u.residence == ncclScalarDevice ? u.scalarPtr : u.scalar);
   return Result::success();
 }
@@ -52,7 +60,7 @@ Result validate(const CallSpec& spec, Task& t, ncclRedOp_t op) {
     return fail(ncclInvalidArgument, "%s: %s %d is out of range for a communicator of %d ranks",
                 spec.name, spec.coll == Collective::Send || spec.coll == Collective::Recv ? "peer" : "root",
                 t.root, comm->nranks);
-  if (spec.reduces) BRAID_TRY(resolveOp(comm, op, t.type, spec.name, &t.op));
+  if (spec.reduces) BRAID_TRY(resolveOp(comm, op, t.type, spec.name, &t.op, &t.deviceScalar));
   else t.op = makeBuiltinOp(ncclSum, t.type, comm->nranks);
   if (t.count > 0) {
     if (needed(spec.sendbuf, comm->rank, t.root) && t.sendbuff == nullptr)

@@ -8,6 +8,7 @@
 #include "core/group.h"
 #include "core/init.h"
 #include "core/log.h"
+#include "runtime/device/device.h"
 
 namespace braid {
 namespace {
@@ -136,7 +137,9 @@ BRAID_NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksL
 BRAID_NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
   Result r = checkUsableComm(comm, "ncclCommFinalize");
   if (!r.ok()) return report(r);
-  // Operations on host memory complete before their call returns: nothing is in flight.
+  // Operations on host memory complete before their call returns; those on
+  // device memory have their host work done here.
+  drainDeviceWork(comm);
   comm->state.store(static_cast<int>(CommState::Finalized));
   return ncclSuccess;
 }
@@ -164,6 +167,8 @@ BRAID_NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   if (comm->activeCalls.load() > 0)
     BRAID_WARN("ncclCommAbort: a call on rank %d's communicator did not end within 30 s; freeing it anyway",
                comm->rank);
+  // Stream-wait kernels of device calls exit even if their work never ends.
+  abortDeviceWork(comm);
   comm->state.store(static_cast<int>(CommState::Aborted));
   destroyComm(comm);
   return ncclSuccess;

@@ -17,6 +17,7 @@
 #include "core/plan_cache.h"
 #include "core/result.h"
 #include "reduce/host_reduce.h"
+#include "runtime/device/device.h"
 #include "schedule/rank_order.h"
 #include "transports/transport.h"
 #include "tuning/algo_env.h"
@@ -92,6 +93,10 @@ struct ncclComm {
   std::thread initThread;  // nonblocking init runs here
   std::string initError;   // message of a failed nonblocking init
   std::string failure;     // what put the communicator in error (the first failure)
+
+  // Device buffers: the proxy thread and staging memory, made by the first call
+  // on device buffers. Last, so that it stops before the connections go.
+  std::unique_ptr<braid::DeviceProxy, braid::DeviceProxyDeleter> deviceProxy;
 
   braid::CommState currentState() const { return static_cast<braid::CommState>(state.load()); }
 };

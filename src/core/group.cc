@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <set>
 #include <thread>
@@ -11,6 +12,7 @@
 #include "core/connect.h"
 #include "core/call_check.h"
 #include "core/log.h"
+#include "runtime/device/device.h"
 #include "runtime/host/executor.h"
 #include "schedule/generate.h"
 #include "tuning/planner.h"
@@ -232,6 +234,22 @@ class ActiveCalls {
   const std::vector<Task>& tasks_;
 };
 
+// What a communicator's proxy thread runs for the staged copies of its calls
+// on device buffers (src/runtime/device): the host path, on pinned memory.
+Result runStagedTasks(const std::vector<Task>& tasks) {
+  BRAID_TRY(checkCallsMatch(tasks));
+  if (std::none_of(tasks.begin(), tasks.end(), [](const Task& t) { return t.deviceScalar != nullptr; }))
+    return runTasks(tasks);
+  // Device-resident PreMulSum scalars have been staged to pinned memory by now.
+  std::vector<Task> ready = tasks;
+  for (Task& t : ready)
+    if (t.deviceScalar) {
+      std::memcpy(t.op.scalar, t.deviceScalar, typeSize(t.type));
+      t.deviceScalar = nullptr;
+    }
+  return runTasks(ready);
+}
+
 Result runGroup(GroupState& g) {
   std::vector<Task> tasks = std::move(g.tasks);
   std::vector<std::function<Result()>> inits = std::move(g.inits);
@@ -240,11 +258,27 @@ Result runGroup(GroupState& g) {
   if (!error.ok()) return error;
   if (!inits.empty()) BRAID_TRY(runInits(inits));
   if (tasks.empty()) return Result::success();
+  bool device = false;
+  BRAID_TRY(classifyGroup(tasks, &device));
+  for (const Task& t : tasks)
+    if (!device && t.deviceScalar)
+      return fail(ncclInvalidArgument, "%s: the PreMulSum scalar is in device memory but the buffers are "
+                  "host memory: use a host scalar (ncclScalarHostImmediate) with host buffers",
+                  collectiveName(t.coll));
   for (Task& t : tasks) t.sequence = ++t.comm->opCount;
   ActiveCalls active(tasks);
   if (active.aborted()) return fail(ncclSystemError, "the communicator was aborted (ncclCommAbort)");
-  Result r = checkCallsMatch(tasks);
-  if (r.ok()) r = runTasks(tasks);
+  Result r;
+  if (device) {
+    // Enqueued on the streams; errors of the host work reach ncclCommGetAsyncError.
+    r = submitDeviceGroup(tasks, runStagedTasks);
+  } else {
+    // Device calls issued before run first: connections are used in issue order.
+    for (const Task& t : tasks)
+      if (t.comm->deviceProxy) drainDeviceWork(t.comm);
+    r = checkCallsMatch(tasks);
+    if (r.ok()) r = runTasks(tasks);
+  }
   if (!r.ok()) {
     for (const Task& t : tasks) setCommError(t.comm, r);
   }

@@ -250,6 +250,9 @@ void destroyComm(ncclComm* comm) {
   if (comm->initThread.joinable()) comm->initThread.join();
   unregisterComm(comm);
   std::unique_ptr<ncclComm> owned(comm);
+  // Device calls still queued run (or fail at once after an abort) while the
+  // connections exist.
+  owned->deviceProxy.reset();
   // Connections go before the transports that made them.
   owned->sendConns.clear();
   owned->recvConns.clear();

@@ -18,8 +18,11 @@ struct Task {
   size_t count = 0;  // in the meaning of CollShape::count
   ncclDataType_t type = ncclFloat32;
   RedOp op;
+  // A PreMulSum scalar in device memory (ncclScalarDevice): op.scalar is filled
+  // from here when the call runs, as NCCL reads it when its kernel runs.
+  const void* deviceScalar = nullptr;
   int userOp = 0;
-  uint64_t sequence = 0;  // the communicator's operation number, set when the group runs  // the ncclRedOp_t the caller passed (for messages and BRAID_CHECK)
+  uint64_t sequence = 0;  // the communicator's operation number, set when the group runs
   int root = 0;  // or the peer of Send/Recv
   cudaStream_t stream = nullptr;
 };

@@ -1,0 +1,197 @@
+// Stage 1 of device buffers (kernels/README.md): every call of a group copies
+// what its rank contributes to pinned memory on the user's stream; each
+// communicator's proxy thread runs the host plan on the pinned copies; a
+// stream-wait kernel holds the stream until then, and the results are copied
+// back on the stream. The API call returns at once, as NCCL's do.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "core/comm.h"
+#include "core/log.h"
+#include "kernels/stream_wait.h"
+#include "runtime/device/cuda_proxy.h"
+#include "runtime/device/cuda_util.h"
+#include "runtime/device/device.h"
+#include "runtime/device/stage_span.h"
+
+namespace braid {
+
+void DeviceProxyDeleter::operator()(DeviceProxy* proxy) const { delete proxy; }
+
+namespace {
+
+// One call's staging.
+struct StagedCall {
+  StageSpan span;
+  StageLayout layout;
+  PinnedBlock block;
+  Task staged;  // the call with its buffers in `block`
+};
+
+// The device of a communicator's calls in this group: that of its first
+// device buffer; every other buffer must be on it too.
+Result deviceOfCalls(const std::vector<Task>& tasks, const std::vector<size_t>& mine, int* device) {
+  *device = -1;
+  for (size_t i : mine) {
+    const Task& t = tasks[i];
+    const StageSpan span = stageSpanOf(t, t.comm->rank, t.comm->nranks);
+    for (const void* p : {span.inBytes ? t.sendbuff : nullptr,
+                          span.outBytes ? static_cast<const void*>(t.recvbuff) : nullptr}) {
+      if (p == nullptr) continue;
+      const int d = deviceOfPointer(p);
+      if (*device < 0) *device = d;
+      if (d != *device)
+        return fail(ncclInvalidArgument, "%s: rank %d's buffer %p is on device %d, but its other "
+                    "buffers in this group are on device %d", collectiveName(t.coll), t.comm->rank, p,
+                    d, *device);
+    }
+  }
+  return Result::success();
+}
+
+Result proxyFor(ncclComm* comm, int device, DeviceProxy** out) {
+  if (!comm->deviceProxy) {
+    std::unique_ptr<DeviceProxy, DeviceProxyDeleter> proxy(new DeviceProxy(comm, device));
+    BRAID_TRY(proxy->start());
+    comm->deviceProxy = std::move(proxy);
+    BRAID_INFO(kLogInit, "rank %d: device path on CUDA device %d (staged through pinned host memory)",
+               comm->rank, device);
+  }
+  if (comm->deviceProxy->device() != device)
+    return fail(ncclInvalidArgument, "rank %d's buffers are on CUDA device %d, but its earlier device "
+                "calls used device %d: one communicator, one device", comm->rank, device,
+                comm->deviceProxy->device());
+  *out = comm->deviceProxy.get();
+  return Result::success();
+}
+
+// Copies the contributions of one communicator's calls to pinned memory.
+Result stageIn(DeviceProxy* proxy, const std::vector<Task>& tasks, const std::vector<size_t>& mine,
+               std::vector<StagedCall>* calls, DeviceJob* job) {
+  for (size_t i : mine) {
+    const Task& t = tasks[i];
+    StagedCall& c = (*calls)[i];
+    c.span = stageSpanOf(t, t.comm->rank, t.comm->nranks);
+    c.layout = stageLayoutOf(t.sendbuff, t.recvbuff, c.span);
+    c.staged = t;
+    c.staged.sendbuff = nullptr;
+    c.staged.recvbuff = nullptr;
+    // A device-resident PreMulSum scalar travels at the end of the block.
+    const size_t scalarOffset = (c.layout.blockBytes + 63) & ~size_t(63);
+    const size_t blockBytes = t.deviceScalar ? scalarOffset + sizeof(t.op.scalar) : c.layout.blockBytes;
+    if (blockBytes > 0) BRAID_TRY(proxy->pool().acquire(blockBytes, &c.block));
+    if (c.span.outBytes) c.staged.recvbuff = c.block.data + c.layout.outOffset;
+    if (t.deviceScalar) {
+      c.staged.deviceScalar = c.block.data + scalarOffset;
+      BRAID_CUDA_TRY(cudaMemcpyAsync(c.block.data + scalarOffset, t.deviceScalar, typeSize(t.type),
+                                     cudaMemcpyDeviceToHost, t.stream));
+    }
+    if (c.span.inBytes) {
+      c.staged.sendbuff = c.block.data + c.layout.inOffset;
+      BRAID_CUDA_TRY(cudaMemcpyAsync(c.block.data + c.layout.inOffset, t.sendbuff, c.span.inBytes,
+                                     cudaMemcpyDeviceToHost, t.stream));
+    }
+    if (c.span.inBytes || t.deviceScalar) {
+      job->ready.emplace_back();
+      BRAID_TRY(job->ready.back().record(t.stream));
+    }
+    job->staged.push_back(c.staged);
+    job->sequence = std::max(job->sequence, t.sequence);
+  }
+  return Result::success();
+}
+
+// Holds each stream until the job is published, then copies the results back.
+Result stageOut(DeviceProxy* proxy, uint64_t sequence, const std::vector<Task>& tasks,
+                const std::vector<size_t>& mine, std::vector<StagedCall>* calls, InflightJob* inflight) {
+  std::set<cudaStream_t> held;
+  for (size_t i : mine) {
+    const Task& t = tasks[i];
+    StagedCall& c = (*calls)[i];
+    if (held.insert(t.stream).second)
+      BRAID_CUDA_TRY(launchStreamWait(proxy->words().devicePublished(), sequence,
+                                      proxy->words().deviceAbort(), t.stream));
+    if (c.span.outBytes)
+      BRAID_CUDA_TRY(cudaMemcpyAsync(t.recvbuff, c.block.data + c.layout.outOffset, c.span.outBytes,
+                                     cudaMemcpyHostToDevice, t.stream));
+    inflight->done.emplace_back();
+    BRAID_TRY(inflight->done.back().record(t.stream));
+  }
+  return Result::success();
+}
+
+}  // namespace
+
+Result submitDeviceGroup(const std::vector<Task>& tasks, const StagedRunner& run) {
+  std::vector<ncclComm*> comms;  // in order of first call
+  std::map<ncclComm*, std::vector<size_t>> byComm;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    auto [it, added] = byComm.try_emplace(tasks[i].comm);
+    if (added) comms.push_back(tasks[i].comm);
+    it->second.push_back(i);
+  }
+  std::map<ncclComm*, DeviceProxy*> proxies;
+  for (ncclComm* comm : comms) {
+    int device = -1;
+    BRAID_TRY(deviceOfCalls(tasks, byComm[comm], &device));
+    if (device < 0 && comm->deviceProxy) device = comm->deviceProxy->device();
+    if (device < 0) BRAID_CUDA_TRY(cudaGetDevice(&device));  // calls without data
+    BRAID_TRY(proxyFor(comm, device, &proxies[comm]));
+  }
+
+  // Every copy to the host is enqueued before any wait: ranks of one process
+  // that share a stream then never wait behind each other's wait kernel.
+  std::vector<StagedCall> calls(tasks.size());
+  std::map<ncclComm*, DeviceJob> jobs;
+  Result r;
+  for (ncclComm* comm : comms) {
+    DeviceProxy* proxy = proxies[comm];
+    DeviceGuard guard(proxy->device());
+    r = guard.status();
+    if (r.ok()) {
+      proxy->reclaim();
+      r = stageIn(proxy, tasks, byComm[comm], &calls, &jobs[comm]);
+    }
+    if (!r.ok()) break;
+  }
+  if (!r.ok()) {
+    // Nothing was handed to a proxy; copies may still be writing the blocks.
+    for (ncclComm* comm : comms)
+      for (size_t i : byComm[comm]) proxies[comm]->pool().abandon(calls[i].block);
+    return r;
+  }
+  std::map<ncclComm*, uint64_t> sequences;
+  for (ncclComm* comm : comms) {
+    DeviceJob& job = jobs[comm];
+    job.run = run;
+    sequences[comm] = job.sequence;
+    proxies[comm]->submit(std::move(job));
+  }
+  for (ncclComm* comm : comms) {
+    DeviceProxy* proxy = proxies[comm];
+    DeviceGuard guard(proxy->device());
+    InflightJob inflight;
+    Result s = guard.status();
+    if (s.ok()) s = stageOut(proxy, sequences[comm], tasks, byComm[comm], &calls, &inflight);
+    if (s.ok()) {
+      for (size_t i : byComm[comm]) inflight.blocks.push_back(calls[i].block);
+      proxy->addInflight(std::move(inflight));
+      continue;
+    }
+    // The host work still uses the blocks, and no event says when it is done.
+    for (size_t i : byComm[comm]) proxy->pool().abandon(calls[i].block);
+    if (r.ok()) r = s;
+  }
+  return r;
+}
+
+void drainDeviceWork(ncclComm* comm) {
+  if (comm->deviceProxy) comm->deviceProxy->drain();
+}
+
+void abortDeviceWork(ncclComm* comm) {
+  if (comm->deviceProxy) comm->deviceProxy->abort();
+}
+
+}  // namespace braid

@@ -1,0 +1,144 @@
+// Pointer classification of the CUDA build, and the checks a group of calls on
+// device buffers must pass before it is staged.
+#include <atomic>
+#include <mutex>
+
+#include "core/comm.h"
+#include "core/log.h"
+#include "runtime/device/cuda_util.h"
+#include "runtime/device/device.h"
+#include "runtime/device/driver_probe.h"
+#include "runtime/device/stage_span.h"
+
+namespace braid {
+
+namespace {
+
+enum class CudaState { Unknown, Usable, Unusable };
+std::atomic<CudaState> gState{CudaState::Unknown};
+std::once_flag gDecided;
+
+// Once per process: a driver and at least one device.
+void decideCuda() {
+  std::call_once(gDecided, [] {
+    int n = 0;
+    const cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) cudaGetLastError();
+    const bool usable = err == cudaSuccess && n > 0;
+    BRAID_INFO(kLogInit, "CUDA %s for device buffers (cudaGetDeviceCount: %s, %d devices)",
+               usable ? "usable" : "not usable", cudaGetErrorName(err), n);
+    gState.store(usable ? CudaState::Usable : CudaState::Unusable);
+  });
+}
+
+// Whether a CUDA call is worth making for a pointer: never before the
+// application loaded the driver, never after CUDA proved unusable.
+bool cudaInUse() {
+  const CudaState s = gState.load(std::memory_order_acquire);
+  if (s == CudaState::Usable) return true;
+  if (s == CudaState::Unusable || !cudaDriverLoaded()) return false;
+  decideCuda();
+  return gState.load() == CudaState::Usable;
+}
+
+bool attributesOf(const void* ptr, cudaPointerAttributes* attr) {
+  if (ptr == nullptr || !cudaInUse()) return false;
+  if (cudaPointerGetAttributes(attr, ptr) != cudaSuccess) {
+    cudaGetLastError();  // not CUDA memory (older drivers): clear the error
+    return false;
+  }
+  return attr->type == cudaMemoryTypeDevice || attr->type == cudaMemoryTypeManaged;
+}
+
+enum class Side { None, Host, Device };
+
+Side sideOf(const void* ptr) {
+  if (ptr == nullptr) return Side::None;
+  return isDeviceMemory(ptr) ? Side::Device : Side::Host;
+}
+
+// The side of one call's buffers (None when it passes none that it uses).
+Result taskSide(const Task& t, Side* side) {
+  const StageSpan span = stageSpanOf(t, t.comm->rank, t.comm->nranks);
+  const Side in = span.inBytes ? sideOf(t.sendbuff) : Side::None;
+  const Side out = span.outBytes ? sideOf(t.recvbuff) : Side::None;
+  if (in != Side::None && out != Side::None && in != out)
+    return fail(ncclInvalidArgument,
+                "%s: rank %d's send buffer %p is %s memory but its receive buffer %p is %s memory; "
+                "both must be device memory or both host memory",
+                collectiveName(t.coll), t.comm->rank, t.sendbuff, in == Side::Device ? "device" : "host",
+                t.recvbuff, out == Side::Device ? "device" : "host");
+  *side = in != Side::None ? in : out;
+  return Result::success();
+}
+
+}  // namespace
+
+Result cudaFailure(const char* what, cudaError_t err) {
+  return fail(ncclUnhandledCudaError, "%s failed: %s (%s)", what, cudaGetErrorName(err), cudaGetErrorString(err));
+}
+
+DeviceGuard::DeviceGuard(int device) {
+  if (cudaGetDevice(&previous_) != cudaSuccess) {
+    cudaGetLastError();
+    previous_ = -1;
+  }
+  if (previous_ == device) return;
+  const cudaError_t err = cudaSetDevice(device);
+  if (err != cudaSuccess) status_ = cudaFailure("cudaSetDevice", err);
+}
+
+DeviceGuard::~DeviceGuard() {
+  int now = -1;
+  if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
+}
+
+int deviceOfPointer(const void* ptr) {
+  cudaPointerAttributes attr{};
+  return attributesOf(ptr, &attr) ? attr.device : -1;
+}
+
+bool deviceBuffersSupported() {
+  decideCuda();
+  return gState.load() == CudaState::Usable;
+}
+
+bool isDeviceMemory(const void* ptr) {
+  cudaPointerAttributes attr{};
+  return attributesOf(ptr, &attr);
+}
+
+Result classifyGroup(const std::vector<Task>& tasks, bool* device) {
+  *device = false;
+  if (!cudaInUse()) return Result::success();  // the host path's cost: one load
+  bool host = false;
+  for (const Task& t : tasks) {
+    Side side = Side::None;
+    BRAID_TRY(taskSide(t, &side));
+    *device |= side == Side::Device;
+    host |= side == Side::Host;
+  }
+  if (!*device) return Result::success();
+  if (host)
+    return fail(ncclInvalidArgument,
+                "a group mixes calls on device buffers with calls on host buffers; issue them in "
+                "separate groups");
+  for (const Task& t : tasks) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    cudaError_t err = cudaStreamIsCapturing(t.stream, &capture);
+    // The legacy stream while another stream captures in global mode.
+    if (err == cudaErrorStreamCaptureImplicit) {
+      cudaGetLastError();
+      capture = cudaStreamCaptureStatusActive;
+      err = cudaSuccess;
+    }
+    if (err != cudaSuccess) return cudaFailure("cudaStreamIsCapturing", err);
+    if (capture != cudaStreamCaptureStatusNone)
+      return fail(ncclInvalidUsage,
+                  "%s: graph capture of collectives on device buffers is not supported yet "
+                  "(stream %p is capturing)", collectiveName(t.coll), static_cast<void*>(t.stream));
+  }
+  return Result::success();
+}
+
+}  // namespace braid

@@ -1,0 +1,36 @@
+// Small helpers of the CUDA build's device path.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "core/result.h"
+
+namespace braid {
+
+// ncclUnhandledCudaError naming the call that failed.
+Result cudaFailure(const char* what, cudaError_t err);
+
+#define BRAID_CUDA_TRY(call)                                           \
+  do {                                                                 \
+    const cudaError_t braid_cuda_err_ = (call);                        \
+    if (braid_cuda_err_ != cudaSuccess) return ::braid::cudaFailure(#call, braid_cuda_err_); \
+  } while (0)
+
+// Makes `device` current for a scope, and restores the caller's device.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+  Result status() const { return status_; }
+
+ private:
+  int previous_ = -1;
+  Result status_;
+};
+
+// The device that holds `ptr` (device or managed memory), or -1.
+int deviceOfPointer(const void* ptr);
+
+}  // namespace braid

@@ -1,0 +1,55 @@
+// Collectives on device (CUDA) buffers, stage 1: the data is staged through
+// pinned host memory and the host plan runs on a proxy thread per communicator,
+// ordered on the user's stream (kernels/README.md). Built with CUDA, the cuda_*.cc
+// files implement this; without it, no_cuda.cc answers "not built with CUDA".
+//
+// Host buffers keep the host path: while the application has not loaded the
+// CUDA driver no device buffer can exist, and no CUDA call is made; once it has,
+// whether CUDA is usable is decided once per process, and an unusable CUDA
+// (no device) means every buffer is host memory.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "core/result.h"
+#include "core/task.h"
+
+namespace braid {
+
+// Built with CUDA and a CUDA device usable by this process (decided now, once).
+bool deviceBuffersSupported();
+
+// Device or managed memory. False, without a CUDA call, when CUDA is not in use.
+bool isDeviceMemory(const void* ptr);
+
+// Sets *device when any task of the group has device buffers. Fails with
+// ncclInvalidArgument when a call mixes device and host buffers, the group mixes
+// calls on device and on host buffers, or device buffers reach a library built
+// without CUDA; with ncclInvalidUsage while a device call's stream is capturing.
+Result classifyGroup(const std::vector<Task>& tasks, bool* device);
+
+// Runs host work on the staged copies of one communicator's tasks (called on
+// that communicator's proxy thread).
+using StagedRunner = std::function<Result(const std::vector<Task>&)>;
+
+// Enqueues the group on its streams and returns: copies to pinned memory, the
+// host work on each communicator's proxy thread, and the copies back.
+Result submitDeviceGroup(const std::vector<Task>& tasks, const StagedRunner& run);
+
+// Returns once every device job of `comm` has run its host work, so that a host
+// call that follows uses the connections in issue order.
+void drainDeviceWork(ncclComm* comm);
+
+// ncclCommAbort: releases stream-wait kernels of `comm` that still wait.
+void abortDeviceWork(ncclComm* comm);
+
+// The per-communicator proxy thread and staging memory (ncclComm::deviceProxy),
+// created by the first device call; destroying it stops the thread and frees
+// the memory once the streams are done with it.
+class DeviceProxy;
+struct DeviceProxyDeleter {
+  void operator()(DeviceProxy* proxy) const;
+};
+
+}  // namespace braid
