@@ -158,23 +158,38 @@ TEST(Decoders, PointToPointHeaders) {
 }
 
 TEST(Decoders, TcpBlobHelloAndFrames) {
-  tcp::BlobContents c{77, 4096, 8, v4(6000)}, out;
+  tcp::BlobContents c{77, 4096, 8, 4, v4(6000)}, out;
   Blob b = tcp::encodeBlob(c);
   ASSERT_TRUE(tcp::decodeBlob(b, "peer", &out).ok());
   EXPECT_EQ(out.nonce, 77u);
+  EXPECT_EQ(out.nsockets, 4);
   expectRefused(tcp::decodeBlob(b.data(), b.size() - 1, "peer", &out), "bytes");
-  Blob bad = tcp::encodeBlob({77, 0, 8, v4(6000)});
+  Blob bad = tcp::encodeBlob({77, 0, 8, 1, v4(6000)});
   expectRefused(tcp::decodeBlob(bad, "peer", &out), "slots");
-  bad = tcp::encodeBlob({77, 4096, 8, v4(0)});
+  bad = tcp::encodeBlob({77, 4096, 8, 1, v4(0)});
   expectRefused(tcp::decodeBlob(bad, "peer", &out), "port");
+  bad = tcp::encodeBlob({77, 4096, 8, 0, v4(6000)});
+  expectRefused(tcp::decodeBlob(bad, "peer", &out), "0 sockets");
+  bad = tcp::encodeBlob({77, 4096, 8, tcp::kMaxSockets + 1, v4(6000)});
+  expectRefused(tcp::decodeBlob(bad, "peer", &out), "65 sockets");
   bad = b;
   bad[0] ^= 1;
   expectRefused(tcp::decodeBlob(bad, "peer", &out), "wrong magic");
 
-  tcp::Hello h{tcp::kHelloMagic, 77, 4096, 1, 0, 8, 0}, hout;
+  tcp::Hello h{tcp::kHelloMagic, 77, 4096, 1, 0, 8, 2, 1, 0}, hout;
   EXPECT_TRUE(tcp::decodeHello(&h, sizeof(h), 77, &hout).ok());
   expectRefused(tcp::decodeHello(&h, sizeof(h), 78, &hout), "wrong nonce");
   expectRefused(tcp::decodeHello(&h, 20, 77, &hout), "20 bytes");
+  h.socketIndex = 2;
+  expectRefused(tcp::decodeHello(&h, sizeof(h), 77, &hout), "socket 2 of 2");
+  h.socketIndex = -1;
+  expectRefused(tcp::decodeHello(&h, sizeof(h), 77, &hout), "socket -1 of 2");
+  h.socketIndex = 0;
+  h.nsockets = 0;
+  expectRefused(tcp::decodeHello(&h, sizeof(h), 77, &hout), "socket 0 of 0");
+  h.nsockets = tcp::kMaxSockets + 1;
+  expectRefused(tcp::decodeHello(&h, sizeof(h), 77, &hout), "of 65");
+  h.nsockets = 1;
   h.nslots = -1;
   expectRefused(tcp::decodeHello(&h, sizeof(h), 77, &hout), "impossible");
 
@@ -184,6 +199,47 @@ TEST(Decoders, TcpBlobHelloAndFrames) {
   expectRefused(tcp::decodeFrameHeader(&f, sizeof(f), 4096, 4, "peer", &fout), "expected");
   f.bytes = ~0ull;
   expectRefused(tcp::decodeFrameHeader(&f, sizeof(f), 4096, 3, "peer", &fout), "larger than");
+
+  // A stripe header must repeat the size socket 0 announced.
+  f = {4000, 3};
+  EXPECT_TRUE(tcp::decodeStripeHeader(&f, sizeof(f), 4096, 3, 4000, "peer", &fout).ok());
+  expectRefused(tcp::decodeStripeHeader(&f, sizeof(f), 4096, 3, 4001, "peer", &fout),
+                "on another");
+  expectRefused(tcp::decodeStripeHeader(&f, sizeof(f), 4096, 2, 4000, "peer", &fout), "expected");
+  expectRefused(tcp::decodeStripeHeader(&f, 15, 4096, 3, 4000, "peer", &fout), "15 bytes");
+}
+
+// The stripes of a slot tile it exactly, in order, none (but a lone one) more
+// than 63 bytes under kMinStripeBytes, whatever the size and socket count.
+TEST(Decoders, TcpStripesTileTheSlot) {
+  const uint64_t m = tcp::kMinStripeBytes;
+  const uint64_t sizes[] = {0, 1, m - 1, m, 2 * m - 1, 2 * m, 2 * m + 1, 3 * m + 17,
+                            4 * m, 512 << 10, (512 << 10) + 3, 64 * m - 1, 64 * m + 999,
+                            1ull << 30};
+  for (int n = 1; n <= tcp::kMaxSockets; ++n) {
+    for (uint64_t bytes : sizes) {
+      int count = tcp::stripeCount(bytes, n);
+      ASSERT_GE(count, 1);
+      ASSERT_LE(count, n);
+      if (bytes < 2 * m) {
+        EXPECT_EQ(count, 1) << bytes;
+      }
+      uint64_t next = 0;
+      for (int i = 0; i < count; ++i) {
+        tcp::Stripe s = tcp::stripeOf(bytes, n, i);
+        ASSERT_EQ(s.offset, next) << "bytes " << bytes << " sockets " << n << " stripe " << i;
+        if (count > 1) {
+          EXPECT_GE(s.bytes + 63, m) << "bytes " << bytes << " sockets " << n << " stripe " << i;
+          EXPECT_EQ(s.offset % 64, 0u);
+        }
+        next = s.offset + s.bytes;
+      }
+      EXPECT_EQ(next, bytes) << "sockets " << n;
+    }
+  }
+  EXPECT_EQ(tcp::stripeCount(4 * m, 4), 4);
+  EXPECT_EQ(tcp::stripeCount(4 * m, 2), 2);
+  EXPECT_EQ(tcp::stripeCount(3 * m, 4), 3);
 }
 
 }  // namespace

@@ -27,6 +27,7 @@ constexpr int kNranks = 4;
 constexpr int kSelfRank = 1;
 constexpr unsigned long long kSlotBytes = 4096;
 constexpr unsigned long long kExpectSeq = 7;
+constexpr unsigned long long kStripeBytes = 100;  // size socket 0 announced (tcp stripes)
 }  // namespace fuzzcfg
 
 // What every decoder promises about an address it accepted.

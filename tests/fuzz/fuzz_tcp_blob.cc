@@ -13,6 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   FUZZ_CHECK(c.slotBytes > 0 && c.nslots > 0);
+  FUZZ_CHECK(c.nsockets >= 1 && c.nsockets <= braid::tcp::kMaxSockets);
   FUZZ_CHECK(fuzzAddrValid(c.addr));
   // What was accepted encodes back to a blob that decodes to the same values.
   braid::Blob again = braid::tcp::encodeBlob(c);
@@ -20,6 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   braid::tcp::BlobContents c2;
   FUZZ_CHECK(braid::tcp::decodeBlob(again, "fuzz", &c2).ok());
   FUZZ_CHECK(c2.nonce == c.nonce && c2.slotBytes == c.slotBytes && c2.nslots == c.nslots &&
+             c2.nsockets == c.nsockets &&
              memcmp(&c2.addr, &c.addr, sizeof(c.addr)) == 0);
   return 0;
 }

@@ -187,7 +187,7 @@ void attackImpostor(std::vector<Intrusion>* log, const sockaddr_storage& port, u
 void attackTcpPort(std::vector<Intrusion>* log, const sockaddr_storage& port) {
   const auto junk = randomBytes(100, 9);
   attack(log, port, "garbage to a TCP transport port", junk.data(), junk.size(), true);
-  braid::tcp::Hello h{braid::tcp::kHelloMagic, 12345, 4096, 1, 0, 2, 0};
+  braid::tcp::Hello h{braid::tcp::kHelloMagic, 12345, 4096, 1, 0, 2, 1, 0, 0};
   attack(log, port, "TCP hello with a wrong nonce", &h, sizeof(h), true);
   h.slotBytes = ~0ull >> 1;
   h.nslots = INT_MAX;

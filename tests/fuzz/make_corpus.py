@@ -59,12 +59,14 @@ def frame_header(tag, size, magic=MAGIC):
     return struct.pack("<IIQ", frame_check(magic), tag, size)
 
 
-def tcp_blob(nonce, slot_bytes, nslots, addr, magic=0x504354444941524b):
-    return struct.pack("<QQQi", magic, nonce, slot_bytes, nslots) + storage(addr)
+def tcp_blob(nonce, slot_bytes, nslots, addr, nsockets=1, magic=0x504354444941524b):
+    return struct.pack("<QQQii", magic, nonce, slot_bytes, nslots, nsockets) + storage(addr)
 
 
-def tcp_hello(nonce, slot_bytes, rank, channel, nslots, magic=0x4f4c4c4548444941):
-    return struct.pack("<QQQiiii", magic, nonce, slot_bytes, rank, channel, nslots, 0)
+def tcp_hello(nonce, slot_bytes, rank, channel, nslots, nsockets=1, index=0,
+              magic=0x4f4c4c4548444941):
+    return struct.pack("<QQQiiiiii", magic, nonce, slot_bytes, rank, channel, nslots, nsockets,
+                       index, 0)
 
 
 def tcp_frame(nbytes, seq):
@@ -90,12 +92,14 @@ SEEDS = {
     "conn_header": [conn_header(0), conn_header(3), conn_header(1), conn_header(0, MAGIC + 1)],
     "frame_header": [frame_header(1, 0), frame_header(0x1000, 4096), frame_header(2, 1 << 40),
                      frame_header(3, 16, magic=MAGIC + 1)],
-    "tcp_blob": [tcp_blob(NONCE, 4096, 8, V4), tcp_blob(1, 1 << 20, 2, V6),
-                 tcp_blob(NONCE, 0, 8, V4), tcp_blob(NONCE, 4096, 8, V4)[:40]],
-    "tcp_hello": [tcp_hello(NONCE, 4096, 1, 0, 8), tcp_hello(NONCE, 1 << 20, 3, 2, 2),
-                  tcp_hello(NONCE + 1, 4096, 1, 0, 8), tcp_hello(NONCE, 4096, -1, 0, 8)],
+    "tcp_blob": [tcp_blob(NONCE, 4096, 8, V4), tcp_blob(1, 1 << 20, 2, V6, nsockets=4),
+                 tcp_blob(NONCE, 0, 8, V4), tcp_blob(NONCE, 4096, 8, V4)[:40],
+                 tcp_blob(NONCE, 4096, 8, V4, nsockets=65), tcp_blob(NONCE, 4096, 8, V4, nsockets=0)],
+    "tcp_hello": [tcp_hello(NONCE, 4096, 1, 0, 8), tcp_hello(NONCE, 1 << 20, 3, 2, 2, 4, 3),
+                  tcp_hello(NONCE + 1, 4096, 1, 0, 8), tcp_hello(NONCE, 4096, -1, 0, 8),
+                  tcp_hello(NONCE, 4096, 1, 0, 8, 2, 2), tcp_hello(NONCE, 4096, 1, 0, 8, 64, -1)],
     "tcp_frame_header": [tcp_frame(100, 7), tcp_frame(4096, 7), tcp_frame(4097, 7),
-                         tcp_frame(0, 8), tcp_frame(2**64 - 1, 7)],
+                         tcp_frame(0, 8), tcp_frame(2**64 - 1, 7), tcp_frame(100, 7)],
 }
 
 

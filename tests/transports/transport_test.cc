@@ -21,6 +21,7 @@
 #include "transports/common/unique_fd.h"
 #include "transports/inproc/inproc_transport.h"
 #include "transports/shm/shm_transport.h"
+#include "transports/tcp/socket_count.h"
 #include "transports/tcp/tcp_transport.h"
 #include "transports/tcp/tcp_wire.h"
 #include "transports/transport.h"
@@ -734,7 +735,7 @@ TEST(TcpTransport, StrangersAreDroppedAndTheRealSenderConnects) {
   ASSERT_EQ(write(garbage.get(), junk.data(), junk.size()), static_cast<ssize_t>(junk.size()));
   UniqueFd wrongNonce = rawConnect(blob.addr);
   ASSERT_TRUE(wrongNonce.valid());
-  tcp::Hello h{tcp::kHelloMagic, blob.nonce + 1, 4096, 1, 0, 4, 0};
+  tcp::Hello h{tcp::kHelloMagic, blob.nonce + 1, 4096, 1, 0, 4, 1, 0, 0};
   ASSERT_EQ(write(wrongNonce.get(), &h, sizeof(h)), static_cast<ssize_t>(sizeof(h)));
   UniqueFd silent = rawConnect(blob.addr);  // connects and says nothing
   ASSERT_TRUE(silent.valid());
@@ -762,7 +763,7 @@ TEST(TcpTransport, OversizedFrameIsAnErrorNamingThePeer) {
   ASSERT_TRUE(tcp::decodeBlob(ep->blob(), "test", &blob).ok());
   UniqueFd liar = rawConnect(blob.addr);
   ASSERT_TRUE(liar.valid());
-  tcp::Hello h{tcp::kHelloMagic, blob.nonce, 4096, 1, 0, 4, 0};
+  tcp::Hello h{tcp::kHelloMagic, blob.nonce, 4096, 1, 0, 4, 1, 0, 0};
   ASSERT_EQ(write(liar.get(), &h, sizeof(h)), static_cast<ssize_t>(sizeof(h)));
   std::unique_ptr<RecvConnection> recv;
   Result r = ep->accept(&recv);
@@ -797,24 +798,321 @@ TEST(TcpTransport, WorksOverIpv6) {
             "");
 }
 
+// ---- tcp: several sockets per connection -------------------------------------------
+
+// Sets (or, with nullptr, unsets) an environment variable for one scope.
+class EnvGuard {
+ public:
+  EnvGuard(const char* name, const char* value) : name_(name) {
+    if (const char* old = getenv(name)) old_ = old, hadOld_ = true;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~EnvGuard() {
+    if (hadOld_) setenv(name_.c_str(), old_.c_str(), 1);
+    else unsetenv(name_.c_str());
+  }
+  EnvGuard(const EnvGuard&) = delete;
+  EnvGuard& operator=(const EnvGuard&) = delete;
+
+ private:
+  std::string name_, old_;
+  bool hadOld_ = false;
+};
+
+// No socket-count variable set, whatever the environment of the test run.
+struct NoSocketVars {
+  EnvGuard a{"BRAID_TCP_SOCKETS", nullptr};
+  EnvGuard b{"NCCL_SOCKET_NTHREADS", nullptr};
+  EnvGuard c{"NCCL_NSOCKS_PERTHREAD", nullptr};
+};
+
+int blobSockets(const RecvEndpoint& ep) {
+  tcp::BlobContents c;
+  if (!tcp::decodeBlob(ep.blob(), "test", &c).ok()) return -1;
+  return c.nsockets;
+}
+
+// Slot sizes around the stripe boundaries, most not divisible by the stripe
+// count or by 64.
+size_t stripedSize(uint64_t seq, size_t slotBytes) {
+  const size_t m = tcp::kMinStripeBytes;
+  const size_t pattern[] = {0,         1,         m - 1,     m,         2 * m - 1, 2 * m,
+                            2 * m + 1, 3 * m + 17, slotBytes, 4 * m,   5 * m + 123, 7,
+                            slotBytes - 1, 4 * m + 3, 100 * 1000};
+  return std::min(pattern[seq % (sizeof(pattern) / sizeof(pattern[0]))], slotBytes);
+}
+
+class TcpSockets : public ::testing::TestWithParam<int> {};
+
+// Slots of every size arrive whole and in order over 1, 2 and 4 sockets, the
+// big ones cut into stripes, the small ones on socket 0 alone.
+TEST_P(TcpSockets, StripedSlotsArriveInOrderWithContent) {
+  NoSocketVars clean;
+  EnvGuard env("BRAID_TCP_SOCKETS", std::to_string(GetParam()).c_str());
+  auto t = makeTcpTransport();
+  const size_t slotBytes = 5 * tcp::kMinStripeBytes + 4099;
+  PeerInfo r0 = makePeer(0, kPid0), r1 = makePeer(1, kPid1);
+  std::unique_ptr<RecvEndpoint> ep;
+  ASSERT_TRUE(t->listen(makeRequest(r0, r1, slotBytes, 3), &ep).ok());
+  EXPECT_EQ(blobSockets(*ep), GetParam());
+  std::unique_ptr<SendConnection> send;
+  Result r = t->connect(makeRequest(r1, r0, slotBytes, 3), ep->blob(), &send);
+  ASSERT_TRUE(r.ok()) << r.message();
+  std::unique_ptr<RecvConnection> recv;
+  r = ep->accept(&recv);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(exchange(send.get(), recv.get(), 150, slotBytes,
+                     [&](uint64_t s) { return stripedSize(s, slotBytes); }),
+            "");
+  EXPECT_TRUE(send->flushed());
+}
+
+INSTANTIATE_TEST_SUITE_P(Tcp, TcpSockets, ::testing::Values(1, 2, 4),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return std::to_string(i.param) + "sockets";
+                         });
+
+// Two processes, 4 sockets, 64 MiB: the striped stream under real flow control.
+TEST(TcpTransport, LargeStripedTransferAcrossProcesses) {
+  NoSocketVars clean;
+  EnvGuard env("BRAID_TCP_SOCKETS", "4");
+  receiveLarge(Kind::kTcp, 1 << 20, 4, (64u << 20) + 12345);
+}
+
+// The receiver decides: a sender configured for 2 sockets follows a blob that
+// says 4, and the data arrive intact.
+TEST(TcpTransport, MismatchedSocketCountsFollowTheReceiver) {
+  NoSocketVars clean;
+  auto t = makeTcpTransport();
+  const size_t slotBytes = 4 * tcp::kMinStripeBytes + 1;
+  PeerInfo r0 = makePeer(0, kPid0), r1 = makePeer(1, kPid1);
+  std::unique_ptr<RecvEndpoint> ep;
+  {
+    EnvGuard env("BRAID_TCP_SOCKETS", "4");
+    ASSERT_TRUE(t->listen(makeRequest(r0, r1, slotBytes, 4), &ep).ok());
+  }
+  EXPECT_EQ(blobSockets(*ep), 4);
+  std::unique_ptr<SendConnection> send;
+  {
+    EnvGuard env("BRAID_TCP_SOCKETS", "2");
+    Result r = t->connect(makeRequest(r1, r0, slotBytes, 4), ep->blob(), &send);
+    ASSERT_TRUE(r.ok()) << r.message();
+  }
+  std::unique_ptr<RecvConnection> recv;
+  Result r = ep->accept(&recv);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(exchange(send.get(), recv.get(), 60, slotBytes,
+                     [&](uint64_t s) { return stripedSize(s, slotBytes); }),
+            "");
+}
+
+TEST(TcpTransport, SocketCountComesFromTheVariables) {
+  NoSocketVars clean;
+  PeerInfo a = makePeer(0, kPid0), b = makePeer(1, kPid1);
+  ConnectRequest sameHost = makeRequest(a, b, 4096, 2);
+  EXPECT_EQ(tcpSocketsFor(sameHost), kTcpSocketsSameHost);
+  // Another host, on a routable address.
+  PeerInfo far = b;
+  far.hostHash ^= 1;
+  ConnectRequest crossHost = makeRequest(a, far, 4096, 2);
+  sockaddr_in routable{};
+  routable.sin_family = AF_INET;
+  routable.sin_addr.s_addr = htonl(0x0a000001);  // 10.0.0.1
+  memcpy(crossHost.self.tcpAddr, &routable, sizeof(routable));
+  EXPECT_EQ(tcpSocketsFor(crossHost), kTcpSocketsCrossHost);
+  // Another host id but a loopback address is still this machine.
+  EXPECT_EQ(tcpSocketsFor(makeRequest(a, far, 4096, 2)), kTcpSocketsSameHost);
+  {
+    EnvGuard t("NCCL_SOCKET_NTHREADS", "4");
+    EXPECT_EQ(tcpSocketsFor(sameHost), 4);
+    EnvGuard s("NCCL_NSOCKS_PERTHREAD", "2");
+    EXPECT_EQ(tcpSocketsFor(sameHost), 8);
+    EXPECT_EQ(tcpSocketsFor(crossHost), 8);
+    EnvGuard o("BRAID_TCP_SOCKETS", "3");
+    EXPECT_EQ(tcpSocketsFor(sameHost), 3) << "BRAID_TCP_SOCKETS wins";
+  }
+  {
+    EnvGuard s("NCCL_NSOCKS_PERTHREAD", "16");
+    EnvGuard t("NCCL_SOCKET_NTHREADS", "16");
+    EXPECT_EQ(tcpSocketsFor(sameHost), tcp::kMaxSockets);
+  }
+  {
+    EnvGuard o("BRAID_TCP_SOCKETS", "1000");
+    EXPECT_EQ(tcpSocketsFor(sameHost), tcp::kMaxSockets);
+  }
+  {
+    EnvGuard o("BRAID_TCP_SOCKETS", "0");
+    EXPECT_EQ(tcpSocketsFor(sameHost), 1);
+  }
+}
+
+// Opens socket `index` of a hand-made sender and introduces it.
+UniqueFd rawSocket(const tcp::BlobContents& blob, size_t slotBytes, int nsockets, int index) {
+  UniqueFd s = rawConnect(blob.addr);
+  tcp::Hello h{tcp::kHelloMagic, blob.nonce, slotBytes, 1, 0, 4, nsockets, index, 0};
+  if (s.valid() && write(s.get(), &h, sizeof(h)) != static_cast<ssize_t>(sizeof(h))) s.reset();
+  return s;
+}
+
+// A receiver endpoint for `nsockets` sockets and its decoded blob.
+struct RawListener {
+  RawListener(Transport& t, size_t slotBytes, int nsockets, volatile uint32_t* abortFlag = nullptr) {
+    EnvGuard env("BRAID_TCP_SOCKETS", std::to_string(nsockets).c_str());
+    ConnectRequest req = makeRequest(makePeer(0, kPid0), makePeer(1, kPid1), slotBytes, 4);
+    req.abortFlag = abortFlag;
+    ok = t.listen(req, &ep).ok() && tcp::decodeBlob(ep->blob(), "test", &blob).ok();
+  }
+  std::unique_ptr<RecvEndpoint> ep;
+  tcp::BlobContents blob;
+  bool ok = false;
+};
+
+Result progressUntilError(RecvConnection* recv) {
+  Result r;
+  for (auto end = Clock::now() + 5s; r.ok() && Clock::now() < end;) r = recv->progress();
+  return r;
+}
+
+// The wire format by hand: sockets introduced out of order, a slot cut as
+// tcp::stripeOf says, each stripe behind its own header.
+TEST(TcpTransport, HandMadeStripesAreReassembled) {
+  auto t = makeTcpTransport();
+  const size_t slotBytes = 3 * tcp::kMinStripeBytes + 5;
+  RawListener l(*t, slotBytes, 3);
+  ASSERT_TRUE(l.ok);
+  UniqueFd s2 = rawSocket(l.blob, slotBytes, 3, 2);
+  UniqueFd s0 = rawSocket(l.blob, slotBytes, 3, 0);
+  UniqueFd s1 = rawSocket(l.blob, slotBytes, 3, 1);
+  std::unique_ptr<RecvConnection> recv;
+  Result r = l.ep->accept(&recv);
+  ASSERT_TRUE(r.ok()) << r.message();
+  std::vector<uint8_t> slot(slotBytes);
+  fillSlot(slot.data(), 0, slotBytes);
+  const int fds[] = {s0.get(), s1.get(), s2.get()};
+  ASSERT_EQ(tcp::stripeCount(slotBytes, 3), 3);
+  for (int i = 2; i >= 0; --i) {  // the last stripe first
+    tcp::Stripe st = tcp::stripeOf(slotBytes, 3, i);
+    tcp::FrameHeader f{slotBytes, 0};
+    ASSERT_EQ(write(fds[i], &f, sizeof(f)), static_cast<ssize_t>(sizeof(f)));
+    writeAll(fds[i], slot.data() + st.offset, st.bytes);
+  }
+  size_t bytes = 0;
+  const void* p = nullptr;
+  for (auto end = Clock::now() + 5s; !p && Clock::now() < end;) {
+    ASSERT_TRUE(recv->progress().ok());
+    p = recv->peek(&bytes);
+  }
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(bytes, slotBytes);
+  EXPECT_EQ(checkSlot(p, 0, bytes), -1);
+}
+
+// A receiver of two-socket connections with slots of two stripes, fed by
+// hand: socket 0 has sent its header and stripe of slot 0, socket 1 nothing yet.
+struct HandFedStripes {
+  static constexpr size_t kSlotBytes = 2 * tcp::kMinStripeBytes;
+  std::unique_ptr<Transport> t = makeTcpTransport();
+  RawListener l{*t, kSlotBytes, 2};
+  UniqueFd s0, s1;
+  std::unique_ptr<RecvConnection> recv;
+  std::vector<uint8_t> stripe = std::vector<uint8_t>(tcp::kMinStripeBytes, 7);
+
+  void start() {
+    ASSERT_TRUE(l.ok);
+    s0 = rawSocket(l.blob, kSlotBytes, 2, 0);
+    s1 = rawSocket(l.blob, kSlotBytes, 2, 1);
+    ASSERT_TRUE(l.ep->accept(&recv).ok());
+    tcp::FrameHeader f{kSlotBytes, 0};
+    ASSERT_EQ(write(s0.get(), &f, sizeof(f)), static_cast<ssize_t>(sizeof(f)));
+    writeAll(s0.get(), stripe.data(), stripe.size());
+  }
+};
+
+// Socket 1's header disagrees with socket 0's on the slot's size: an error,
+// and the slot is never delivered.
+TEST(TcpTransport, StripeHeadersThatDisagreeAreAnError) {
+  HandFedStripes h;
+  ASSERT_NO_FATAL_FAILURE(h.start());
+  tcp::FrameHeader f{HandFedStripes::kSlotBytes - 1, 0};
+  ASSERT_EQ(write(h.s1.get(), &f, sizeof(f)), static_cast<ssize_t>(sizeof(f)));
+  writeAll(h.s1.get(), h.stripe.data(), h.stripe.size());
+  Result r = progressUntilError(h.recv.get());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), ncclRemoteError);
+  EXPECT_NE(r.message().find("on another"), std::string::npos) << r.message();
+  size_t bytes = 0;
+  EXPECT_EQ(h.recv->peek(&bytes), nullptr);
+}
+
+// A sender whose second socket dies owing its stripe: the receiver fails
+// naming the peer, though socket 0 delivered its part cleanly.
+TEST(TcpTransport, DeathOnASecondSocketMidSlotIsReported) {
+  HandFedStripes h;
+  ASSERT_NO_FATAL_FAILURE(h.start());
+  tcp::FrameHeader f{HandFedStripes::kSlotBytes, 0};
+  ASSERT_EQ(write(h.s1.get(), &f, sizeof(f)), static_cast<ssize_t>(sizeof(f)));
+  h.s1.reset();
+  Result r = progressUntilError(h.recv.get());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), ncclRemoteError);
+  EXPECT_NE(r.message().find("rank 1 (host testhost1"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find("middle of a slot"), std::string::npos) << r.message();
+}
+
+// A hello with the right nonce but another socket count comes from a
+// different build: a clear error, not a guess.
+TEST(TcpTransport, HelloWithAnotherSocketCountIsRefused) {
+  auto t = makeTcpTransport();
+  RawListener l(*t, 4096, 2);
+  ASSERT_TRUE(l.ok);
+  UniqueFd s0 = rawSocket(l.blob, 4096, 3, 0);
+  ASSERT_TRUE(s0.valid());
+  std::unique_ptr<RecvConnection> recv;
+  Result r = l.ep->accept(&recv);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("3 TCP sockets"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find("listens with 2"), std::string::npos) << r.message();
+}
+
+// The abort flag stops an accept that has some of its sockets but not all.
+TEST(TcpTransport, AbortFlagStopsAcceptMissingSockets) {
+  auto t = makeTcpTransport();
+  volatile uint32_t abortFlag = 0;
+  RawListener l(*t, 4096, 4, &abortFlag);
+  ASSERT_TRUE(l.ok);
+  UniqueFd s0 = rawSocket(l.blob, 4096, 4, 0);
+  UniqueFd s2 = rawSocket(l.blob, 4096, 4, 2);
+  std::thread raiser([&] {
+    std::this_thread::sleep_for(50ms);
+    __atomic_store_n(&abortFlag, 1u, __ATOMIC_RELAXED);
+  });
+  std::unique_ptr<RecvConnection> recv;
+  Result r = l.ep->accept(&recv);
+  raiser.join();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("aborted"), std::string::npos) << r.message();
+}
+
 // Rank 1 (child) sends a few slots and then is killed: rank 0 must get an
-// error naming it rather than wait forever.
-TEST(TcpTransport, KilledSenderIsReportedByReceiver) {
+// error naming it rather than wait forever. With several sockets the slots are
+// large enough to be striped over all of them.
+void killedSenderIsReported(size_t slotBytes) {
   auto t = makeTcpTransport();
   PeerInfo r0 = makePeer(0, kPid0), r1 = makePeer(1, kPid1);
   std::unique_ptr<RecvEndpoint> ep;
-  ASSERT_TRUE(t->listen(makeRequest(r0, r1, 4096, 4), &ep).ok());
+  ASSERT_TRUE(t->listen(makeRequest(r0, r1, slotBytes, 4), &ep).ok());
   Pipe blobPipe, ready;
   pid_t child = forkChild([&] {
     Blob blob;
     if (!recvBlob(blobPipe.r.get(), &blob)) return 10;
     std::unique_ptr<SendConnection> send;
-    if (!t->connect(makeRequest(r1, r0, 4096, 4), blob, &send).ok()) return 11;
+    if (!t->connect(makeRequest(r1, r0, slotBytes, 4), blob, &send).ok()) return 11;
     for (int i = 0; i < 3; ++i) {
       void* buf = send->acquire();
       if (!buf) return 12;
-      fillSlot(buf, i, 4096);
-      send->post(4096);
+      fillSlot(buf, i, slotBytes);
+      send->post(slotBytes);
     }
     while (!send->flushed())
       if (!send->progress().ok()) return 13;
@@ -833,6 +1131,7 @@ TEST(TcpTransport, KilledSenderIsReportedByReceiver) {
     ASSERT_TRUE(recv->progress().ok());
     size_t bytes;
     if (const void* p = recv->peek(&bytes)) {
+      EXPECT_EQ(bytes, slotBytes);
       EXPECT_EQ(checkSlot(p, got, bytes), -1);
       recv->release();
       ++got;
@@ -850,13 +1149,13 @@ TEST(TcpTransport, KilledSenderIsReportedByReceiver) {
 }
 
 // Rank 0 (child) receives one slot and is killed: the sender must fail.
-TEST(TcpTransport, KilledReceiverIsReportedBySender) {
+void killedReceiverIsReported(size_t slotBytes) {
   auto t = makeTcpTransport();
   PeerInfo r0 = makePeer(0, kPid0), r1 = makePeer(1, kPid1);
   Pipe blobPipe, ready;
   pid_t child = forkChild([&] {
     std::unique_ptr<RecvEndpoint> ep;
-    if (!t->listen(makeRequest(r0, r1, 4096, 4), &ep).ok()) return 10;
+    if (!t->listen(makeRequest(r0, r1, slotBytes, 4), &ep).ok()) return 10;
     sendBlob(blobPipe.w.get(), ep->blob());
     std::unique_ptr<RecvConnection> recv;
     if (!ep->accept(&recv).ok()) return 11;
@@ -872,11 +1171,11 @@ TEST(TcpTransport, KilledReceiverIsReportedBySender) {
   Blob blob;
   ASSERT_TRUE(recvBlob(blobPipe.r.get(), &blob));
   std::unique_ptr<SendConnection> send;
-  Result r = t->connect(makeRequest(r1, r0, 4096, 4), blob, &send);
+  Result r = t->connect(makeRequest(r1, r0, slotBytes, 4), blob, &send);
   ASSERT_TRUE(r.ok()) << r.message();
   void* buf = send->acquire();
   ASSERT_NE(buf, nullptr);
-  send->post(4096);
+  send->post(slotBytes);
   ASSERT_TRUE(send->progress().ok());
   char c;
   ASSERT_TRUE(readAll(ready.r.get(), &c, 1));
@@ -884,12 +1183,26 @@ TEST(TcpTransport, KilledReceiverIsReportedBySender) {
   EXPECT_EQ(waitChild(child), 128 + SIGKILL);
   auto start = Clock::now();
   while (r.ok() && Clock::now() - start < 5s) {
-    if (void* b = send->acquire()) send->post(4096), (void)b;
+    if (void* b = send->acquire()) send->post(slotBytes), (void)b;
     r = send->progress();
   }
   ASSERT_FALSE(r.ok()) << "no error 5 s after the peer died";
   EXPECT_EQ(r.code(), ncclRemoteError);
   EXPECT_NE(r.message().find("rank 0 (host testhost0"), std::string::npos) << r.message();
+}
+
+TEST(TcpTransport, KilledSenderIsReportedByReceiver) { killedSenderIsReported(4096); }
+
+TEST(TcpTransport, KilledReceiverIsReportedBySender) { killedReceiverIsReported(4096); }
+
+TEST(TcpTransport, KilledStripingSenderIsReportedByReceiver) {
+  EnvGuard env("BRAID_TCP_SOCKETS", "4");
+  killedSenderIsReported(4 * tcp::kMinStripeBytes + 4096);
+}
+
+TEST(TcpTransport, KilledStripingReceiverIsReportedBySender) {
+  EnvGuard env("BRAID_TCP_SOCKETS", "4");
+  killedReceiverIsReported(4 * tcp::kMinStripeBytes + 4096);
 }
 
 }  // namespace

@@ -74,7 +74,9 @@ Result listenOn(const sockaddr_storage& addr, size_t bufferBytes, UniqueFd* fd,
   if (bufferBytes) setSocketBuffers(s.get(), bufferBytes);
   if (bind(s.get(), reinterpret_cast<sockaddr*>(&local), addressLength(local)) != 0)
     return systemFail("cannot bind a TCP socket to %s", formatAddress(local).c_str());
-  if (::listen(s.get(), 64) != 0)
+  // Room for every socket of a connection (tcp::kMaxSockets) plus strangers:
+  // the sender connects them all before the receiver accepts any.
+  if (::listen(s.get(), 128) != 0)
     return systemFail("cannot listen on %s", formatAddress(local).c_str());
   socklen_t len = sizeof(*bound);
   if (getsockname(s.get(), reinterpret_cast<sockaddr*>(bound), &len) != 0)

@@ -29,6 +29,11 @@ Result streamError(const std::string& peer, const char* doing, int err) {
               peer.c_str(), doing, strerror(err));
 }
 
+Result closedMidSlot(const std::string& peer) {
+  return fail(ncclRemoteError, "%s closed its TCP connection in the middle of a slot; the "
+              "peer process probably died, check its log", peer.c_str());
+}
+
 }  // namespace
 
 SlotRing::SlotRing(size_t slotBytes_, int nslots_)
@@ -37,8 +42,11 @@ SlotRing::SlotRing(size_t slotBytes_, int nslots_)
 
 // ---- sender ---------------------------------------------------------------------
 
-TcpSend::TcpSend(UniqueFd fd, size_t slotBytes, int nslots, std::string peer)
-    : fd_(std::move(fd)), ring_(slotBytes, nslots), headers_(nslots), peer_(std::move(peer)) {}
+TcpSend::TcpSend(std::vector<UniqueFd> fds, size_t slotBytes, int nslots, std::string peer)
+    : ring_(slotBytes, nslots), headers_(static_cast<size_t>(nslots)), peer_(std::move(peer)) {
+  streams_.resize(fds.size());
+  for (size_t i = 0; i < fds.size(); ++i) streams_[i].fd = std::move(fds[i]);
+}
 
 void* TcpSend::acquire() {
   if (posted_ - sent_ >= ring_.nslots) return nullptr;
@@ -50,38 +58,79 @@ void TcpSend::post(size_t bytes) {
   ++posted_;
 }
 
+bool TcpSend::carries(int index, uint64_t seq) const {
+  const int n = static_cast<int>(streams_.size());
+  return index < tcp::stripeCount(headers_[seq % ring_.nslots].bytes, n);
+}
+
+size_t TcpSend::frameBytes(int index, uint64_t seq) const {
+  const int n = static_cast<int>(streams_.size());
+  return sizeof(FrameHeader) + tcp::stripeOf(headers_[seq % ring_.nslots].bytes, n, index).bytes;
+}
+
 Result TcpSend::progress() {
   if (!error_.ok()) return error_;
-  bool drained = false;
-  while (sent_ < posted_ && !drained) {
-    Result r = writeSome(&drained);
-    if (!r.ok()) {
-      error_ = r;
-      return r;
+  uint64_t sent = posted_;
+  for (int i = 0; i < static_cast<int>(streams_.size()); ++i) {
+    bool full = false;
+    advance(i, 0);
+    while (streams_[i].done < posted_ && !full) {
+      Result r = writeSome(i, &full);
+      if (!r.ok()) {
+        error_ = r;
+        return r;
+      }
     }
+    sent = std::min(sent, streams_[i].done);
   }
+  sent_ = sent;
   return Result::success();
 }
 
-Result TcpSend::writeSome(bool* socketFull) {
+// Moves socket `index` past `written` more bytes and past the slots it has no
+// stripe of.
+void TcpSend::advance(int index, size_t written) {
+  Stream& s = streams_[index];
+  while (s.done < posted_) {
+    if (!carries(index, s.done)) {
+      ++s.done;
+      continue;
+    }
+    size_t frameLeft = frameBytes(index, s.done) - s.frameOffset;
+    if (written < frameLeft) {
+      s.frameOffset += written;
+      return;
+    }
+    written -= frameLeft;
+    s.frameOffset = 0;
+    ++s.done;
+  }
+}
+
+Result TcpSend::writeSome(int index, bool* socketFull) {
+  Stream& s = streams_[index];
+  const int nsockets = static_cast<int>(streams_.size());
   iovec iov[kMaxIov];
   int n = 0;
   size_t want = 0;
-  size_t skip = frameOffset_;
-  for (uint64_t k = sent_; k < posted_ && n + 2 <= kMaxIov; ++k) {
+  size_t skip = s.frameOffset;
+  for (uint64_t k = s.done; k < posted_ && n + 2 <= kMaxIov; ++k) {
+    if (!carries(index, k)) continue;
     FrameHeader* h = &headers_[k % ring_.nslots];
+    tcp::Stripe stripe = tcp::stripeOf(h->bytes, nsockets, index);
     size_t hskip = std::min(skip, sizeof(FrameHeader));
     if (hskip < sizeof(FrameHeader))
       iov[n++] = {reinterpret_cast<uint8_t*>(h) + hskip, sizeof(FrameHeader) - hskip};
     size_t pskip = skip - hskip;
-    if (h->bytes > pskip) iov[n++] = {ring_.slot(k) + pskip, h->bytes - pskip};
-    want += sizeof(FrameHeader) + h->bytes - skip;
+    if (stripe.bytes > pskip)
+      iov[n++] = {ring_.slot(k) + stripe.offset + pskip, stripe.bytes - pskip};
+    want += sizeof(FrameHeader) + stripe.bytes - skip;
     skip = 0;
   }
   msghdr msg{};
   msg.msg_iov = iov;
   msg.msg_iovlen = n;
-  ssize_t w = sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  ssize_t w = sendmsg(s.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (w < 0) {
     if (errno == EINTR) return Result::success();
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -93,24 +142,17 @@ Result TcpSend::writeSome(bool* socketFull) {
   // A short write means the socket buffer is full: stop without another
   // syscall that would only say EAGAIN.
   *socketFull = static_cast<size_t>(w) < want;
-  size_t left = static_cast<size_t>(w);
-  while (left > 0) {
-    size_t frameLeft = sizeof(FrameHeader) + headers_[sent_ % ring_.nslots].bytes - frameOffset_;
-    if (left < frameLeft) {
-      frameOffset_ += left;
-      break;
-    }
-    left -= frameLeft;
-    frameOffset_ = 0;
-    ++sent_;
-  }
+  advance(index, static_cast<size_t>(w));
   return Result::success();
 }
 
 // ---- receiver -------------------------------------------------------------------
 
-TcpRecv::TcpRecv(UniqueFd fd, size_t slotBytes, int nslots, std::string peer)
-    : fd_(std::move(fd)), ring_(slotBytes, nslots), sizes_(nslots), peer_(std::move(peer)) {}
+TcpRecv::TcpRecv(std::vector<UniqueFd> fds, size_t slotBytes, int nslots, std::string peer)
+    : ring_(slotBytes, nslots), sizes_(nslots), peer_(std::move(peer)) {
+  streams_.resize(fds.size());
+  for (size_t i = 0; i < fds.size(); ++i) streams_[i].fd = std::move(fds[i]);
+}
 
 const void* TcpRecv::peek(size_t* bytes) {
   if (released_ == received_) return nullptr;
@@ -124,16 +166,18 @@ void TcpRecv::release() {
 
 Result TcpRecv::progress() {
   if (!error_.ok()) return error_;
-  bool drained = peerClosed_;
+  // Bit i: socket i has nothing more to read in this call.
+  uint64_t drained = peerClosed_ ? 1 : 0;
   // Read only into free slots: a full ring leaves data in the kernel, which
   // pushes back on the sender through TCP flow control.
-  while (!drained && received_ - released_ < ring_.nslots) {
-    Result r = (!inPayload_ && headerGot_ == sizeof(FrameHeader)) ? headerComplete()
-                                                                   : readSome(&drained);
+  while (received_ - released_ < ring_.nslots) {
+    bool moved = false;
+    Result r = step(&drained, &moved);
     if (!r.ok()) {
       error_ = r;
       return r;
     }
+    if (!moved) break;
   }
   // Slots that arrived before a close are still good; the close becomes an
   // error once they are consumed and the caller still asks for more.
@@ -146,64 +190,120 @@ Result TcpRecv::progress() {
   return Result::success();
 }
 
-Result TcpRecv::headerComplete() {
-  // Sizes come off the wire: check them before they bound any write.
-  tcp::FrameHeader checked{};
-  BRAID_TRY(tcp::decodeFrameHeader(&header_, sizeof header_, ring_.slotBytes, received_, peer_, &checked));
-  headerGot_ = 0;
-  if (header_.bytes == 0) {
-    sizes_[received_ % ring_.nslots] = 0;
-    ++received_;
-  } else {
-    inPayload_ = true;
-    payloadGot_ = 0;
+// One move towards completing slot `received_`: its size from socket 0, then
+// every socket's stripe. Only slot `received_` is read, so a socket's bytes
+// of later slots wait in the kernel.
+Result TcpRecv::step(uint64_t* drained, bool* moved) {
+  if (!sized_) {
+    if (streams_[0].headerGot == sizeof(FrameHeader)) {
+      *moved = true;
+      return startSlot();
+    }
+    if (*drained & 1) return Result::success();
+    return readStream(0, drained, moved);
+  }
+  bool complete = true;
+  for (int i = 0; i < stripes_; ++i) {
+    if (partDone(i)) continue;
+    complete = false;
+    if (!(*drained >> i & 1)) BRAID_TRY(readStream(i, drained, moved));
+  }
+  if (complete) {
+    finishSlot();
+    *moved = true;
   }
   return Result::success();
 }
 
-Result TcpRecv::readSome(bool* drained) {
+Result TcpRecv::startSlot() {
+  // Sizes come off the wire: check them before they bound any write.
+  FrameHeader h{};
+  BRAID_TRY(tcp::decodeFrameHeader(&streams_[0].header, sizeof(FrameHeader), ring_.slotBytes,
+                                   received_, peer_, &h));
+  sized_ = true;
+  slotSize_ = h.bytes;
+  stripes_ = tcp::stripeCount(h.bytes, static_cast<int>(streams_.size()));
+  for (Stream& s : streams_) s.headerGot = s.payloadGot = 0;
+  return Result::success();
+}
+
+void TcpRecv::finishSlot() {
+  sizes_[received_ % ring_.nslots] = slotSize_;
+  ++received_;
+  sized_ = false;
+  // Socket 0 may already hold (part of) the next header: keep its headerGot.
+  for (size_t i = 1; i < streams_.size(); ++i) streams_[i].headerGot = streams_[i].payloadGot = 0;
+  streams_[0].payloadGot = 0;
+}
+
+bool TcpRecv::partDone(int index) const {
+  const Stream& s = streams_[index];
+  size_t stripe = tcp::stripeOf(slotSize_, static_cast<int>(streams_.size()), index).bytes;
+  // Socket 0's header was consumed by startSlot(); what it holds now is the next one.
+  bool headerIn = index == 0 || s.headerGot == sizeof(FrameHeader);
+  return headerIn && s.payloadGot == stripe;
+}
+
+Result TcpRecv::readStream(int index, uint64_t* drained, bool* moved) {
+  Stream& s = streams_[index];
   iovec iov[2];
   int n = 0;
-  size_t payloadBytes = header_.bytes;
-  if (inPayload_) {
-    // Payload straight into the slot, plus the next frame's header in the same call.
-    iov[n++] = {ring_.slot(received_) + payloadGot_, payloadBytes - payloadGot_};
-    iov[n++] = {&header_, sizeof(FrameHeader)};
+  auto* header = reinterpret_cast<uint8_t*>(&s.header);
+  if (index == 0 && !sized_) {
+    iov[n++] = {header + s.headerGot, sizeof(FrameHeader) - s.headerGot};
   } else {
-    iov[n++] = {reinterpret_cast<uint8_t*>(&header_) + headerGot_, sizeof(FrameHeader) - headerGot_};
+    tcp::Stripe stripe = tcp::stripeOf(slotSize_, static_cast<int>(streams_.size()), index);
+    if (index != 0 && s.headerGot < sizeof(FrameHeader))
+      iov[n++] = {header + s.headerGot, sizeof(FrameHeader) - s.headerGot};
+    if (s.payloadGot < stripe.bytes)
+      iov[n++] = {ring_.slot(received_) + stripe.offset + s.payloadGot, stripe.bytes - s.payloadGot};
+    // Socket 0 always carries the next slot: its header may come in the same call.
+    if (index == 0) iov[n++] = {header, sizeof(FrameHeader)};
   }
   size_t want = iov[0].iov_len + (n > 1 ? iov[1].iov_len : 0);
-  ssize_t r = readv(fd_.get(), iov, n);
+  ssize_t r = readv(s.fd.get(), iov, n);
   if (r < 0) {
     if (errno == EINTR) return Result::success();
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      *drained = true;
+      *drained |= 1ull << index;
       return Result::success();
     }
     return streamError(peer_, "receiving", errno);
   }
   if (r == 0) {
-    if (inPayload_ || headerGot_ > 0)
-      return fail(ncclRemoteError, "%s closed its TCP connection in the middle of a slot; the "
-                  "peer process probably died, check its log", peer_.c_str());
+    // Only socket 0 between slots may end cleanly: any other socket is read
+    // only while it owes a stripe of the current slot.
+    if (index != 0 || sized_ || s.headerGot > 0) return closedMidSlot(peer_);
     peerClosed_ = true;
-    *drained = true;
+    *drained |= 1;
     return Result::success();
   }
-  *drained = static_cast<size_t>(r) < want;
-  size_t got = static_cast<size_t>(r);
-  if (inPayload_) {
-    size_t take = std::min(got, payloadBytes - payloadGot_);
-    payloadGot_ += take;
-    got -= take;
-    if (payloadGot_ < payloadBytes) return Result::success();
-    sizes_[received_ % ring_.nslots] = payloadBytes;
-    ++received_;
-    inPayload_ = false;
-    headerGot_ = got;  // the rest landed in header_
-  } else {
-    headerGot_ += got;
+  *moved = true;
+  if (static_cast<size_t>(r) < want) *drained |= 1ull << index;
+  return takeBytes(index, static_cast<size_t>(r));
+}
+
+// Accounts for `got` bytes that readStream() put where its iovecs pointed.
+Result TcpRecv::takeBytes(int index, size_t got) {
+  Stream& s = streams_[index];
+  if (index == 0 && !sized_) {
+    s.headerGot += got;
+    return Result::success();
   }
+  if (index != 0 && s.headerGot < sizeof(FrameHeader)) {
+    size_t take = std::min(got, sizeof(FrameHeader) - s.headerGot);
+    s.headerGot += take;
+    got -= take;
+    if (s.headerGot == sizeof(FrameHeader)) {
+      FrameHeader h{};
+      BRAID_TRY(tcp::decodeStripeHeader(&s.header, sizeof(FrameHeader), ring_.slotBytes,
+                                        received_, slotSize_, peer_, &h));
+    }
+  }
+  size_t stripe = tcp::stripeOf(slotSize_, static_cast<int>(streams_.size()), index).bytes;
+  size_t take = std::min(got, stripe - s.payloadGot);
+  s.payloadGot += take;
+  if (index == 0) s.headerGot = got - take;  // the rest landed in the next header
   return Result::success();
 }
 

@@ -1,7 +1,10 @@
 // The data path of a TCP connection. Each side keeps its own slot ring; the
-// sender's progress() writes posted slots to the socket, the receiver's
+// sender's progress() writes posted slots to the sockets, the receiver's
 // progress() reads them into free slots. On the wire every slot is a frame:
-// a FrameHeader followed by `bytes` bytes of payload.
+// a FrameHeader followed by `bytes` bytes of payload. A connection may have
+// several sockets: a slot large enough is then cut into stripes
+// (tcp::stripeOf), stripe i going to socket i as a header plus that stripe;
+// socket 0 carries every slot, so the slot's size is known from it.
 #pragma once
 
 #include <sys/uio.h>
@@ -34,7 +37,8 @@ struct SlotRing {
 
 class TcpSend final : public SendConnection {
  public:
-  TcpSend(UniqueFd fd, size_t slotBytes, int nslots, std::string peer);
+  // `fds` are the connection's sockets in stripe order (1..tcp::kMaxSockets).
+  TcpSend(std::vector<UniqueFd> fds, size_t slotBytes, int nslots, std::string peer);
   void* acquire() override;
   void post(size_t bytes) override;
   Result progress() override;
@@ -42,40 +46,56 @@ class TcpSend final : public SendConnection {
   bool allocated() const { return ring_.allocated(); }
 
  private:
-  Result writeSome(bool* drained);
+  struct Stream {
+    UniqueFd fd;
+    uint64_t done = 0;        // slots this socket has finished with (written or none of its)
+    size_t frameOffset = 0;   // bytes of its frame of slot `done` already written
+  };
+  bool carries(int index, uint64_t seq) const;
+  size_t frameBytes(int index, uint64_t seq) const;
+  void advance(int index, size_t written);
+  Result writeSome(int index, bool* socketFull);
 
-  UniqueFd fd_;
+  std::vector<Stream> streams_;
   SlotRing ring_;
   std::vector<FrameHeader> headers_;
   uint64_t posted_ = 0;     // slots handed to post()
-  uint64_t sent_ = 0;       // slots entirely written to the socket
-  size_t frameOffset_ = 0;  // bytes of frame `sent_` already written
+  uint64_t sent_ = 0;       // slots entirely written to every socket
   std::string peer_;
   Result error_;            // sticky: a broken stream stays broken
 };
 
 class TcpRecv final : public RecvConnection {
  public:
-  TcpRecv(UniqueFd fd, size_t slotBytes, int nslots, std::string peer);
+  TcpRecv(std::vector<UniqueFd> fds, size_t slotBytes, int nslots, std::string peer);
   const void* peek(size_t* bytes) override;
   void release() override;
   Result progress() override;
   bool allocated() const { return ring_.allocated(); }
 
  private:
-  Result readSome(bool* drained);
-  Result headerComplete();
+  struct Stream {
+    UniqueFd fd;
+    FrameHeader header{};   // socket 0: of slot `received_` (or the next) while it arrives
+    size_t headerGot = 0;   // bytes of header read so far
+    size_t payloadGot = 0;  // bytes of this socket's stripe of slot `received_` read so far
+  };
+  Result step(uint64_t* drained, bool* moved);
+  Result startSlot();
+  void finishSlot();
+  bool partDone(int index) const;
+  Result readStream(int index, uint64_t* drained, bool* moved);
+  Result takeBytes(int index, size_t got);
 
-  UniqueFd fd_;
+  std::vector<Stream> streams_;
   SlotRing ring_;
   std::vector<uint64_t> sizes_;
   uint64_t received_ = 0;    // complete slots
   uint64_t released_ = 0;
-  FrameHeader header_{};     // header of frame `received_` while it arrives
-  size_t headerGot_ = 0;     // bytes of header_ read so far
-  size_t payloadGot_ = 0;    // bytes of payload of frame `received_` read so far
-  bool inPayload_ = false;   // header_ complete, payload still arriving
-  bool peerClosed_ = false;  // end of stream seen at a frame boundary
+  bool sized_ = false;       // socket 0's header of slot `received_` is in and checked
+  uint64_t slotSize_ = 0;    // its size, once sized_
+  int stripes_ = 1;          // sockets that carry a part of it
+  bool peerClosed_ = false;  // end of stream on socket 0 seen at a frame boundary
   std::string peer_;
   Result error_;
 };

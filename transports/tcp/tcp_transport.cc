@@ -11,6 +11,7 @@
 
 #include "core/log.h"
 #include "transports/common/connect_util.h"
+#include "transports/tcp/socket_count.h"
 #include "transports/tcp/socket_util.h"
 #include "transports/tcp/tcp_connection.h"
 #include "transports/tcp/tcp_wire.h"
@@ -23,10 +24,11 @@ using tcp::kHelloMagic;
 // Strangers may connect and say nothing; keep at most this many waiting.
 constexpr size_t kMaxPending = 32;
 
-// Socket buffers that hold the whole FIFO in flight, within sane bounds.
-size_t bufferBytesFor(const ConnectRequest& req) {
+// Socket buffers that hold the whole FIFO in flight across the connection's
+// sockets, within sane bounds per socket.
+size_t bufferBytesFor(const ConnectRequest& req, int nsockets) {
   size_t fifo = req.slotBytes * static_cast<size_t>(std::max(req.nslots, 1));
-  return std::clamp<size_t>(fifo, 256 << 10, 8 << 20);
+  return std::clamp<size_t>(fifo / static_cast<size_t>(nsockets), 256 << 10, 8 << 20);
 }
 
 std::string connectionName(const ConnectRequest& req) {
@@ -51,9 +53,9 @@ struct Pending {
 class TcpEndpoint final : public RecvEndpoint {
  public:
   TcpEndpoint(const ConnectRequest& req, UniqueFd listenFd, const sockaddr_storage& bound,
-              uint64_t nonce)
-      : req_(req), listen_(std::move(listenFd)), nonce_(nonce) {
-    blob_ = tcp::encodeBlob({nonce_, req.slotBytes, req.nslots, bound});
+              uint64_t nonce, int nsockets)
+      : req_(req), listen_(std::move(listenFd)), nonce_(nonce), data_(nsockets) {
+    blob_ = tcp::encodeBlob({nonce_, req.slotBytes, req.nslots, nsockets, bound});
   }
 
   const Blob& blob() const override { return blob_; }
@@ -63,15 +65,17 @@ class TcpEndpoint final : public RecvEndpoint {
       return fail(ncclInternalError, "TCP endpoint for %s accepted twice",
                   describePeer(req_.peer).c_str());
     const std::string what = connectionName(req_) + " to connect over TCP";
-    UniqueFd data;
-    while (!data.valid()) {
-      BRAID_TRY(checkWait(req_, what));
-      BRAID_TRY(pollOnce(&data));
+    while (connected_ < data_.size()) {
+      BRAID_TRY(checkWait(req_, what + " (" + std::to_string(connected_) + " of " +
+                          std::to_string(data_.size()) + " sockets in)"));
+      BRAID_TRY(pollOnce());
     }
     listen_.reset();
     dropStrangers();
-    setNoDelay(data.get());
-    auto conn = std::make_unique<TcpRecv>(std::move(data), req_.slotBytes, req_.nslots,
+    for (const UniqueFd& fd : data_) setNoDelay(fd.get());
+    BRAID_INFO(kLogNet, "tcp: %s connected with %zu socket(s)", connectionName(req_).c_str(),
+               data_.size());
+    auto conn = std::make_unique<TcpRecv>(std::move(data_), req_.slotBytes, req_.nslots,
                                           connectionName(req_));
     if (!conn->allocated())
       return fail(ncclSystemError, "cannot allocate %d x %zu bytes of TCP receive slots for %s",
@@ -81,9 +85,9 @@ class TcpEndpoint final : public RecvEndpoint {
   }
 
  private:
-  // One poll over the listening socket and the pending hellos; sets `data`
-  // once the right sender has introduced itself.
-  Result pollOnce(UniqueFd* data) {
+  // One poll over the listening socket and the pending hellos; fills data_ as
+  // the sender's sockets introduce themselves.
+  Result pollOnce() {
     std::vector<pollfd> fds;
     fds.push_back({listen_.get(), POLLIN, 0});
     for (const Pending& p : pending_) fds.push_back({p.fd.get(), POLLIN, 0});
@@ -96,12 +100,24 @@ class TcpEndpoint final : public RecvEndpoint {
       bool done = false;
       BRAID_TRY(readHello(&pending_[i], &done));
       if (!done) continue;
-      if (pending_[i].fd.valid()) *data = std::move(pending_[i].fd);
+      if (pending_[i].fd.valid()) take(&pending_[i]);
       pending_.erase(pending_.begin() + static_cast<long>(i));
-      if (data->valid()) return Result::success();
+      if (connected_ == data_.size()) return Result::success();
     }
     if (fds[0].revents) acceptAll();
     return Result::success();
+  }
+
+  // A socket whose hello passed readHello(): it fills its place in stripe order.
+  void take(Pending* p) {
+    UniqueFd& place = data_[static_cast<size_t>(p->hello.socketIndex)];
+    if (place.valid()) {
+      bool ignored = false;
+      (void)drop(p, &ignored, ("a second socket " + std::to_string(p->hello.socketIndex)).c_str());
+      return;
+    }
+    place = std::move(p->fd);
+    ++connected_;
   }
 
   void acceptAll() {
@@ -136,16 +152,21 @@ class TcpEndpoint final : public RecvEndpoint {
     Hello h{};
     Result decoded = tcp::decodeHello(&p->hello, sizeof(Hello), nonce_, &h);
     if (!decoded.ok()) return drop(p, done, decoded.message().c_str());
+    p->hello = h;
     if (h.slotBytes != req_.slotBytes || h.nslots != req_.nslots)
       return fail(ncclInternalError, "%s connects with %d x %llu byte slots but this rank "
                   "listens with %d x %zu: ranks disagree on the buffer size",
                   connectionName(req_).c_str(), h.nslots,
                   static_cast<unsigned long long>(h.slotBytes), req_.nslots, req_.slotBytes);
+    if (h.nsockets != static_cast<int>(data_.size()))
+      return fail(ncclInternalError, "%s connects with %d TCP sockets per connection but this "
+                  "rank listens with %zu, as its blob says: do the ranks run different braid "
+                  "builds?", connectionName(req_).c_str(), h.nsockets, data_.size());
     if (h.rank != req_.peer.rank || h.channel != req_.channel)
       BRAID_WARN("tcp: hello with the right nonce claims rank %d channel %d, expected %s",
                  h.rank, h.channel, connectionName(req_).c_str());
-    BRAID_INFO(kLogNet, "tcp: %s connected from %s", connectionName(req_).c_str(),
-               p->from.c_str());
+    BRAID_INFO(kLogNet, "tcp: %s socket %d of %d connected from %s",
+               connectionName(req_).c_str(), h.socketIndex, h.nsockets, p->from.c_str());
     *done = true;
     return Result::success();
   }
@@ -173,6 +194,8 @@ class TcpEndpoint final : public RecvEndpoint {
   ConnectRequest req_;
   UniqueFd listen_;
   uint64_t nonce_;
+  std::vector<UniqueFd> data_;  // the sender's sockets, by socket index
+  size_t connected_ = 0;        // of data_, valid
   Blob blob_;
   std::vector<Pending> pending_;
 };
@@ -187,11 +210,13 @@ class TcpTransport final : public Transport {
     BRAID_TRY(checkGeometry(req));
     sockaddr_storage addr;
     BRAID_TRY(peerAddress(req.self, &addr));
+    // The receiver decides the socket count; the sender follows the blob.
+    const int nsockets = tcpSocketsFor(req);
     UniqueFd fd;
     sockaddr_storage bound;
-    BRAID_TRY(listenOn(addr, bufferBytesFor(req), &fd, &bound)
+    BRAID_TRY(listenOn(addr, bufferBytesFor(req, nsockets), &fd, &bound)
                   .context("listening for " + connectionName(req)));
-    *out = std::make_unique<TcpEndpoint>(req, std::move(fd), bound, randomU64());
+    *out = std::make_unique<TcpEndpoint>(req, std::move(fd), bound, randomU64(), nsockets);
     return Result::success();
   }
 
@@ -207,16 +232,25 @@ class TcpTransport final : public Transport {
                   peer.c_str(), c.nslots, static_cast<unsigned long long>(c.slotBytes),
                   req.nslots, req.slotBytes);
     const sockaddr_storage& addr = c.addr;
-    UniqueFd fd;
-    BRAID_TRY(connectTo(addr, req, bufferBytesFor(req), peer, &fd));
-    setNoDelay(fd.get());
-    Hello hello{kHelloMagic, c.nonce, req.slotBytes, req.self.rank, req.channel, req.nslots, 0};
-    BRAID_TRY(sendAll(fd.get(), &hello, sizeof(hello), req, peer));
-    auto conn = std::make_unique<TcpSend>(std::move(fd), req.slotBytes, req.nslots, peer);
+    const int mine = tcpSocketsFor(req);
+    if (mine != c.nsockets)
+      BRAID_INFO(kLogNet, "tcp: %s asks for %d sockets per connection, this rank's setting "
+                 "is %d: the receiver decides, using %d", peer.c_str(), c.nsockets, mine,
+                 c.nsockets);
+    std::vector<UniqueFd> fds(static_cast<size_t>(c.nsockets));
+    for (int i = 0; i < c.nsockets; ++i) {
+      BRAID_TRY(connectTo(addr, req, bufferBytesFor(req, c.nsockets), peer, &fds[i]));
+      setNoDelay(fds[i].get());
+      Hello hello{kHelloMagic, c.nonce, req.slotBytes, req.self.rank, req.channel,
+                  req.nslots, c.nsockets, i, 0};
+      BRAID_TRY(sendAll(fds[i].get(), &hello, sizeof(hello), req, peer));
+    }
+    auto conn = std::make_unique<TcpSend>(std::move(fds), req.slotBytes, req.nslots, peer);
     if (!conn->allocated())
       return fail(ncclSystemError, "cannot allocate %d x %zu bytes of TCP send slots for %s",
                   req.nslots, req.slotBytes, peer.c_str());
-    BRAID_INFO(kLogNet, "tcp: connected to %s at %s", peer.c_str(), formatAddress(addr).c_str());
+    BRAID_INFO(kLogNet, "tcp: connected to %s at %s with %d socket(s)", peer.c_str(),
+               formatAddress(addr).c_str(), c.nsockets);
     *out = std::move(conn);
     return Result::success();
   }

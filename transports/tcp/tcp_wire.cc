@@ -3,6 +3,7 @@
 #include <nccl.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "transports/common/blob_io.h"
@@ -38,7 +39,7 @@ bool normalizeAddr(sockaddr_storage* a) {
 
 Blob encodeBlob(const BlobContents& c) {
   Blob b;
-  BlobWriter(&b).put(kBlobMagic).put(c.nonce).put(c.slotBytes).put(c.nslots).put(c.addr);
+  BlobWriter(&b).put(kBlobMagic).put(c.nonce).put(c.slotBytes).put(c.nslots).put(c.nsockets).put(c.addr);
   return b;
 }
 
@@ -47,11 +48,11 @@ Result decodeBlob(const void* data, size_t len, const std::string& from, BlobCon
   uint64_t magic = 0;
   BlobContents c;
   if (!r.get(&magic) || !r.get(&c.nonce) || !r.get(&c.slotBytes) || !r.get(&c.nslots) ||
-      !r.get(&c.addr) || !r.atEnd())
+      !r.get(&c.nsockets) || !r.get(&c.addr) || !r.atEnd())
     return fail(ncclInternalError, "malformed TCP connect blob from %s: %zu bytes, expected %zu",
                 from.c_str(), len,
                 sizeof(magic) + sizeof(c.nonce) + sizeof(c.slotBytes) + sizeof(c.nslots) +
-                    sizeof(c.addr));
+                    sizeof(c.nsockets) + sizeof(c.addr));
   if (magic != kBlobMagic)
     return fail(ncclInternalError, "malformed TCP connect blob from %s: wrong magic %#llx "
                 "(not a TCP blob: do the ranks agree on the transport?)",
@@ -59,6 +60,9 @@ Result decodeBlob(const void* data, size_t len, const std::string& from, BlobCon
   if (c.slotBytes == 0 || c.nslots <= 0)
     return fail(ncclInternalError, "malformed TCP connect blob from %s: %d slots of %llu bytes",
                 from.c_str(), c.nslots, static_cast<unsigned long long>(c.slotBytes));
+  if (c.nsockets < 1 || c.nsockets > kMaxSockets)
+    return fail(ncclInternalError, "malformed TCP connect blob from %s: %d sockets per "
+                "connection, expected 1..%d", from.c_str(), c.nsockets, kMaxSockets);
   if (!normalizeAddr(&c.addr))
     return fail(ncclInternalError, "malformed TCP connect blob from %s: no IPv4/IPv6 address "
                 "with a port (family %u)", from.c_str(), c.addr.ss_family);
@@ -81,6 +85,10 @@ Result decodeHello(const void* data, size_t len, uint64_t nonce, Hello* out) {
     return fail(ncclRemoteError, "a hello with impossible fields (rank %d, channel %d, %d slots "
                 "of %llu bytes)", h.rank, h.channel, h.nslots,
                 static_cast<unsigned long long>(h.slotBytes));
+  if (h.nsockets < 1 || h.nsockets > kMaxSockets || h.socketIndex < 0 ||
+      h.socketIndex >= h.nsockets)
+    return fail(ncclRemoteError, "a hello for socket %d of %d (at most %d sockets)",
+                h.socketIndex, h.nsockets, kMaxSockets);
   *out = h;
   return Result::success();
 }
@@ -104,6 +112,36 @@ Result decodeFrameHeader(const void* data, size_t len, uint64_t slotBytes, uint6
                 static_cast<unsigned long long>(expectSeq));
   *out = h;
   return Result::success();
+}
+
+Result decodeStripeHeader(const void* data, size_t len, uint64_t slotBytes, uint64_t expectSeq,
+                          uint64_t expectBytes, const std::string& peer, FrameHeader* out) {
+  FrameHeader h;
+  BRAID_TRY(decodeFrameHeader(data, len, slotBytes, expectSeq, peer, &h));
+  if (h.bytes != expectBytes)
+    return fail(ncclRemoteError, "%s announced TCP frame %llu as %llu bytes on one socket and "
+                "%llu on another: the stream is corrupt", peer.c_str(),
+                static_cast<unsigned long long>(h.seq), static_cast<unsigned long long>(expectBytes),
+                static_cast<unsigned long long>(h.bytes));
+  *out = h;
+  return Result::success();
+}
+
+int stripeCount(uint64_t bytes, int nsockets) {
+  uint64_t fit = bytes / kMinStripeBytes;
+  if (fit < 1 || nsockets <= 1) return 1;
+  return static_cast<int>(std::min<uint64_t>(fit, static_cast<uint64_t>(nsockets)));
+}
+
+Stripe stripeOf(uint64_t bytes, int nsockets, int index) {
+  const uint64_t n = static_cast<uint64_t>(stripeCount(bytes, nsockets));
+  // Even shares rounded down to 64 bytes; the last stripe takes the rest, so
+  // no stripe is more than 63 bytes under bytes / n.
+  const uint64_t per = bytes / n / 64 * 64;
+  const uint64_t i = std::min(static_cast<uint64_t>(index), n);
+  const uint64_t begin = i * per;
+  const uint64_t end = i + 1 >= n ? bytes : begin + per;
+  return Stripe{std::min(begin, bytes), std::min(end, bytes) - std::min(begin, bytes)};
 }
 
 }  // namespace tcp

@@ -20,20 +20,30 @@ namespace tcp {
 constexpr uint64_t kBlobMagic = 0x504354444941524bull;   // "KRAIDTCP"
 constexpr uint64_t kHelloMagic = 0x4f4c4c4548444941ull;  // "AIDHELLO"
 
-// Connect blob: where the receiver listens and the nonce the sender must show.
+// Sockets one connection may stripe its slots over (NCCL's cap on
+// NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD).
+constexpr int kMaxSockets = 64;
+// A slot is split only into stripes of at least this many bytes, so small
+// slots travel on one socket (one header, one system call).
+constexpr uint64_t kMinStripeBytes = 64 << 10;
+
+// Connect blob: where the receiver listens, the nonce the sender must show and
+// how many sockets the receiver decided the connection has.
 struct BlobContents {
   uint64_t nonce = 0;
   uint64_t slotBytes = 0;
   int32_t nslots = 0;
+  int32_t nsockets = 1;
   sockaddr_storage addr{};
 };
 Blob encodeBlob(const BlobContents& c);
 // Fails on a blob that is not a well-formed TCP blob (magic, positive geometry,
-// an IPv4/IPv6 address with a port); `from` names its sender.
+// 1..kMaxSockets sockets, an IPv4/IPv6 address with a port); `from` names its
+// sender.
 Result decodeBlob(const void* data, size_t len, const std::string& from, BlobContents* out);
 Result decodeBlob(const Blob& blob, const std::string& from, BlobContents* out);
 
-// First bytes the sender writes on a new connection.
+// First bytes the sender writes on each socket of a new connection.
 struct Hello {
   uint64_t magic;
   uint64_t nonce;
@@ -41,18 +51,24 @@ struct Hello {
   int32_t rank;
   int32_t channel;
   int32_t nslots;
+  int32_t nsockets;     // sockets of this connection (the blob's count)
+  int32_t socketIndex;  // which of them this is, 0..nsockets-1
   int32_t pad;
 };
-static_assert(sizeof(Hello) == 40, "tcp::Hello layout");
+static_assert(sizeof(Hello) == 48, "tcp::Hello layout");
 
 // A hello that arrived on the port of the endpoint whose blob carried `nonce`.
 // Fails for a stranger (wrong length, magic or nonce) and for impossible
-// fields; whether the geometry matches this rank's is the caller's question.
+// fields (a socket index outside 0..nsockets-1, nsockets outside
+// 1..kMaxSockets); whether the geometry and socket count match this rank's is
+// the caller's question.
 Result decodeHello(const void* data, size_t len, uint64_t nonce, Hello* out);
 
-// Precedes every slot's payload on the stream.
+// Precedes a slot's payload on the stream: on a connection of several
+// sockets, each socket that carries a stripe of the slot sends this header
+// (with the whole slot's size) and then its stripe.
 struct FrameHeader {
-  uint64_t bytes;  // payload size, <= slotBytes
+  uint64_t bytes;  // payload size of the whole slot, <= slotBytes
   uint64_t seq;    // slot sequence number, checked to catch a desynchronised stream
 };
 static_assert(sizeof(FrameHeader) == 16, "tcp::FrameHeader layout");
@@ -61,6 +77,28 @@ static_assert(sizeof(FrameHeader) == 16, "tcp::FrameHeader layout");
 // `peer` names the sender in the message.
 Result decodeFrameHeader(const void* data, size_t len, uint64_t slotBytes, uint64_t expectSeq,
                          const std::string& peer, FrameHeader* out);
+
+// The header of slot `expectSeq` on a socket other than the first: as
+// decodeFrameHeader, and its size must be `expectBytes`, the size the first
+// socket announced for that slot (else the stripes would not fit together).
+Result decodeStripeHeader(const void* data, size_t len, uint64_t slotBytes, uint64_t expectSeq,
+                          uint64_t expectBytes, const std::string& peer, FrameHeader* out);
+
+// Striping: a slot of `bytes` on `nsockets` sockets is cut into
+// stripeCount() = min(nsockets, bytes / kMinStripeBytes) (at least 1)
+// contiguous stripes: equal shares rounded down to 64 bytes, the last taking
+// the rest, so each is at least kMinStripeBytes - 63 bytes and a slot under
+// twice kMinStripeBytes is one stripe. Stripe i travels on socket i. Pure
+// arithmetic, identical on both ends: the receiver derives where each
+// socket's bytes go from the size in the first header.
+struct Stripe {
+  uint64_t offset;
+  uint64_t bytes;
+};
+int stripeCount(uint64_t bytes, int nsockets);
+// Stripe `index` (< stripeCount(bytes, nsockets)); never empty unless bytes == 0.
+// An index past the last gives an empty stripe at the end.
+Stripe stripeOf(uint64_t bytes, int nsockets, int index);
 
 }  // namespace tcp
 }  // namespace braid
