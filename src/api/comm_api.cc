@@ -99,6 +99,8 @@ BRAID_NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key,
     settings = comm->settings;
     if (config) r = makeCommSettings(config, &settings);
   }
+  // Device calls queued earlier use the parent's connections and bootstrap first.
+  if (r.ok()) drainDeviceWork(comm);
   if (r.ok()) r = splitCommunicator(comm, color, key, settings, newcomm);
   return report(r);
 }
@@ -112,6 +114,7 @@ BRAID_NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
     r = fail(ncclInvalidArgument, "ncclCommRevoke: revokeFlags %d is not NCCL_REVOKE_DEFAULT", revokeFlags);
   if (!r.ok()) return report(r);
   comm->abortFlag = 1;
+  abortDeviceWork(comm);  // streams waiting on queued device calls are released too
   setCommError(comm, fail(ncclInvalidUsage, "the communicator was revoked (ncclCommRevoke)"));
   return ncclSuccess;
 }
@@ -126,8 +129,13 @@ BRAID_NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksL
   if (!r.ok()) return report(r);
   *newcomm = nullptr;
   if (comm->initThread.joinable()) comm->initThread.join();
-  // Host operations complete before their call returns: nothing of the parent is
-  // in flight here, so both flags mean the same.
+  // Host operations complete before their call returns; device calls still queued
+  // are stopped (NCCL_SHRINK_ABORT) or allowed to finish (the default) first.
+  if (shrinkFlags == NCCL_SHRINK_ABORT) {
+    comm->abortFlag = 1;
+    abortDeviceWork(comm);
+  }
+  drainDeviceWork(comm);
   CommSettings settings = comm->settings;
   if (config) r = makeCommSettings(config, &settings);
   if (r.ok()) r = shrinkCommunicator(comm, excludeRanksList, excludeRanksCount, settings, newcomm);
