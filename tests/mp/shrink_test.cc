@@ -81,4 +81,34 @@ TEST_P(MpShrink, SurvivorsShrinkAroundADeadRankAndKeepComputing) {
 INSTANTIATE_TEST_SUITE_P(Transports, MpShrink, ::testing::Values("shm", "tcp"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
+// NCCL_SHRINK_ABORT on a healthy communicator: the survivors get a working
+// child, and the parent's operations are stopped for good.
+TEST(MpShrinkAbort, ChildWorksAndTheParentIsStopped) {
+  mptest::runRanks(
+      3,
+      [](int rank, int nranks, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+        std::vector<float> a(256, 1.0f), b(256);
+        MP_NCCL_CHECK(ncclAllReduce(a.data(), b.data(), a.size(), ncclFloat32, ncclSum, comm, nullptr));
+        if (rank == 2) {  // excluded: it does not take part in the shrink
+          MP_NCCL_CHECK(ncclCommDestroy(comm));
+          return;
+        }
+        int excluded[] = {2};
+        ncclComm_t small = nullptr;
+        MP_NCCL_CHECK(ncclCommShrink(comm, excluded, 1, &small, nullptr, NCCL_SHRINK_ABORT));
+        MP_NCCL_CHECK(ncclAllReduce(a.data(), b.data(), a.size(), ncclFloat32, ncclSum, small, nullptr));
+        MP_CHECK(b[0] == 2.0f, "rank %d: the shrunk communicator summed %g, want 2", rank, b[0]);
+        MP_CHECK(ncclAllReduce(a.data(), b.data(), 4, ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess,
+                 "rank %d: the parent still runs collectives after NCCL_SHRINK_ABORT", rank);
+        const std::string why = ncclGetLastError(comm);
+        MP_CHECK(why.find("aborted") != std::string::npos, "rank %d: the parent failed for another reason: %s", rank,
+                 why.c_str());
+        MP_NCCL_CHECK(ncclCommDestroy(small));
+        MP_NCCL_CHECK(ncclCommAbort(comm));
+      },
+      mptest::transportOptions("shm", 60));
+}
+
 }  // namespace
