@@ -1,11 +1,12 @@
-// Which discovery backend runs: hwloc when this build has it, sysfs otherwise,
-// and BRAID_TOPO to force one.
+// Which discovery backend runs: hwloc when this build has it and libhwloc loads
+// at run time, sysfs otherwise, and BRAID_TOPO to force one.
 #include <utility>
 
 #include "core/env.h"
 #include "topology/topology.h"
 #ifdef BRAID_HAVE_HWLOC
 #include "topology/hwloc_discovery.h"
+#include "topology/hwloc_loader.h"
 #endif
 
 namespace braid {
@@ -44,15 +45,30 @@ bool hwlocBuiltIn() {
 #endif
 }
 
+bool hwlocAvailable(std::string* why) {
+#ifdef BRAID_HAVE_HWLOC
+  HwlocLoad load = processHwloc();
+  if (why) *why = load.lib ? "" : load.why;
+  return load.lib != nullptr;
+#else
+  if (why) *why = "this build of braid has no hwloc";
+  return false;
+#endif
+}
+
 Backend chooseBackend(const std::string& request, std::string* warning) {
   warning->clear();
-  const Backend preferred = hwlocBuiltIn() ? Backend::kHwloc : Backend::kSysfs;
+  if (request == "sysfs") return Backend::kSysfs;  // without even looking for hwloc
+  std::string why;
+  const Backend preferred = hwlocAvailable(&why) ? Backend::kHwloc : Backend::kSysfs;
   if (request.empty()) return preferred;
-  if (request == "sysfs") return Backend::kSysfs;
   if (request == "hwloc") {
-    if (hwlocBuiltIn()) return Backend::kHwloc;
-    *warning = "BRAID_TOPO=hwloc, but this build of braid has no hwloc (configure with "
-               "libhwloc-dev installed, BRAID_HWLOC=ON); using sysfs";
+    if (preferred == Backend::kHwloc) return Backend::kHwloc;
+    if (!hwlocBuiltIn())
+      *warning = "BRAID_TOPO=hwloc, but this build of braid has no hwloc (configure with "
+                 "libhwloc-dev installed, BRAID_HWLOC=ON); using sysfs";
+    else
+      *warning = "BRAID_TOPO=hwloc, but " + why + "; using sysfs";
     return Backend::kSysfs;
   }
   *warning = "BRAID_TOPO=" + request + " is neither sysfs nor hwloc; using " +

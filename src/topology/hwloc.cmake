@@ -1,8 +1,10 @@
 # Optional hwloc topology discovery. Included from the top-level CMakeLists.txt
 # between the source glob and the library targets: it drops
-# src/topology/hwloc_discovery.cc from BRAID_SOURCES unless hwloc is used, and
-# defines the interface target braid_hwloc (empty without hwloc) that the
-# library targets link.
+# src/topology/hwloc_*.cc from BRAID_SOURCES unless hwloc is used, and defines
+# the interface target braid_hwloc (empty without hwloc) that the library
+# targets link. braid_hwloc gives hwloc's headers and BRAID_HAVE_HWLOC only:
+# libhwloc is not linked but loaded at run time (hwloc_loader.h), so the same
+# libbraid runs on machines without hwloc (and reads sysfs there).
 #
 #   BRAID_HWLOC  AUTO (default): use hwloc when pkg-config finds it;
 #                ON: hwloc is required; OFF: sysfs only
@@ -28,7 +30,9 @@ add_library(braid_hwloc INTERFACE)
 if(BRAID_HWLOC_USED)
   message(STATUS "braid: topology discovery with hwloc ${HWLOC_VERSION} (sysfs as fallback)")
   target_compile_definitions(braid_hwloc INTERFACE BRAID_HAVE_HWLOC=1)
-  target_link_libraries(braid_hwloc INTERFACE PkgConfig::HWLOC)
+  # Headers and flags only, not PkgConfig::HWLOC (that would link libhwloc).
+  target_include_directories(braid_hwloc INTERFACE ${HWLOC_INCLUDE_DIRS})
+  target_compile_options(braid_hwloc INTERFACE ${HWLOC_CFLAGS_OTHER})
 else()
   message(STATUS "braid: topology discovery from sysfs only (no hwloc)")
   list(FILTER BRAID_SOURCES EXCLUDE REGEX "/src/topology/hwloc_[^/]*\\.cc$")

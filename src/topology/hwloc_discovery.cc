@@ -8,6 +8,7 @@
 #include <memory>
 #include <utility>
 
+#include "topology/hwloc_loader.h"
 #include "topology/sysfs.h"
 
 namespace braid {
@@ -15,18 +16,58 @@ namespace topo {
 
 namespace {
 
-struct TopologyDeleter {
-  void operator()(hwloc_topology* t) const { hwloc_topology_destroy(t); }
-};
-using HwlocTopology = std::unique_ptr<hwloc_topology, TopologyDeleter>;
 using PciAttr = hwloc_obj_attr_u::hwloc_pcidev_attr_s;  // nested in the C union
+
+// One loaded topology and the library it came from (kept loaded until the
+// topology is destroyed).
+class Hwloc {
+ public:
+  explicit Hwloc(std::shared_ptr<HwlocLibrary> lib) : lib_(std::move(lib)) {}
+  ~Hwloc() {
+    if (topo_) lib_->api().topologyDestroy(topo_);
+  }
+  Hwloc(const Hwloc&) = delete;
+  Hwloc& operator=(const Hwloc&) = delete;
+
+  // The running machine, or the hwloc XML export in `xml` when it is not empty.
+  Result load(const std::string& xml);
+  const HwlocLibrary& lib() const { return *lib_; }
+  const HwlocApi& api() const { return lib_->api(); }
+  hwloc_topology_t topo() const { return topo_; }
+  hwloc_obj_t root() const { return lib_->rootObj(topo_); }
+  hwloc_obj_t next(hwloc_obj_type_t type, hwloc_obj_t prev) const {
+    return lib_->nextObjByType(topo_, type, prev);
+  }
+
+ private:
+  std::shared_ptr<HwlocLibrary> lib_;
+  hwloc_topology_t topo_ = nullptr;
+};
+
+Result Hwloc::load(const std::string& xml) {
+  const HwlocApi& a = api();
+  if (a.topologyInit(&topo_) != 0) {
+    topo_ = nullptr;
+    return systemFail("hwloc: hwloc_topology_init failed");
+  }
+  if (!xml.empty() &&
+      a.topologySetXmlbuffer(topo_, xml.data(), static_cast<int>(xml.size()) + 1) != 0)
+    return systemFail("hwloc: cannot use the XML topology given");
+  // sysfs lists every online CPU, also those outside this process's cpuset;
+  // the two backends must describe the same machine.
+  a.topologySetFlags(topo_, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
+  // "Important" keeps GPUs, NICs, the bridges above them and their OS devices.
+  a.topologySetIoTypesFilter(topo_, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  if (a.topologyLoad(topo_) != 0) return systemFail("hwloc: hwloc_topology_load failed");
+  return Result::success();
+}
 
 // A distance matrix handed out by hwloc, given back when done.
 class Distances {
  public:
-  explicit Distances(hwloc_topology_t topo) : topo_(topo) {}
+  explicit Distances(const Hwloc& h) : h_(h) {}
   ~Distances() {
-    if (d_) hwloc_distances_release(topo_, d_);
+    if (d_) h_.api().distancesRelease(h_.topo(), d_);
   }
   Distances(const Distances&) = delete;
   Distances& operator=(const Distances&) = delete;
@@ -34,32 +75,14 @@ class Distances {
   const hwloc_distances_s* get() const { return d_; }
 
  private:
-  hwloc_topology_t topo_;
+  const Hwloc& h_;
   hwloc_distances_s* d_ = nullptr;
 };
 
-// The running machine, or the hwloc XML export in `xml` when it is not empty.
-Result load(const std::string& xml, HwlocTopology* out) {
-  hwloc_topology_t raw = nullptr;
-  if (hwloc_topology_init(&raw) != 0) return systemFail("hwloc: hwloc_topology_init failed");
-  HwlocTopology topo(raw);
-  if (!xml.empty() &&
-      hwloc_topology_set_xmlbuffer(raw, xml.data(), static_cast<int>(xml.size()) + 1) != 0)
-    return systemFail("hwloc: cannot use the XML topology given");
-  // sysfs lists every online CPU, also those outside this process's cpuset;
-  // the two backends must describe the same machine.
-  hwloc_topology_set_flags(raw, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
-  // "Important" keeps GPUs, NICs, the bridges above them and their OS devices.
-  hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-  if (hwloc_topology_load(raw) != 0) return systemFail("hwloc: hwloc_topology_load failed");
-  *out = std::move(topo);
-  return Result::success();
-}
-
-std::vector<int> bitmapToList(hwloc_const_bitmap_t set) {
+std::vector<int> bitmapToList(const HwlocApi& a, hwloc_const_bitmap_t set) {
   std::vector<int> out;
   if (!set) return out;
-  for (int i = hwloc_bitmap_first(set); i >= 0; i = hwloc_bitmap_next(set, i)) out.push_back(i);
+  for (int i = a.bitmapFirst(set); i >= 0; i = a.bitmapNext(set, i)) out.push_back(i);
   return out;
 }
 
@@ -67,14 +90,16 @@ int osIndexOf(hwloc_obj_t obj) {
   return obj && obj->os_index != HWLOC_UNKNOWN_INDEX ? static_cast<int>(obj->os_index) : -1;
 }
 
-void hwlocCpus(hwloc_topology_t topo, Topology* t) {
+// hwloc.h's inline helpers that only walk the object structs (ancestors, infos)
+// are called as they are; those that call into the library go through Hwloc.
+void hwlocCpus(const Hwloc& h, Topology* t) {
   hwloc_obj_t pu = nullptr;
-  while ((pu = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_PU, pu)) != nullptr) {
+  while ((pu = h.next(HWLOC_OBJ_PU, pu)) != nullptr) {
     Cpu cpu;
     cpu.id = osIndexOf(pu);
     if (cpu.id < 0) continue;
-    cpu.package = osIndexOf(hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_PACKAGE, pu));
-    cpu.core = osIndexOf(hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_CORE, pu));
+    cpu.package = osIndexOf(hwloc_get_ancestor_obj_by_type(h.topo(), HWLOC_OBJ_PACKAGE, pu));
+    cpu.core = osIndexOf(hwloc_get_ancestor_obj_by_type(h.topo(), HWLOC_OBJ_CORE, pu));
     t->cpus.push_back(cpu);
   }
   std::sort(t->cpus.begin(), t->cpus.end(), [](const Cpu& a, const Cpu& b) { return a.id < b.id; });
@@ -83,11 +108,11 @@ void hwlocCpus(hwloc_topology_t topo, Topology* t) {
 
 // hwloc's latency matrix from the OS, in the order of t->numaNodes; false when
 // hwloc has none (it keeps no matrix for a single node) or it misses a node.
-bool hwlocNumaDistances(hwloc_topology_t topo, Topology* t) {
+bool hwlocNumaDistances(const Hwloc& h, Topology* t) {
   unsigned count = 1;
-  Distances d(topo);
+  Distances d(h);
   const unsigned long kind = HWLOC_DISTANCES_KIND_FROM_OS | HWLOC_DISTANCES_KIND_MEANS_LATENCY;
-  if (hwloc_distances_get_by_type(topo, HWLOC_OBJ_NUMANODE, &count, d.slot(), kind, 0) != 0 ||
+  if (h.lib().distancesGetByType(h.topo(), HWLOC_OBJ_NUMANODE, &count, d.slot(), kind, 0) != 0 ||
       count == 0 || !d.get() || d.get()->nbobjs != t->numaNodes.size())
     return false;
   const unsigned n = d.get()->nbobjs;
@@ -108,18 +133,18 @@ bool hwlocNumaDistances(hwloc_topology_t topo, Topology* t) {
   return true;
 }
 
-void hwlocNumaNodes(hwloc_topology_t topo, const std::string& sysRoot, Topology* t) {
+void hwlocNumaNodes(const Hwloc& h, const std::string& sysRoot, Topology* t) {
   hwloc_obj_t obj = nullptr;
-  while ((obj = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, obj)) != nullptr) {
+  while ((obj = h.next(HWLOC_OBJ_NUMANODE, obj)) != nullptr) {
     NumaNode node;
     node.id = osIndexOf(obj);
     if (node.id < 0) continue;
-    node.cpus = bitmapToList(obj->cpuset);
+    node.cpus = bitmapToList(h.api(), obj->cpuset);
     t->numaNodes.push_back(std::move(node));
   }
   std::sort(t->numaNodes.begin(), t->numaNodes.end(),
             [](const NumaNode& a, const NumaNode& b) { return a.id < b.id; });
-  if (!hwlocNumaDistances(topo, t)) readNumaDistances(sysRoot, t);
+  if (!hwlocNumaDistances(h, t)) readNumaDistances(sysRoot, t);
   assignCpusToNodes(t);
 }
 
@@ -144,17 +169,16 @@ std::string pathOf(hwloc_obj_t dev) {
 // The node a device hangs off when hwloc placed it below a single-node part of
 // the machine; directly below the root (a VM, or no locality info) is unknown,
 // as the kernel's numa_node of -1 is.
-int numaNodeOf(hwloc_topology_t topo, hwloc_obj_t dev) {
-  hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(topo, dev);
-  if (!anc || anc == hwloc_get_root_obj(topo) || !anc->nodeset ||
-      hwloc_bitmap_weight(anc->nodeset) != 1)
+int numaNodeOf(const Hwloc& h, hwloc_obj_t dev) {
+  hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(h.topo(), dev);
+  if (!anc || anc == h.root() || !anc->nodeset || h.api().bitmapWeight(anc->nodeset) != 1)
     return -1;
-  return hwloc_bitmap_first(anc->nodeset);
+  return h.api().bitmapFirst(anc->nodeset);
 }
 
-void hwlocPciDevices(hwloc_topology_t topo, const std::string& sysRoot, Topology* t) {
+void hwlocPciDevices(const Hwloc& h, const std::string& sysRoot, Topology* t) {
   hwloc_obj_t obj = nullptr;
-  while ((obj = hwloc_get_next_pcidev(topo, obj)) != nullptr) {
+  while ((obj = h.next(HWLOC_OBJ_PCI_DEVICE, obj)) != nullptr) {
     const PciAttr& a = obj->attr->pcidev;
     PciDevice dev;
     dev.vendor = a.vendor_id;
@@ -168,7 +192,7 @@ void hwlocPciDevices(hwloc_topology_t topo, const std::string& sysRoot, Topology
     if (readHex(sysRoot + "/bus/pci/devices/" + dev.busId + "/class", &full) &&
         (full >> 8) == a.class_id)
       dev.classCode = full;
-    dev.numaNode = numaNodeOf(topo, obj);
+    dev.numaNode = numaNodeOf(h, obj);
     dev.path = pathOf(obj);
     t->pci.push_back(std::move(dev));
   }
@@ -177,9 +201,9 @@ void hwlocPciDevices(hwloc_topology_t topo, const std::string& sysRoot, Topology
 }
 
 // hwloc's OS devices name the PCI function of each interface and HCA.
-void hwlocDeviceBusIds(hwloc_topology_t topo, Topology* t) {
+void hwlocDeviceBusIds(const Hwloc& h, Topology* t) {
   hwloc_obj_t os = nullptr;
-  while ((os = hwloc_get_next_osdev(topo, os)) != nullptr) {
+  while ((os = h.next(HWLOC_OBJ_OS_DEVICE, os)) != nullptr) {
     if (!os->name || !os->parent || os->parent->type != HWLOC_OBJ_PCI_DEVICE) continue;
     const std::string busId = busIdOf(os->parent->attr->pcidev);
     if (os->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK) {
@@ -197,19 +221,21 @@ Result discover(const std::string& xml, const std::string& sysRoot, Topology* ou
   if (stat(sysRoot.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return fail(ncclInvalidArgument, "topology: %s is not a directory (expected a sysfs root)",
                 sysRoot.c_str());
-  HwlocTopology topo;
-  BRAID_TRY(load(xml, &topo));
+  HwlocLoad loaded = processHwloc();
+  if (!loaded.lib) return fail(ncclSystemError, "hwloc: %s", loaded.why.c_str());
+  Hwloc h(std::move(loaded.lib));
+  BRAID_TRY(h.load(xml));
   Topology t;
   t.backend = Backend::kHwloc;
   // hwloc writes its own release into the root object at load time.
-  const char* version = hwloc_obj_get_info_by_name(hwloc_get_root_obj(topo.get()), "hwlocVersion");
+  const char* version = hwloc_obj_get_info_by_name(h.root(), "hwlocVersion");
   t.backendVersion = version ? version : "";
-  hwlocCpus(topo.get(), &t);
-  hwlocNumaNodes(topo.get(), sysRoot, &t);
-  hwlocPciDevices(topo.get(), sysRoot, &t);
+  hwlocCpus(h, &t);
+  hwlocNumaNodes(h, sysRoot, &t);
+  hwlocPciDevices(h, sysRoot, &t);
   readNetInterfaces(sysRoot, &t);
   readIbDevices(sysRoot, &t);
-  hwlocDeviceBusIds(topo.get(), &t);
+  hwlocDeviceBusIds(h, &t);
   *out = std::move(t);
   return Result::success();
 }

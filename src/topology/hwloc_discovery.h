@@ -15,7 +15,9 @@ namespace topo {
 // from hwloc's view of the running machine. hwloc has no link state, speed or
 // virtual interfaces, so the interface and InfiniBand lists are read from sysfs
 // below `sysRoot`, and the PCI function of each is then taken from hwloc's OS
-// device of the same name where hwloc has one. Fails when hwloc cannot load.
+// device of the same name where hwloc has one. libhwloc itself is loaded at
+// run time (hwloc_loader.h); fails, saying why, when it cannot be loaded or
+// cannot read the machine.
 Result discoverTopologyHwloc(const std::string& sysRoot, Topology* out);
 
 // The same from an hwloc XML export (lstopo foo.xml) instead of the running

@@ -2,7 +2,8 @@
 // devices that matter for communication (GPUs, NICs), network interfaces and
 // InfiniBand devices. Two backends fill the same structure: sysfs (always
 // built, reads from a root given by the caller so that tests can hand in a
-// fixture tree) and hwloc (built when BRAID_HWLOC finds it, hwloc_discovery.h).
+// fixture tree) and hwloc (built when BRAID_HWLOC finds its headers, libhwloc
+// loaded at run time: hwloc_discovery.h, hwloc_loader.h).
 //
 // Plain data: discovery never fails on a malformed or missing file; it skips
 // what it cannot read and says so in `warnings`, because a machine with an
@@ -93,15 +94,23 @@ Result discoverTopology(const std::string& sysRoot, Topology* out);
 // Whether this build has the hwloc backend (BRAID_HWLOC at configure time).
 bool hwlocBuiltIn();
 
-// The backend for a BRAID_TOPO value: "" -> hwloc when built in, else sysfs;
-// "sysfs"; "hwloc" (sysfs and a warning when not built in). Any other value
+// Whether the hwloc backend can run in this process: built in, and libhwloc
+// loads at run time with the ABI this build was compiled for (tried once per
+// process; a missing hwloc is logged once at INFO, an unusable one at WARN).
+// `why` (when not null) says why not.
+bool hwlocAvailable(std::string* why = nullptr);
+
+// The backend for a BRAID_TOPO value: "" -> hwloc when available, else sysfs;
+// "sysfs"; "hwloc" (sysfs and a warning when not available). Any other value
 // warns and is taken as "". `warning` is cleared when there is nothing to say.
 Backend chooseBackend(const std::string& request, std::string* warning);
 
 // This machine, read by the backend chooseBackend picks for $BRAID_TOPO. hwloc
 // reads the running kernel only, so a `sysRoot` other than "/sys" (a fixture)
-// means sysfs, with a warning if hwloc was asked for; so does an hwloc that
-// fails to load. Fails only when the sysfs root is not a directory.
+// means sysfs, with a warning if hwloc was asked for. A libhwloc missing at run
+// time means sysfs too (logged at INFO; a warning when BRAID_TOPO=hwloc), and so
+// does an hwloc that fails to read the machine (a warning). Fails only when the
+// sysfs root is not a directory.
 Result discoverMachine(const std::string& sysRoot, Topology* out);
 
 // Parts of discoverTopology, each reading its own corner of sysfs.

@@ -1,11 +1,14 @@
 // The hwloc backend and the choice between backends: on this machine hwloc and
 // sysfs must describe the same CPUs, NUMA nodes, GPUs and NICs; on an hwloc XML
-// twin of the sysfs two-socket fixture, exactly the same Topology. The hwloc
-// tests skip, saying why, in builds without hwloc.
+// twin of the sysfs two-socket fixture, exactly the same Topology; libhwloc
+// loaded at run time, and sysfs when it cannot be. The hwloc tests skip,
+// saying why, in builds without hwloc.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +16,7 @@
 #include "topology/topology.h"
 #ifdef BRAID_HAVE_HWLOC
 #include "topology/hwloc_discovery.h"
+#include "topology/hwloc_loader.h"
 #endif
 
 namespace braid {
@@ -25,6 +29,13 @@ using testing::SysfsFixture;
   if (!hwlocBuiltIn())                                                            \
   GTEST_SKIP() << "hwloc is not built in (configure with libhwloc-dev installed, " \
                   "BRAID_HWLOC=AUTO or ON)"
+
+// Tests that need libhwloc itself, which a build with hwloc's headers may lack
+// at run time.
+#define SKIP_WITHOUT_LIBHWLOC()                                  \
+  SKIP_WITHOUT_HWLOC();                                          \
+  if (std::string why; !hwlocAvailable(&why))                    \
+  GTEST_SKIP() << "libhwloc cannot be used here: " << why
 
 // Sets BRAID_TOPO for one test and puts back what was there.
 class ScopedTopoEnv {
@@ -117,17 +128,17 @@ void expectSameMachine(const Topology& s, const Topology& h, bool deviceNuma) {
 
 TEST(TopoBackend, ChoiceFromBraidTopo) {
   std::string warning;
-  const Backend preferred = hwlocBuiltIn() ? Backend::kHwloc : Backend::kSysfs;
+  const Backend preferred = hwlocAvailable() ? Backend::kHwloc : Backend::kSysfs;
   EXPECT_EQ(chooseBackend("", &warning), preferred);
   EXPECT_EQ(warning, "");
   EXPECT_EQ(chooseBackend("sysfs", &warning), Backend::kSysfs);
   EXPECT_EQ(warning, "");
-  if (hwlocBuiltIn()) {
+  if (hwlocAvailable()) {
     EXPECT_EQ(chooseBackend("hwloc", &warning), Backend::kHwloc);
     EXPECT_EQ(warning, "");
   } else {
     EXPECT_EQ(chooseBackend("hwloc", &warning), Backend::kSysfs);
-    EXPECT_NE(warning.find("no hwloc"), std::string::npos) << warning;
+    EXPECT_NE(warning.find("BRAID_TOPO=hwloc, but"), std::string::npos) << warning;
   }
   EXPECT_EQ(chooseBackend("lstopo", &warning), preferred);
   EXPECT_NE(warning.find("BRAID_TOPO=lstopo"), std::string::npos) << warning;
@@ -135,11 +146,11 @@ TEST(TopoBackend, ChoiceFromBraidTopo) {
   EXPECT_STREQ(backendName(Backend::kHwloc), "hwloc");
 }
 
-TEST(TopoBackend, DefaultIsHwlocWhenBuiltIn) {
+TEST(TopoBackend, DefaultIsHwlocWhenAvailable) {
   ScopedTopoEnv env(nullptr);
   Topology t = machine();
-  EXPECT_EQ(t.backend, hwlocBuiltIn() ? Backend::kHwloc : Backend::kSysfs);
-  EXPECT_EQ(t.backendVersion.empty(), !hwlocBuiltIn());
+  EXPECT_EQ(t.backend, hwlocAvailable() ? Backend::kHwloc : Backend::kSysfs);
+  EXPECT_EQ(t.backendVersion.empty(), !hwlocAvailable());
 }
 
 TEST(TopoBackend, EnvForcesSysfs) {
@@ -154,9 +165,12 @@ TEST(TopoBackend, EnvForcesSysfs) {
 TEST(TopoBackend, EnvForcesHwlocOrWarns) {
   ScopedTopoEnv env("hwloc");
   Topology t = machine();
-  if (hwlocBuiltIn()) {
+  if (hwlocAvailable()) {
     EXPECT_EQ(t.backend, Backend::kHwloc);
     EXPECT_FALSE(warned(t, "BRAID_TOPO"));
+  } else if (hwlocBuiltIn()) {
+    EXPECT_EQ(t.backend, Backend::kSysfs);
+    EXPECT_TRUE(warned(t, "BRAID_TOPO=hwloc, but cannot load"));
   } else {
     EXPECT_EQ(t.backend, Backend::kSysfs);
     EXPECT_TRUE(warned(t, "BRAID_TOPO=hwloc, but this build of braid has no hwloc"));
@@ -190,7 +204,7 @@ TEST(TopoBackend, MissingRootFailsWithEitherBackend) {
 }
 
 TEST(HwlocDiscovery, AgreesWithSysfsOnThisMachine) {
-  SKIP_WITHOUT_HWLOC();
+  SKIP_WITHOUT_LIBHWLOC();
   Topology s, h;
   {
     ScopedTopoEnv env("sysfs");
@@ -282,6 +296,7 @@ Topology fromXml(const std::string& xml, const SysfsFixture& fx) {
 }
 
 TEST(HwlocDiscovery, XmlTwinOfTheSysfsFixtureGivesTheSameTopology) {
+  SKIP_WITHOUT_LIBHWLOC();
   SysfsFixture fx;
   testing::buildTwoSocketMachine(&fx);
   Topology s;
@@ -296,6 +311,7 @@ TEST(HwlocDiscovery, XmlTwinOfTheSysfsFixtureGivesTheSameTopology) {
 }
 
 TEST(HwlocDiscovery, DistancesFollowNodeOrderAndDeviceNamesComeFromHwloc) {
+  SKIP_WITHOUT_LIBHWLOC();
   SysfsFixture fx;
   testing::buildTwoSocketMachine(&fx);
   // sysfs no longer says where eth0 sits; hwloc's OS device does.
@@ -321,6 +337,7 @@ TEST(HwlocDiscovery, DistancesFollowNodeOrderAndDeviceNamesComeFromHwloc) {
 }
 
 TEST(HwlocDiscovery, WithoutAMatrixTheSysfsDistancesAreUsed) {
+  SKIP_WITHOUT_LIBHWLOC();
   SysfsFixture fx;
   testing::buildTwoSocketMachine(&fx);
   std::string xml = twoSocketXml("");
@@ -332,10 +349,204 @@ TEST(HwlocDiscovery, WithoutAMatrixTheSysfsDistancesAreUsed) {
 }
 
 TEST(HwlocDiscovery, BadXmlFails) {
+  SKIP_WITHOUT_LIBHWLOC();
   SysfsFixture fx;
   Topology t;
   EXPECT_FALSE(discoverTopologyHwlocXml("<topology", fx.root(), &t).ok());
   EXPECT_FALSE(discoverTopologyHwlocXml("", fx.root(), &t).ok());
+}
+
+// ---- libhwloc loaded at run time ------------------------------------------
+
+constexpr const char* kNoSuchHwloc = "libbraid-test-no-such-hwloc.so.15";
+
+// Points the process's hwloc loader at other library names for one test.
+class ScopedHwlocSonames {
+ public:
+  explicit ScopedHwlocSonames(const std::vector<std::string>& names) {
+    setHwlocSonamesForTesting(names);
+  }
+  ~ScopedHwlocSonames() { setHwlocSonamesForTesting({}); }
+  ScopedHwlocSonames(const ScopedHwlocSonames&) = delete;
+  ScopedHwlocSonames& operator=(const ScopedHwlocSonames&) = delete;
+};
+
+bool contains(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
+
+TEST(HwlocLoader, OpensTheInstalledLibraryWithTheHeadersAbi) {
+  std::shared_ptr<HwlocLibrary> lib;
+  bool absent = true;
+  Result r = HwlocLibrary::open(kHwlocSoname, &lib, &absent);
+  if (!r.ok() && absent) GTEST_SKIP() << r.message();
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(lib->api().getApiVersion() >> 16, static_cast<unsigned>(HWLOC_API_VERSION >> 16));
+  EXPECT_EQ(lib->soname(), kHwlocSoname);
+}
+
+TEST(HwlocLoader, MissingLibraryIsAbsent) {
+  std::shared_ptr<HwlocLibrary> lib;
+  bool absent = false;
+  Result r = HwlocLibrary::open(kNoSuchHwloc, &lib, &absent);
+  EXPECT_FALSE(r.ok());
+  EXPECT_TRUE(absent);
+  EXPECT_EQ(lib, nullptr);
+  EXPECT_TRUE(contains(r.message(), std::string("cannot load ") + kNoSuchHwloc)) << r.message();
+}
+
+TEST(HwlocLoader, LibraryWithoutHwlocIsUnusableNotAbsent) {
+  std::shared_ptr<HwlocLibrary> lib;
+  bool absent = true;
+  Result r = HwlocLibrary::open("libc.so.6", &lib, &absent);
+  EXPECT_FALSE(r.ok());
+  EXPECT_FALSE(absent);
+  EXPECT_TRUE(contains(r.message(), "lacks hwloc_get_api_version")) << r.message();
+}
+
+TEST(HwlocLoader, OtherApiMajorIsRefused) {
+  std::shared_ptr<HwlocLibrary> lib;
+  bool absent = true;
+  Result r = HwlocLibrary::open(BRAID_FAKE_HWLOC3, &lib, &absent);
+  EXPECT_FALSE(r.ok());
+  EXPECT_FALSE(absent);
+  EXPECT_EQ(lib, nullptr);
+  EXPECT_TRUE(contains(r.message(), "has hwloc API 3.0, braid was built for 2.")) << r.message();
+}
+
+// The helpers hwloc.h inlines, rebuilt over the resolved entry points, on the
+// XML twin: 8 PUs, 2 NUMA nodes (a virtual depth), 6 PCI functions, 4 OS
+// devices, one NUMA matrix, and no Group objects at all.
+TEST(HwlocLoader, InlineHelpersWalkTheLoadedTopology) {
+  SKIP_WITHOUT_LIBHWLOC();
+  std::shared_ptr<HwlocLibrary> lib = processHwloc().lib;
+  ASSERT_NE(lib, nullptr);
+  const HwlocApi& a = lib->api();
+  hwloc_topology_t topo = nullptr;
+  ASSERT_EQ(a.topologyInit(&topo), 0);
+  const std::string xml = twoSocketXml("10 21 21 10");
+  ASSERT_EQ(a.topologySetXmlbuffer(topo, xml.data(), static_cast<int>(xml.size()) + 1), 0);
+  a.topologySetIoTypesFilter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  ASSERT_EQ(a.topologyLoad(topo), 0);
+  auto count = [&](hwloc_obj_type_t type) {
+    int n = 0;
+    for (hwloc_obj_t o = lib->nextObjByType(topo, type, nullptr); o;
+         o = lib->nextObjByType(topo, type, o))
+      ++n;
+    return n;
+  };
+  EXPECT_EQ(lib->rootObj(topo)->type, HWLOC_OBJ_MACHINE);
+  EXPECT_EQ(count(HWLOC_OBJ_PU), 8);
+  EXPECT_EQ(count(HWLOC_OBJ_NUMANODE), 2);
+  EXPECT_EQ(count(HWLOC_OBJ_PCI_DEVICE), 6);
+  EXPECT_EQ(count(HWLOC_OBJ_OS_DEVICE), 4);
+  EXPECT_EQ(count(HWLOC_OBJ_GROUP), 0);
+  unsigned nr = 1;
+  hwloc_distances_s* d = nullptr;
+  ASSERT_EQ(lib->distancesGetByType(topo, HWLOC_OBJ_NUMANODE, &nr, &d, 0, 0), 0);
+  EXPECT_EQ(nr, 1u);
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->nbobjs, 2u);
+  a.distancesRelease(topo, d);
+  nr = 1;
+  EXPECT_EQ(lib->distancesGetByType(topo, HWLOC_OBJ_GROUP, &nr, &d, 0, 0), 0);
+  EXPECT_EQ(nr, 0u);
+  a.topologyDestroy(topo);
+}
+
+TEST(HwlocLoader, TriesTheNextNameWhenOneIsMissing) {
+  SKIP_WITHOUT_LIBHWLOC();
+  ScopedHwlocSonames names({kNoSuchHwloc, kHwlocSoname});
+  HwlocLoad load = processHwloc();
+  ASSERT_NE(load.lib, nullptr) << load.why;
+  EXPECT_EQ(load.lib->soname(), kHwlocSoname);
+}
+
+TEST(HwlocLoader, AnUnusableLibraryIsReportedBeforeAMissingOne) {
+  ScopedHwlocSonames names({kNoSuchHwloc, BRAID_FAKE_HWLOC3});
+  HwlocLoad load = processHwloc();
+  EXPECT_EQ(load.lib, nullptr);
+  EXPECT_FALSE(load.absent);
+  EXPECT_TRUE(contains(load.why, "has hwloc API 3.0")) << load.why;
+}
+
+TEST(TopoBackend, WithoutLibhwlocSysfsIsUsedWithoutWarning) {
+  ScopedHwlocSonames names({kNoSuchHwloc});
+  std::string why;
+  EXPECT_FALSE(hwlocAvailable(&why));
+  EXPECT_TRUE(contains(why, kNoSuchHwloc)) << why;
+  EXPECT_TRUE(processHwloc().absent);
+  std::string warning = "x";
+  EXPECT_EQ(chooseBackend("", &warning), Backend::kSysfs);
+  EXPECT_EQ(warning, "");
+  ScopedTopoEnv env(nullptr);
+  Topology t = machine();
+  EXPECT_EQ(t.backend, Backend::kSysfs);
+  EXPECT_TRUE(t.backendVersion.empty());
+  EXPECT_TRUE(t.warnings.empty()) << t.warnings[0];
+  EXPECT_FALSE(t.cpus.empty());
+  // Direct hwloc discovery says why it cannot run.
+  SysfsFixture fx;
+  Result r = discoverTopologyHwlocXml(twoSocketXml("10 21 21 10"), fx.root(), &t);
+  EXPECT_FALSE(r.ok());
+  EXPECT_TRUE(contains(r.message(), kNoSuchHwloc)) << r.message();
+}
+
+TEST(TopoBackend, BraidTopoHwlocWithoutLibhwlocWarnsAndUsesSysfs) {
+  ScopedHwlocSonames names({kNoSuchHwloc});
+  std::string warning;
+  EXPECT_EQ(chooseBackend("hwloc", &warning), Backend::kSysfs);
+  EXPECT_TRUE(contains(warning, std::string("BRAID_TOPO=hwloc, but cannot load ") + kNoSuchHwloc))
+      << warning;
+  ScopedTopoEnv env("hwloc");
+  Topology t = machine();
+  EXPECT_EQ(t.backend, Backend::kSysfs);
+  EXPECT_TRUE(warned(t, "BRAID_TOPO=hwloc, but cannot load"));
+  EXPECT_FALSE(t.cpus.empty());
+}
+
+TEST(TopoBackend, BraidTopoHwlocWithAnotherHwlocAbiWarns) {
+  ScopedHwlocSonames names({BRAID_FAKE_HWLOC3});
+  std::string warning;
+  EXPECT_EQ(chooseBackend("hwloc", &warning), Backend::kSysfs);
+  EXPECT_TRUE(contains(warning, "has hwloc API 3.0")) << warning;
+}
+
+// One INFO line for a missing libhwloc, however often the backend is chosen,
+// and no warning. Run in a fresh process (the log settings are read once),
+// logging to stderr.
+int occurrences(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+class OneInfoNoWarning : public ::testing::MatcherInterface<const std::string&> {
+ public:
+  bool MatchAndExplain(const std::string& err, ::testing::MatchResultListener*) const override {
+    return occurrences(err, "BRAID INFO topology: hwloc is not installed (cannot load "
+                            "libbraid-test-no-such-hwloc.so.15") == 1 &&
+           occurrences(err, " WARN ") == 0;
+  }
+  void DescribeTo(std::ostream* os) const override {
+    *os << "one INFO line saying hwloc is not installed, and no WARN line";
+  }
+};
+
+TEST(TopoBackend, MissingLibhwlocIsOneInfoLine) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("NCCL_DEBUG", "INFO", 1);
+        unsetenv("NCCL_DEBUG_SUBSYS");
+        unsetenv("NCCL_DEBUG_FILE");
+        setHwlocSonamesForTesting({kNoSuchHwloc});
+        std::string warning;
+        for (int i = 0; i < 3; ++i) chooseBackend("", &warning);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0),
+      ::testing::Matcher<const std::string&>(new OneInfoNoWarning));  // the Matcher owns it
 }
 
 #else
