@@ -1,0 +1,54 @@
+// The bulk protocol (fifo_view.h): the receiver reads and the sender writes
+// the slot in place; one counter per message, published after a fence.
+#pragma once
+
+#include "kernels/executor/fifo_view.h"
+
+namespace braid {
+namespace exec {
+
+// Receiver: waits for message port.seq+1 and checks it holds `bytes`.
+template <class G>
+BRAID_HD ExecStatus bulkWaitRecv(const Port& port, uint64_t bytes, const char** data, const G& g,
+                                 const WaitControl& w) {
+  const uint64_t m = port.seq + 1;
+  const FifoView& f = port.fifo;
+  ExecStatus st = waitUntil(w, [&] { return int64_t(loadAcquire(f.head) - m) >= 0; });
+  // The size was stored before head's release, so the acquire above covers it.
+  if (st == ExecStatus::Ok && f.sizes[m % f.nslots] != bytes) st = ExecStatus::SizeMismatch;
+  *data = f.slot(m);
+  return ExecStatus(g.agree(int32_t(st)));
+}
+
+// Sender: the slot of message port.seq+1 (after waitCredit).
+BRAID_HD inline char* bulkSlot(const Port& port) { return port.fifo.slot(port.seq + 1); }
+
+// Sender: publishes the slot every thread has written. Each thread fences its
+// own writes; after the barrier one thread stores the size, then head.
+template <class G>
+BRAID_HD void bulkPost(Port& port, uint64_t bytes, const G& g) {
+  fenceSystem();
+  g.sync();
+  if (g.tid() == 0) {
+    const uint64_t m = port.seq + 1;
+    port.fifo.sizes[m % port.fifo.nslots] = bytes;
+    storeRelease(port.fifo.head, m);
+    port.seq = m;
+  }
+  g.sync();
+}
+
+// Receiver: hands the slot back once no thread reads it any more.
+template <class G>
+BRAID_HD void bulkRelease(Port& port, const G& g) {
+  g.sync();
+  if (g.tid() == 0) {
+    const uint64_t m = port.seq + 1;
+    storeRelease(port.fifo.tail, m);
+    port.seq = m;
+  }
+  g.sync();
+}
+
+}  // namespace exec
+}  // namespace braid

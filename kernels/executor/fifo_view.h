@@ -1,0 +1,177 @@
+// One direction of a connection as the plan interpreter sees it: nslots slots
+// and two 64-bit counters in memory both ends can reach (host memory for the
+// CPU tests; device or mapped memory for the kernels). Which protocol fills
+// the slots is fixed per FIFO:
+//
+//   Bulk: a slot is raw bytes. The sender writes them, fences, stores the
+//         message's size, then `head` (messages posted) with release ordering;
+//         the receiver polls `head` with acquire ordering.
+//   LL:   a slot is an array of 8-byte lines {uint32 data, uint32 flag}. The
+//         sender writes each line in ONE 8-byte store with flag = the message's
+//         sequence number (truncated to 32 bits), no fence; the receiver polls
+//         each line until its flag is the one it expects. Flags are never
+//         reset: message m+nslots reuses m's slot with a different flag.
+//
+// Both: the receiver stores `tail` (messages consumed) with release ordering
+// once it no longer reads the slot; the sender waits, with acquire, for
+// `m - tail <= nslots` before writing message m. Messages are numbered from
+// base+1, where `base` is the value both counters start at (0 normally; the
+// tests start near 2^32 so that the LL flags wrap).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/executor/device_memory_model.h"
+
+namespace braid {
+namespace exec {
+
+enum class Protocol : uint32_t { Bulk = 0, LL = 1 };
+
+// How a lane's run ended. Larger is worse: a group of threads reports the
+// largest code any of them saw (Group::agree).
+enum class ExecStatus : int32_t {
+  Ok = 0,
+  SizeMismatch = 1,  // bulk: the sender posted another size than the step expects
+  BadStep = 2,       // a step larger than a slot, or naming a port the lane lacks
+  TimedOut = 3,      // a wait reached WaitControl::maxPolls
+  Aborted = 4,       // the abort word became non-zero during a wait
+};
+
+BRAID_HD inline const char* execStatusName(ExecStatus s) {
+  switch (s) {
+    case ExecStatus::Ok: return "ok";
+    case ExecStatus::SizeMismatch: return "size mismatch";
+    case ExecStatus::BadStep: return "bad step";
+    case ExecStatus::TimedOut: return "timed out";
+    case ExecStatus::Aborted: return "aborted";
+  }
+  return "?";
+}
+
+// Every wait loop polls `abortFlag` (when not null) and gives up after
+// `maxPolls` polls (0: never; production relies on the abort word).
+struct WaitControl {
+  const uint32_t* abortFlag = nullptr;
+  uint64_t maxPolls = 0;
+};
+
+// Polls ready() until it is true, the abort word is set or the bound is hit.
+template <class Ready>
+BRAID_HD ExecStatus waitUntil(const WaitControl& w, Ready ready) {
+  for (uint64_t polls = 0;; ++polls) {
+    if (ready()) return ExecStatus::Ok;
+    if (w.abortFlag != nullptr && loadFlag(w.abortFlag) != 0) return ExecStatus::Aborted;
+    if (w.maxPolls != 0 && polls >= w.maxPolls) return ExecStatus::TimedOut;
+    pauseAfter(polls);
+  }
+}
+
+// One LL line: data in the low half, flag in the high half of one uint64_t.
+BRAID_HD BRAID_INLINE uint64_t llLine(uint32_t data, uint32_t flag) {
+  return uint64_t(data) | (uint64_t(flag) << 32);
+}
+BRAID_HD BRAID_INLINE uint32_t llData(uint64_t line) { return uint32_t(line); }
+BRAID_HD BRAID_INLINE uint32_t llFlag(uint64_t line) { return uint32_t(line >> 32); }
+
+constexpr uint64_t kLLBytesPerLine = 4;
+
+BRAID_HD BRAID_INLINE uint64_t llLinesFor(uint64_t bytes) {
+  return (bytes + kLLBytesPerLine - 1) / kLLBytesPerLine;
+}
+
+// Pointers to one FIFO's memory, identical at both ends.
+struct FifoView {
+  uint64_t* head = nullptr;   // bulk: messages posted; written by the sender
+  uint64_t* tail = nullptr;   // messages consumed; written by the receiver
+  uint64_t* sizes = nullptr;  // bulk: bytes of the message in each slot [nslots]
+  char* slots = nullptr;      // nslots x slotStride bytes, 64-byte aligned
+  uint64_t slotStride = 0;
+  uint64_t payloadBytes = 0;  // the most bytes one message carries
+  uint32_t nslots = 0;
+  Protocol protocol = Protocol::Bulk;
+
+  BRAID_HD char* slot(uint64_t message) const { return slots + (message % nslots) * slotStride; }
+};
+
+// One end of a FIFO, owned by the single lane that uses it: `seq` counts the
+// messages this end has moved (starts at the FIFO's base).
+struct Port {
+  FifoView fifo;
+  uint64_t seq = 0;
+};
+
+// Byte layout of one FIFO in a single allocation: counters on their own cache
+// lines (the two ends never write the same line), sizes, then the slots.
+struct FifoLayout {
+  uint64_t headOffset = 0;
+  uint64_t tailOffset = 64;
+  uint64_t sizesOffset = 128;
+  uint64_t slotsOffset = 0;
+  uint64_t slotStride = 0;
+  uint64_t payloadBytes = 0;
+  uint64_t totalBytes = 0;
+  uint32_t nslots = 0;
+  Protocol protocol = Protocol::Bulk;
+};
+
+BRAID_HD inline uint64_t roundUp64(uint64_t n) { return (n + 63) / 64 * 64; }
+
+// payloadBytes: the most bytes a message carries (a plan's chunk); LL slots
+// need twice that (a 4-byte flag per 4 data bytes).
+BRAID_HD inline FifoLayout fifoLayout(Protocol protocol, uint32_t nslots, uint64_t payloadBytes) {
+  FifoLayout l;
+  l.nslots = nslots;
+  l.protocol = protocol;
+  l.payloadBytes = payloadBytes;
+  l.slotStride = roundUp64(protocol == Protocol::LL ? llLinesFor(payloadBytes) * 8 : payloadBytes);
+  if (l.slotStride == 0) l.slotStride = 64;
+  l.slotsOffset = roundUp64(l.sizesOffset + 8ull * nslots);
+  l.totalBytes = l.slotsOffset + l.slotStride * nslots;
+  return l;
+}
+
+BRAID_HD inline FifoView fifoViewAt(char* base, const FifoLayout& l) {
+  FifoView v;
+  v.head = reinterpret_cast<uint64_t*>(base + l.headOffset);
+  v.tail = reinterpret_cast<uint64_t*>(base + l.tailOffset);
+  v.sizes = reinterpret_cast<uint64_t*>(base + l.sizesOffset);
+  v.slots = base + l.slotsOffset;
+  v.slotStride = l.slotStride;
+  v.payloadBytes = l.payloadBytes;
+  v.nslots = l.nslots;
+  v.protocol = l.protocol;
+  return v;
+}
+
+// Writes a FIFO's initial state into `image` (totalBytes, 8-byte aligned,
+// host memory: the FIFO itself, or a copy to upload to the device): counters
+// at `base`, every LL flag at uint32(base). That flag is next expected only by
+// message base + 2^32, long after every slot was overwritten, so no stale line
+// is ever taken for a new one (zeroed memory is right for base 0).
+inline void initFifoImage(char* image, const FifoLayout& l, uint64_t base) {
+  for (uint64_t i = 0; i < l.totalBytes; ++i) image[i] = 0;
+  const FifoView v = fifoViewAt(image, l);
+  *v.head = base;
+  *v.tail = base;
+  if (l.protocol != Protocol::LL) return;
+  const uint64_t lines = l.slotStride / 8;
+  for (uint32_t s = 0; s < l.nslots; ++s) {
+    uint64_t* line = reinterpret_cast<uint64_t*>(v.slots + s * l.slotStride);
+    for (uint64_t i = 0; i < lines; ++i) line[i] = llLine(0, uint32_t(base));
+  }
+}
+
+// Sender: waits until message port.seq+1 has a free slot.
+template <class G>
+BRAID_HD ExecStatus waitCredit(const Port& port, const G& g, const WaitControl& w) {
+  const uint64_t m = port.seq + 1;
+  const FifoView& f = port.fifo;
+  const ExecStatus st =
+      waitUntil(w, [&] { return m - loadAcquire(f.tail) <= uint64_t(f.nslots); });
+  return ExecStatus(g.agree(int32_t(st)));
+}
+
+}  // namespace exec
+}  // namespace braid

@@ -1,0 +1,70 @@
+// Host side: turns a plan's lane into the interpreter's flat steps, with each
+// distinct send peer and receive peer given a port index. The caller makes a
+// Port per index for the FIFO (peer, lane.channel, direction) and fills in a
+// LaneExec (plan_interpreter.h).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "kernels/executor/plan_interpreter.h"
+#include "schedule/plan.h"
+
+namespace braid {
+namespace exec {
+
+struct BoundLane {
+  int32_t channel = 0;
+  std::vector<ExecStep> steps;
+  std::vector<int32_t> sendPeers;  // port index -> peer rank
+  std::vector<int32_t> recvPeers;
+  uint64_t maxMessageBytes = 0;    // the largest step that sends or receives
+};
+
+namespace detail {
+inline int32_t portOf(std::vector<int32_t>& peers, int32_t peer) {
+  auto it = std::find(peers.begin(), peers.end(), peer);
+  if (it != peers.end()) return int32_t(it - peers.begin());
+  peers.push_back(peer);
+  return int32_t(peers.size() - 1);
+}
+}  // namespace detail
+
+// Empty string on success; otherwise why the lane cannot run with messages of
+// at most payloadBytes.
+inline std::string bindLane(const Lane& lane, size_t elemSize, uint64_t payloadBytes, BoundLane* out) {
+  BoundLane b;
+  b.channel = lane.channel;
+  for (size_t i = 0; i < lane.steps.size(); ++i) {
+    const Step& s = lane.steps[i];
+    ExecStep e;
+    e.kind = s.kind;
+    e.srcBuffer = s.src.buffer;
+    e.dstBuffer = s.dst.buffer;
+    e.srcOffset = s.src.offset;
+    e.dstOffset = s.dst.offset;
+    e.count = s.count;
+    e.flags = uint8_t((s.srcIsContribution ? kStepContribution : 0) | (s.final ? kStepFinal : 0));
+    const bool sends = stepSendsKind(s.kind);
+    const bool recvs = stepReceivesKind(s.kind);
+    if ((sends && s.sendPeer < 0) || (recvs && s.recvPeer < 0))
+      return "step " + std::to_string(i) + " (" + stepKindName(s.kind) + ") has no peer";
+    if (sends) e.sendPort = detail::portOf(b.sendPeers, s.sendPeer);
+    if (recvs) e.recvPort = detail::portOf(b.recvPeers, s.recvPeer);
+    if (sends || recvs) {
+      const uint64_t bytes = uint64_t(s.count) * elemSize;
+      if (bytes > payloadBytes)
+        return "step " + std::to_string(i) + " moves " + std::to_string(bytes) + " bytes, more than a slot's " +
+               std::to_string(payloadBytes);
+      b.maxMessageBytes = std::max(b.maxMessageBytes, bytes);
+    }
+    b.steps.push_back(e);
+  }
+  *out = std::move(b);
+  return "";
+}
+
+}  // namespace exec
+}  // namespace braid

@@ -1,0 +1,179 @@
+// The portable plan interpreter: runs one lane of a plan (src/schedule/plan.h)
+// on raw buffers over FIFOs (fifo_view.h) with the bulk or the LL protocol.
+// Header-only and BRAID_HD: the host tests run a lane per thread
+// (HostGroup), the kernel of plan_kernel.cu a lane per block (BlockGroup).
+//
+// A step does exactly what the host executor's tryStep does (same functors,
+// same operand order, PreMulSum on srcIsContribution, SumPostDiv on final), but
+// blocks until its message and its send slot are there instead of returning
+// to try later: a lane here is a thread or a block of its own.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/executor/bulk_protocol.h"
+#include "kernels/executor/element_ops.h"
+#include "kernels/executor/fifo_view.h"
+#include "kernels/executor/ll_protocol.h"
+#include "schedule/plan.h"
+
+namespace braid {
+namespace exec {
+
+constexpr uint8_t kStepContribution = 1;  // Step::srcIsContribution
+constexpr uint8_t kStepFinal = 2;         // Step::final
+
+// A Step with its peers resolved to the lane's ports (lane_binding.h).
+struct ExecStep {
+  StepKind kind = StepKind::Copy;
+  Buffer srcBuffer = Buffer::Input;
+  Buffer dstBuffer = Buffer::Input;
+  uint8_t flags = 0;
+  int32_t sendPort = -1;  // index into LaneExec::sendPorts, -1 none
+  int32_t recvPort = -1;  // index into LaneExec::recvPorts, -1 none
+  uint64_t srcOffset = 0;  // elements
+  uint64_t dstOffset = 0;  // elements
+  uint64_t count = 0;      // elements
+};
+
+// Everything one lane needs, in memory its threads can reach.
+struct LaneExec {
+  const ExecStep* steps = nullptr;
+  uint32_t nsteps = 0;
+  Port* sendPorts = nullptr;
+  uint32_t nsendPorts = 0;
+  Port* recvPorts = nullptr;
+  uint32_t nrecvPorts = 0;
+  const char* input = nullptr;
+  char* output = nullptr;
+  char* scratch = nullptr;
+  // LL only: two buffers of stageBytes (>= the ports' payload rounded up to 8).
+  uint32_t* recvStage = nullptr;
+  uint32_t* sendStage = nullptr;
+  uint64_t stageBytes = 0;
+  Protocol protocol = Protocol::Bulk;
+  RedOp op;
+  WaitControl wait;
+  // Out: the index of the step that failed (nsteps when none did).
+  uint32_t failedStep = 0;
+};
+
+// plan.cc's stepSends/stepReceives, usable on the device.
+BRAID_HD inline bool stepSendsKind(StepKind k) {
+  return k == StepKind::Send || k == StepKind::RecvReduceSend || k == StepKind::RecvReduceCopySend ||
+         k == StepKind::RecvCopySend;
+}
+BRAID_HD inline bool stepReceivesKind(StepKind k) { return k != StepKind::Send && k != StepKind::Copy; }
+
+template <class T>
+BRAID_HD T* bufferAt(const LaneExec& L, Buffer b, uint64_t offset) {
+  char* base = b == Buffer::Input ? const_cast<char*>(L.input) : b == Buffer::Output ? L.output : L.scratch;
+  return reinterpret_cast<T*>(base) + offset;
+}
+
+// The step's arithmetic, as tryStep: `in` is the received message (null when
+// it receives nothing), `out` where its message goes (null when it sends).
+template <class T, class G>
+BRAID_HD void computeStep(const G& g, const LaneExec& L, const ExecStep& s, const T* in, T* out) {
+  const bool pre = (s.flags & kStepContribution) != 0;
+  const bool fin = (s.flags & kStepFinal) != 0;
+  const uint64_t n = s.count;
+  switch (s.kind) {
+    case StepKind::Send:
+      applyCopy(g, L.op, out, bufferAt<T>(L, s.srcBuffer, s.srcOffset), n, pre, false);
+      break;
+    case StepKind::Recv:
+      copyElems(g, bufferAt<T>(L, s.dstBuffer, s.dstOffset), in, n);
+      break;
+    case StepKind::RecvReduceSend:
+      applyReduce(g, L.op, out, in, bufferAt<T>(L, s.srcBuffer, s.srcOffset), n, pre, fin);
+      break;
+    case StepKind::RecvReduceCopy:
+      applyReduce(g, L.op, bufferAt<T>(L, s.dstBuffer, s.dstOffset), in,
+                  bufferAt<T>(L, s.srcBuffer, s.srcOffset), n, pre, fin);
+      break;
+    case StepKind::RecvReduceCopySend: {
+      T* dst = bufferAt<T>(L, s.dstBuffer, s.dstOffset);
+      applyReduce(g, L.op, dst, in, bufferAt<T>(L, s.srcBuffer, s.srcOffset), n, pre, fin);
+      g.sync();  // dst's elements may belong to other threads in the copy below
+      copyElems(g, out, const_cast<const T*>(dst), n);
+      break;
+    }
+    case StepKind::RecvCopySend:
+      copyElems(g, out, in, n);
+      copyElems(g, bufferAt<T>(L, s.dstBuffer, s.dstOffset), in, n);
+      break;
+    case StepKind::Copy: {
+      const T* src = bufferAt<T>(L, s.srcBuffer, s.srcOffset);
+      T* dst = bufferAt<T>(L, s.dstBuffer, s.dstOffset);
+      if (pre || fin || src != dst) applyCopy(g, L.op, dst, src, n, pre, fin);
+      break;
+    }
+  }
+  g.sync();
+}
+
+template <class T, class G>
+BRAID_HD ExecStatus runStep(const G& g, LaneExec& L, const ExecStep& s) {
+  const uint64_t bytes = s.count * sizeof(T);
+  const bool ll = L.protocol == Protocol::LL;
+  const bool recvs = stepReceivesKind(s.kind);
+  const bool sends = stepSendsKind(s.kind);
+  if ((recvs && (s.recvPort < 0 || uint32_t(s.recvPort) >= L.nrecvPorts)) ||
+      (sends && (s.sendPort < 0 || uint32_t(s.sendPort) >= L.nsendPorts)))
+    return ExecStatus::BadStep;
+  Port* rp = recvs ? &L.recvPorts[s.recvPort] : nullptr;
+  Port* sp = sends ? &L.sendPorts[s.sendPort] : nullptr;
+  if ((rp && bytes > rp->fifo.payloadBytes) || (sp && bytes > sp->fifo.payloadBytes) ||
+      (ll && (rp || sp) && bytes > L.stageBytes))
+    return ExecStatus::BadStep;
+
+  const T* in = nullptr;
+  if (rp) {
+    ExecStatus st;
+    if (ll) {
+      st = llRecv(*rp, bytes, L.recvStage, g, L.wait);  // also releases the slot
+      in = reinterpret_cast<const T*>(L.recvStage);
+    } else {
+      const char* slot = nullptr;
+      st = bulkWaitRecv(*rp, bytes, &slot, g, L.wait);
+      in = reinterpret_cast<const T*>(slot);
+    }
+    if (st != ExecStatus::Ok) return st;
+  }
+  T* out = nullptr;
+  if (sp) {
+    const ExecStatus st = waitCredit(*sp, g, L.wait);
+    if (st != ExecStatus::Ok) return st;
+    out = ll ? reinterpret_cast<T*>(L.sendStage) : reinterpret_cast<T*>(bulkSlot(*sp));
+  }
+  computeStep<T>(g, L, s, in, out);
+  if (sp) {
+    if (ll) {
+      llSend(*sp, bytes, L.sendStage, g);
+    } else {
+      bulkPost(*sp, bytes, g);
+    }
+  }
+  if (rp && !ll) bulkRelease(*rp, g);
+  return ExecStatus::Ok;
+}
+
+// Runs every step of the lane in order. Every thread of the group returns the
+// same status; on failure L.failedStep names the step.
+template <class T, class G>
+BRAID_HD ExecStatus runLane(const G& g, LaneExec& L) {
+  for (uint32_t i = 0; i < L.nsteps; ++i) {
+    const ExecStatus st = runStep<T>(g, L, L.steps[i]);
+    if (st != ExecStatus::Ok) {
+      if (g.tid() == 0) L.failedStep = i;
+      return st;
+    }
+  }
+  if (g.tid() == 0) L.failedStep = L.nsteps;
+  return ExecStatus::Ok;
+}
+
+}  // namespace exec
+}  // namespace braid

@@ -1,0 +1,373 @@
+#include "tests/executor/exec_harness.h"
+
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <tuple>
+
+#include "kernels/executor/host_lane_runner.h"
+#include "kernels/executor/lane_binding.h"
+#include "reduce/host_reduce.h"
+#include "reduce/numeric.h"
+
+namespace exectest {
+
+using braid::Buffer;
+using braid::Collective;
+using braid::Lane;
+using braid::Plan;
+using braid::Step;
+using braid::StepKind;
+namespace exec = braid::exec;
+
+std::string describe(const CollCase& c) {
+  std::ostringstream o;
+  o << braid::collectiveName(c.coll) << "/" << braid::algorithmName(c.algorithm) << " P=" << c.nranks
+    << " count=" << c.count << " root=" << c.root << " chunk=" << c.chunkElems << " ch=" << c.nchannels
+    << " type=" << braid::typeName(c.type) << " op=" << int(c.op) << (c.inPlace ? " in-place" : "");
+  return o.str();
+}
+
+namespace {
+
+size_t inputElems(const CollCase& c, int r) {
+  const size_t n = c.count, p = size_t(c.nranks);
+  switch (c.coll) {
+    case Collective::Broadcast: return r == c.root ? n : 0;
+    case Collective::Scatter: return r == c.root ? n * p : 0;
+    case Collective::ReduceScatter:
+    case Collective::AllToAll: return n * p;
+    default: return n;
+  }
+}
+
+size_t outputElems(const CollCase& c, int r) {
+  const size_t n = c.count, p = size_t(c.nranks);
+  switch (c.coll) {
+    case Collective::Reduce: return r == c.root ? n : 0;
+    case Collective::Gather: return r == c.root ? n * p : 0;
+    case Collective::AllGather:
+    case Collective::AllToAll: return n * p;
+    default: return n;
+  }
+}
+
+braid::CollShape shapeOf(const CollCase& c, int r) {
+  braid::CollShape s;
+  s.coll = c.coll;
+  s.algorithm = c.algorithm;
+  s.rank = r;
+  s.nranks = c.nranks;
+  s.count = c.count;
+  s.root = c.root;
+  s.chunkElems = c.chunkElems;
+  s.nchannels = c.nchannels;
+  return s;
+}
+
+// Floating values: mostly moderate (sums stay meaningful), 1 in 16 arbitrary
+// bits (NaN, infinity, subnormals, extremes).
+void fillRandom(ncclDataType_t type, uint8_t* p, size_t n, std::mt19937_64& rng) {
+  const size_t size = braid::typeSize(type);
+  std::uniform_real_distribution<float> moderate(-4.0f, 4.0f);
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t bits = rng();
+    const bool special = (bits & 15) == 0;
+    bits = rng();
+    if (braid::isFloatingType(type) && !special) {
+      const float f = moderate(rng);
+      switch (type) {
+        case ncclFloat16: bits = braid::toHalf(f).bits; break;
+        case ncclBfloat16: bits = braid::toBFloat16(f).bits; break;
+        case ncclFloat8e4m3: bits = braid::toFp8E4M3(f).bits; break;
+        case ncclFloat8e5m2: bits = braid::toFp8E5M2(f).bits; break;
+        case ncclFloat32: std::memcpy(&bits, &f, 4); break;
+        default: {
+          const double d = double(f) / 3.0;
+          std::memcpy(&bits, &d, 8);
+        }
+      }
+    }
+    std::memcpy(p + i * size, &bits, size);
+  }
+}
+
+braid::RedOp redOpOf(const CollCase& c) { return braid::makeBuiltinOp(c.op, c.type, c.nranks); }
+
+struct Buffers {
+  const char* input = nullptr;
+  char* output = nullptr;
+  char* scratch = nullptr;
+};
+
+Buffers buffersOf(RankData& d, const CollCase& c) {
+  Buffers b;
+  b.output = d.output.empty() ? nullptr : reinterpret_cast<char*>(d.output.data());
+  b.input = c.inPlace ? b.output : (d.input.empty() ? nullptr : reinterpret_cast<const char*>(d.input.data()));
+  b.scratch = d.scratch.empty() ? nullptr : reinterpret_cast<char*>(d.scratch.data());
+  return b;
+}
+
+using FifoKey = std::tuple<int, int, int>;  // from, to, channel
+
+}  // namespace
+
+std::vector<Plan> makePlans(const CollCase& c) {
+  std::vector<Plan> plans;
+  for (int r = 0; r < c.nranks; ++r) {
+    if (c.coll == Collective::Send) {
+      // Rank r sends to r+1 and receives from r-1: the two halves of a group.
+      braid::CollShape s = shapeOf(c, r);
+      s.root = (r + 1) % c.nranks;
+      Plan plan = braid::generatePlan(s);
+      s.coll = Collective::Recv;
+      s.root = (r + c.nranks - 1) % c.nranks;
+      Plan recv = braid::generatePlan(s);
+      for (Lane& l : recv.lanes) plan.lanes.push_back(std::move(l));
+      plan.scratchElems = std::max(plan.scratchElems, recv.scratchElems);
+      plans.push_back(std::move(plan));
+    } else {
+      plans.push_back(braid::generatePlan(shapeOf(c, r)));
+    }
+  }
+  return plans;
+}
+
+std::vector<RankData> makeData(const CollCase& c, const std::vector<Plan>& plans, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const size_t size = braid::typeSize(c.type);
+  std::vector<RankData> data(size_t(c.nranks));
+  for (int r = 0; r < c.nranks; ++r) {
+    RankData& d = data[size_t(r)];
+    const size_t in = inputElems(c, r), out = outputElems(c, r);
+    if (c.inPlace) {
+      d.output.resize(out * size);
+      fillRandom(c.type, d.output.data(), out, rng);
+    } else {
+      d.input.resize(in * size);
+      fillRandom(c.type, d.input.data(), in, rng);
+      d.output.assign(out * size, 0xa5);  // not zero: a missed write shows
+    }
+    d.scratch.assign(plans[size_t(r)].scratchElems * size, 0x5a);
+  }
+  return data;
+}
+
+// ---- the reference: tryStep's arithmetic over unbounded queues ----
+
+std::string runReference(const CollCase& c, const std::vector<Plan>& plans, std::vector<RankData>* data) {
+  const braid::RedOp op = redOpOf(c);
+  const size_t esize = braid::typeSize(c.type);
+  std::map<FifoKey, std::deque<std::vector<char>>> queues;
+  std::vector<std::vector<size_t>> next(plans.size());
+  for (size_t r = 0; r < plans.size(); ++r) next[r].assign(plans[r].lanes.size(), 0);
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int r = 0; r < c.nranks; ++r) {
+      const Buffers b = buffersOf((*data)[size_t(r)], c);
+      auto at = [&](braid::BufferRef ref) -> char* {
+        char* base = ref.buffer == Buffer::Input ? const_cast<char*>(b.input)
+                     : ref.buffer == Buffer::Output ? b.output
+                                                    : b.scratch;
+        return base + ref.offset * esize;
+      };
+      const Plan& plan = plans[size_t(r)];
+      for (size_t li = 0; li < plan.lanes.size(); ++li) {
+        const Lane& lane = plan.lanes[li];
+        size_t& k = next[size_t(r)][li];
+        while (k < lane.steps.size()) {
+          const Step& s = lane.steps[k];
+          const size_t bytes = s.count * esize;
+          std::deque<std::vector<char>>* q = nullptr;
+          if (braid::stepReceives(s.kind)) {
+            q = &queues[FifoKey(s.recvPeer, r, lane.channel)];
+            if (q->empty()) break;
+            if (q->front().size() != bytes) return "reference: message size mismatch at rank " + std::to_string(r);
+          }
+          const char* in = q ? q->front().data() : nullptr;
+          std::vector<char> msg(braid::stepSends(s.kind) ? bytes : 0);
+          char* out = msg.data();
+          switch (s.kind) {
+            case StepKind::Send: braid::hostCopy(op, out, at(s.src), s.count, s.srcIsContribution, false); break;
+            case StepKind::Recv: std::memcpy(at(s.dst), in, bytes); break;
+            case StepKind::RecvReduceSend:
+              braid::hostReduce(op, out, in, at(s.src), s.count, s.srcIsContribution, s.final);
+              break;
+            case StepKind::RecvReduceCopy:
+              braid::hostReduce(op, at(s.dst), in, at(s.src), s.count, s.srcIsContribution, s.final);
+              break;
+            case StepKind::RecvReduceCopySend:
+              braid::hostReduce(op, at(s.dst), in, at(s.src), s.count, s.srcIsContribution, s.final);
+              std::memcpy(out, at(s.dst), bytes);
+              break;
+            case StepKind::RecvCopySend:
+              std::memcpy(out, in, bytes);
+              std::memcpy(at(s.dst), in, bytes);
+              break;
+            case StepKind::Copy:
+              if (s.srcIsContribution || s.final || at(s.src) != at(s.dst))
+                braid::hostCopy(op, at(s.dst), at(s.src), s.count, s.srcIsContribution, s.final);
+              break;
+          }
+          if (braid::stepSends(s.kind)) queues[FifoKey(r, s.sendPeer, lane.channel)].push_back(std::move(msg));
+          if (q) q->pop_front();
+          ++k;
+          progress = true;
+        }
+      }
+    }
+  }
+  for (size_t r = 0; r < plans.size(); ++r)
+    for (size_t li = 0; li < plans[r].lanes.size(); ++li)
+      if (next[r][li] != plans[r].lanes[li].steps.size())
+        return "reference: rank " + std::to_string(r) + " lane " + std::to_string(li) + " stuck";
+  for (const auto& kv : queues)
+    if (!kv.second.empty()) return "reference: messages left over";
+  return "";
+}
+
+// ---- the interpreter, a thread per lane ----
+
+namespace {
+
+struct FifoMemory {
+  exec::FifoLayout layout;
+  std::vector<uint64_t> words;  // 8-byte aligned backing
+  exec::FifoView view() { return exec::fifoViewAt(reinterpret_cast<char*>(words.data()), layout); }
+};
+
+struct LaneRun {
+  exec::BoundLane bound;
+  std::vector<exec::Port> sendPorts, recvPorts;
+  std::vector<uint64_t> recvStage, sendStage;
+  exec::LaneExec exec;
+  exec::ExecStatus status = exec::ExecStatus::Ok;
+  int rank = 0;
+};
+
+}  // namespace
+
+std::string runInterpreter(const CollCase& c, const RunConfig& cfg, const std::vector<Plan>& plans,
+                           std::vector<RankData>* data, std::vector<exec::ExecStatus>* statuses) {
+  const size_t esize = braid::typeSize(c.type);
+  const uint64_t payload = uint64_t(c.chunkElems) * esize;
+  std::map<FifoKey, std::unique_ptr<FifoMemory>> fifos;
+  auto fifo = [&](int from, int to, int channel) {
+    auto& f = fifos[FifoKey(from, to, channel)];
+    if (!f) {
+      f = std::make_unique<FifoMemory>();
+      f->layout = exec::fifoLayout(cfg.protocol, cfg.nslots, payload);
+      f->words.resize(f->layout.totalBytes / 8);
+      exec::initFifoImage(reinterpret_cast<char*>(f->words.data()), f->layout, cfg.fifoBase);
+    }
+    return f->view();
+  };
+
+  std::vector<std::unique_ptr<LaneRun>> runs;
+  for (int r = 0; r < c.nranks; ++r) {
+    const Buffers b = buffersOf((*data)[size_t(r)], c);
+    for (const Lane& lane : plans[size_t(r)].lanes) {
+      auto run = std::make_unique<LaneRun>();
+      run->rank = r;
+      const std::string err = exec::bindLane(lane, esize, payload, &run->bound);
+      if (!err.empty()) return "rank " + std::to_string(r) + ": " + err;
+      for (int32_t peer : run->bound.sendPeers) {
+        exec::Port p;
+        p.fifo = fifo(r, peer, lane.channel);
+        p.seq = cfg.fifoBase;
+        run->sendPorts.push_back(p);
+      }
+      for (int32_t peer : run->bound.recvPeers) {
+        exec::Port p;
+        p.fifo = fifo(peer, r, lane.channel);
+        p.seq = cfg.fifoBase;
+        run->recvPorts.push_back(p);
+      }
+      const uint64_t stageWords = (payload + 7) / 8;
+      run->recvStage.assign(stageWords, 0);
+      run->sendStage.assign(stageWords, 0);
+      exec::LaneExec& L = run->exec;
+      L.steps = run->bound.steps.data();
+      L.nsteps = uint32_t(run->bound.steps.size());
+      L.sendPorts = run->sendPorts.data();
+      L.nsendPorts = uint32_t(run->sendPorts.size());
+      L.recvPorts = run->recvPorts.data();
+      L.nrecvPorts = uint32_t(run->recvPorts.size());
+      L.input = b.input;
+      L.output = b.output;
+      L.scratch = b.scratch;
+      L.recvStage = reinterpret_cast<uint32_t*>(run->recvStage.data());
+      L.sendStage = reinterpret_cast<uint32_t*>(run->sendStage.data());
+      L.stageBytes = stageWords * 8;
+      L.protocol = cfg.protocol;
+      L.op = redOpOf(c);
+      L.wait.maxPolls = cfg.maxPolls;
+      L.wait.abortFlag = cfg.abortFlag;
+      runs.push_back(std::move(run));
+    }
+  }
+
+  std::vector<std::thread> threads;
+  threads.reserve(runs.size());
+  for (auto& run : runs) {
+    LaneRun* lr = run.get();
+    threads.emplace_back([lr] { lr->status = exec::runLaneOnHost(lr->exec); });
+  }
+  for (std::thread& t : threads) t.join();
+
+  std::string err;
+  if (statuses) statuses->clear();
+  for (auto& run : runs) {
+    if (statuses) statuses->push_back(run->status);
+    if (run->status != exec::ExecStatus::Ok)
+      err += "rank " + std::to_string(run->rank) + " channel " + std::to_string(run->bound.channel) + ": " +
+             exec::execStatusName(run->status) + " at step " + std::to_string(run->exec.failedStep) + "; ";
+  }
+  return err;
+}
+
+std::string compareOutputs(const CollCase& c, const std::vector<RankData>& want, const std::vector<RankData>& got) {
+  const size_t esize = braid::typeSize(c.type);
+  std::ostringstream o;
+  int reported = 0;
+  for (size_t r = 0; r < want.size() && reported < 4; ++r) {
+    const auto& w = want[r].output;
+    const auto& g = got[r].output;
+    if (w.size() != g.size()) {
+      o << "rank " << r << ": output sizes differ; ";
+      ++reported;
+      continue;
+    }
+    for (size_t i = 0; i < w.size() && reported < 4; i += esize) {
+      if (std::memcmp(w.data() + i, g.data() + i, esize) == 0) continue;
+      uint64_t wb = 0, gb = 0;
+      std::memcpy(&wb, w.data() + i, esize);
+      std::memcpy(&gb, g.data() + i, esize);
+      o << "rank " << r << " element " << i / esize << ": want bits 0x" << std::hex << wb << " got 0x" << gb
+        << std::dec << "; ";
+      ++reported;
+    }
+  }
+  return o.str();
+}
+
+std::string runAndCompare(const CollCase& c, const RunConfig& cfg, uint64_t seed) {
+  const std::vector<Plan> plans = makePlans(c);
+  std::vector<RankData> want = makeData(c, plans, seed);
+  std::vector<RankData> got = want;
+  std::string err = runReference(c, plans, &want);
+  if (!err.empty()) return describe(c) + ": " + err;
+  err = runInterpreter(c, cfg, plans, &got);
+  if (!err.empty()) return describe(c) + ": interpreter: " + err;
+  err = compareOutputs(c, want, got);
+  if (!err.empty()) return describe(c) + (cfg.protocol == exec::Protocol::LL ? " LL" : " bulk") +
+                            " nslots=" + std::to_string(cfg.nslots) + ": " + err;
+  return "";
+}
+
+}  // namespace exectest

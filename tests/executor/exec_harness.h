@@ -1,0 +1,75 @@
+// Test harness of the plan interpreter (kernels/executor): generates the plans
+// of every rank of a collective, fills the ranks' buffers, and runs them
+//  - through the interpreter, one host thread per lane per rank, over FIFOs
+//    in heap memory (either protocol), and
+//  - through a reference that performs every step exactly as the host
+//    executor's tryStep (src/runtime/host/executor.cc) does, with hostCopy and
+//    hostReduce, over unbounded message queues,
+// so that tests compare the two bit for bit.
+#pragma once
+
+#include <nccl.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/executor/fifo_view.h"
+#include "schedule/generate.h"
+
+namespace exectest {
+
+struct CollCase {
+  braid::Collective coll = braid::Collective::AllReduce;
+  braid::Algorithm algorithm = braid::Algorithm::Ring;
+  int nranks = 2;
+  size_t count = 0;  // CollShape's meaning; Send: the message (rank r sends to r+1 mod P)
+  int root = 0;
+  size_t chunkElems = 1;
+  int nchannels = 1;
+  ncclDataType_t type = ncclFloat32;
+  ncclRedOp_t op = ncclSum;
+  bool inPlace = false;  // AllReduce only: input and output are one buffer
+};
+
+struct RunConfig {
+  braid::exec::Protocol protocol = braid::exec::Protocol::Bulk;
+  uint32_t nslots = 2;
+  uint64_t fifoBase = 0;  // where every FIFO's counters start
+  // Safety net of every wait: a broken plan or interpreter fails the test
+  // instead of hanging it.
+  uint64_t maxPolls = uint64_t(1) << 22;
+  const uint32_t* abortFlag = nullptr;
+};
+
+struct RankData {
+  std::vector<uint8_t> input;   // empty where the rank has none
+  std::vector<uint8_t> output;  // in-place: holds the input too, `input` empty
+  std::vector<uint8_t> scratch;
+};
+
+std::string describe(const CollCase& c);
+
+// Every rank's plan.
+std::vector<braid::Plan> makePlans(const CollCase& c);
+
+// Buffers of every rank, inputs filled from `seed` (moderate values plus some
+// NaN, infinities and other bit patterns for floating types).
+std::vector<RankData> makeData(const CollCase& c, const std::vector<braid::Plan>& plans, uint64_t seed);
+
+// Runs the plans the host executor's way; "" or what went wrong.
+std::string runReference(const CollCase& c, const std::vector<braid::Plan>& plans, std::vector<RankData>* data);
+
+// Runs the plans through the interpreter; "" when every lane returned Ok,
+// otherwise each failed lane's status and step. `statuses` (optional) gets
+// every lane's status, rank by rank.
+std::string runInterpreter(const CollCase& c, const RunConfig& cfg, const std::vector<braid::Plan>& plans,
+                           std::vector<RankData>* data, std::vector<braid::exec::ExecStatus>* statuses = nullptr);
+
+// "" when the outputs are equal bit for bit, else the first differences.
+std::string compareOutputs(const CollCase& c, const std::vector<RankData>& want, const std::vector<RankData>& got);
+
+// Generates, runs both ways, compares: "" on success.
+std::string runAndCompare(const CollCase& c, const RunConfig& cfg, uint64_t seed);
+
+}  // namespace exectest

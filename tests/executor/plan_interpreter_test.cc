@@ -1,0 +1,155 @@
+// The plan interpreter (kernels/executor) against the host executor's
+// arithmetic (tests/executor/exec_harness.h), bit for bit: generated plans of
+// every collective and algorithm for 1..8 ranks, both protocols, odd counts
+// and chunks, all 12 datatypes for AllReduce with several operators.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "reduce/host_reduce.h"
+#include "tests/executor/exec_harness.h"
+
+namespace exectest {
+namespace {
+
+using braid::Algorithm;
+using braid::Collective;
+using braid::exec::Protocol;
+
+const ncclDataType_t kAllTypes[] = {ncclInt8,    ncclUint8,    ncclInt32,      ncclUint32,
+                                    ncclInt64,   ncclUint64,   ncclFloat16,    ncclFloat32,
+                                    ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
+
+const Protocol kProtocols[] = {Protocol::Bulk, Protocol::LL};
+
+struct CollAlgo {
+  Collective coll;
+  Algorithm algorithm;
+};
+
+// Every schedule generatePlan has.
+const CollAlgo kSchedules[] = {
+    {Collective::AllReduce, Algorithm::Ring},
+    {Collective::AllReduce, Algorithm::Tree},
+    {Collective::AllReduce, Algorithm::RecursiveDoubling},
+    {Collective::AllReduce, Algorithm::HalvingDoubling},
+    {Collective::ReduceScatter, Algorithm::Ring},
+    {Collective::ReduceScatter, Algorithm::HalvingDoubling},
+    {Collective::AllGather, Algorithm::Ring},
+    {Collective::AllGather, Algorithm::RecursiveDoubling},
+    {Collective::Broadcast, Algorithm::Ring},
+    {Collective::Broadcast, Algorithm::Tree},
+    {Collective::Reduce, Algorithm::Ring},
+    {Collective::Reduce, Algorithm::Tree},
+    {Collective::AllToAll, Algorithm::Direct},
+    {Collective::Gather, Algorithm::Direct},
+    {Collective::Scatter, Algorithm::Direct},
+    {Collective::Send, Algorithm::Direct},
+};
+
+class ScheduleSweep : public ::testing::TestWithParam<CollAlgo> {};
+
+// 1..8 ranks, both protocols, two (count, chunk) pairs that divide nothing,
+// one and two channels, roots at both ends; float32 sum and int8 with the
+// reduction most likely to show a misplaced operand (max, or avg where it
+// means SumPostDiv at the final step).
+TEST_P(ScheduleSweep, MatchesHostExecutorBitForBit) {
+  const CollAlgo ca = GetParam();
+  struct Size {
+    size_t count, chunk;
+  };
+  const Size sizes[] = {{37, 5}, {1001, 64}};
+  int runs = 0;
+  for (int p = 1; p <= 8; ++p) {
+    for (const Size& sz : sizes) {
+      for (Protocol proto : kProtocols) {
+        CollCase c;
+        c.coll = ca.coll;
+        c.algorithm = ca.algorithm;
+        c.nranks = p;
+        c.count = sz.count;
+        c.chunkElems = sz.chunk;
+        c.nchannels = 1 + (p + int(sz.chunk)) % 2;
+        c.root = (sz.count + size_t(p)) % 2 == 0 ? 0 : p - 1;
+        c.type = (p % 2 == 0) ? ncclFloat32 : ncclInt8;
+        c.op = c.type == ncclInt8 ? (p % 4 == 1 ? ncclAvg : ncclMax) : ncclSum;
+        RunConfig cfg;
+        cfg.protocol = proto;
+        cfg.nslots = 2 + uint32_t(p % 2);
+        EXPECT_EQ(runAndCompare(c, cfg, uint64_t(p) * 1000 + sz.count), "");
+        ++runs;
+      }
+    }
+  }
+  EXPECT_EQ(runs, 8 * 2 * 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllSchedules, ScheduleSweep, ::testing::ValuesIn(kSchedules),
+                         [](const ::testing::TestParamInfo<CollAlgo>& info) {
+                           return std::string(braid::collectiveName(info.param.coll)) +
+                                  braid::algorithmName(info.param.algorithm);
+                         });
+
+struct TypeOp {
+  ncclDataType_t type;
+  ncclRedOp_t op;
+};
+
+class AllReduceTypes : public ::testing::TestWithParam<ncclDataType_t> {};
+
+// Every datatype with sum, avg (PreMulSum for floating types, SumPostDiv for
+// integers), prod, max and min over the four allreduce schedules.
+TEST_P(AllReduceTypes, EveryOpMatchesHostExecutor) {
+  const ncclDataType_t type = GetParam();
+  const ncclRedOp_t ops[] = {ncclSum, ncclAvg, ncclProd, ncclMax, ncclMin};
+  const Algorithm algos[] = {Algorithm::Ring, Algorithm::Tree, Algorithm::RecursiveDoubling,
+                             Algorithm::HalvingDoubling};
+  for (ncclRedOp_t op : ops) {
+    for (Algorithm a : algos) {
+      for (Protocol proto : kProtocols) {
+        CollCase c;
+        c.algorithm = a;
+        c.nranks = (op == ncclSum || op == ncclAvg) ? 5 : 3;
+        c.count = 211;
+        c.chunkElems = 13;
+        c.type = type;
+        c.op = op;
+        c.inPlace = op == ncclAvg;
+        RunConfig cfg;
+        cfg.protocol = proto;
+        EXPECT_EQ(runAndCompare(c, cfg, 77 + uint64_t(type)), "");
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, AllReduceTypes, ::testing::ValuesIn(kAllTypes),
+                         [](const ::testing::TestParamInfo<ncclDataType_t>& info) {
+                           return std::string(braid::typeName(info.param));
+                         });
+
+// The reduced collectives other than allreduce, for every type with avg (the
+// PreMulSum/SumPostDiv placement: contribution and final flags).
+TEST(PlanInterpreter, ReduceAndReduceScatterAvgEveryType) {
+  for (ncclDataType_t type : kAllTypes) {
+    for (CollAlgo ca : {CollAlgo{Collective::Reduce, Algorithm::Tree}, CollAlgo{Collective::Reduce, Algorithm::Ring},
+                        CollAlgo{Collective::ReduceScatter, Algorithm::HalvingDoubling}}) {
+      CollCase c;
+      c.coll = ca.coll;
+      c.algorithm = ca.algorithm;
+      c.nranks = 6;
+      c.root = 4;
+      c.count = 53;
+      c.chunkElems = 11;
+      c.type = type;
+      c.op = ncclAvg;
+      RunConfig cfg;
+      cfg.protocol = type % 2 == 0 ? Protocol::Bulk : Protocol::LL;
+      EXPECT_EQ(runAndCompare(c, cfg, 5 + uint64_t(type)), "");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace exectest

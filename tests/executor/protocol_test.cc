@@ -1,0 +1,297 @@
+// The FIFO protocols of the plan interpreter (kernels/executor): LL flags
+// wrapping and slots reused across many messages, partial lines never
+// consumed, abort and the wait bound ending waits, one and two slots, bulk
+// size checks; and a cross-check of the harness's reference against the real
+// host executor through the public API.
+#include <gtest/gtest.h>
+#include <nccl.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "kernels/executor/bulk_protocol.h"
+#include "kernels/executor/ll_protocol.h"
+#include "tests/executor/exec_harness.h"
+
+namespace exectest {
+namespace {
+
+using braid::Algorithm;
+using braid::Collective;
+using namespace braid::exec;
+
+// A FIFO in heap memory with its two ports.
+struct TestFifo {
+  FifoLayout layout;
+  std::vector<uint64_t> words;
+  Port send, recv;
+  TestFifo(Protocol proto, uint32_t nslots, uint64_t payload, uint64_t base) {
+    layout = fifoLayout(proto, nslots, payload);
+    words.resize(layout.totalBytes / 8);
+    initFifoImage(reinterpret_cast<char*>(words.data()), layout, base);
+    send.fifo = recv.fifo = fifoViewAt(reinterpret_cast<char*>(words.data()), layout);
+    send.seq = recv.seq = base;
+  }
+  uint64_t* line(uint64_t message, uint64_t i) {
+    return reinterpret_cast<uint64_t*>(send.fifo.slot(message)) + i;
+  }
+};
+
+// Many steps through few slots with counters that start just below 2^32 (LL
+// flags wrap through 0) and just below 2^64 (the counters themselves wrap).
+TEST(Protocol, SequenceWrapAndSlotReuse) {
+  const uint64_t bases[] = {(uint64_t(1) << 32) - 3, ~uint64_t(0) - 6};
+  for (uint64_t base : bases) {
+    for (Protocol proto : {Protocol::LL, Protocol::Bulk}) {
+      for (uint32_t nslots : {1u, 2u}) {
+        CollCase c;
+        c.nranks = 3;
+        c.count = 997;
+        c.chunkElems = 7;  // ~100 messages per FIFO through 1 or 2 slots
+        c.type = ncclFloat32;
+        if (proto == Protocol::Bulk && nslots == 1) {  // bulk needs 2 slots for a ring
+          c.coll = Collective::AllToAll;
+          c.algorithm = Algorithm::Direct;
+        }
+        RunConfig cfg;
+        cfg.protocol = proto;
+        cfg.nslots = nslots;
+        cfg.fifoBase = base;
+        EXPECT_EQ(runAndCompare(c, cfg, base & 0xffff), "") << "base " << base;
+      }
+    }
+  }
+}
+
+// LL works with one slot per connection for every schedule: the receiver
+// unpacks and hands the slot back before its step waits to send.
+TEST(Protocol, LLOneSlotEverySchedule) {
+  const std::pair<Collective, Algorithm> schedules[] = {
+      {Collective::AllReduce, Algorithm::Ring},          {Collective::AllReduce, Algorithm::Tree},
+      {Collective::AllReduce, Algorithm::RecursiveDoubling}, {Collective::AllReduce, Algorithm::HalvingDoubling},
+      {Collective::ReduceScatter, Algorithm::Ring},       {Collective::AllGather, Algorithm::RecursiveDoubling},
+      {Collective::Broadcast, Algorithm::Tree},           {Collective::Reduce, Algorithm::Ring},
+      {Collective::AllToAll, Algorithm::Direct},          {Collective::Send, Algorithm::Direct}};
+  for (const auto& s : schedules) {
+    CollCase c;
+    c.coll = s.first;
+    c.algorithm = s.second;
+    c.nranks = 5;
+    c.count = 101;
+    c.chunkElems = 9;
+    c.type = ncclBfloat16;
+    RunConfig cfg;
+    cfg.protocol = Protocol::LL;
+    cfg.nslots = 1;
+    EXPECT_EQ(runAndCompare(c, cfg, 3), "");
+  }
+}
+
+// Bulk reads the received slot in place, so a step that receives and sends
+// holds its slot while it waits to send: with one slot a ring deadlocks (as
+// the host executor would; it requires two). The wait bound turns that into
+// an error on every lane instead of a hang.
+TEST(Protocol, BulkOneSlotRingEndsByWaitBound) {
+  CollCase c;
+  c.nranks = 2;
+  c.count = 40;
+  c.chunkElems = 10;
+  RunConfig cfg;
+  cfg.protocol = Protocol::Bulk;
+  cfg.nslots = 1;
+  cfg.maxPolls = 2000;
+  const auto plans = makePlans(c);
+  auto data = makeData(c, plans, 1);
+  std::vector<ExecStatus> statuses;
+  const std::string err = runInterpreter(c, cfg, plans, &data, &statuses);
+  EXPECT_NE(err.find("timed out"), std::string::npos) << err;
+  for (ExecStatus s : statuses) EXPECT_EQ(s, ExecStatus::TimedOut);
+}
+
+// A line is consumed only when its flag is the message's: lines holding the
+// new data with the previous flag, or the old data, are not taken. The
+// receiver gives up (bounded wait) without consuming anything, then succeeds
+// once every line carries its flag.
+TEST(Protocol, LLLineConsumedOnlyWithItsFlag) {
+  const uint64_t base = 41;
+  TestFifo f(Protocol::LL, 2, 64, base);
+  const uint64_t m = base + 1;
+  const uint32_t flag = uint32_t(m);
+  const uint64_t lines = llLinesFor(24);
+  for (uint64_t i = 0; i < lines; ++i) {
+    // Every other line: new data but a stale flag (what a receiver would
+    // see if data and flag were stored separately and the flag lagged).
+    *f.line(m, i) = llLine(1000 + uint32_t(i), i % 2 == 0 ? flag : uint32_t(base));
+  }
+  std::vector<uint32_t> stage(lines, 0);
+  WaitControl w;
+  w.maxPolls = 500;
+  HostGroup g;
+  EXPECT_EQ(llRecv(f.recv, 24, stage.data(), g, w), ExecStatus::TimedOut);
+  EXPECT_EQ(f.recv.seq, base);        // nothing consumed
+  EXPECT_EQ(*f.recv.fifo.tail, base);  // slot not released
+  for (uint64_t i = 0; i < lines; ++i) *f.line(m, i) = llLine(2000 + uint32_t(i), flag);
+  ASSERT_EQ(llRecv(f.recv, 24, stage.data(), g, w), ExecStatus::Ok);
+  for (uint64_t i = 0; i < lines; ++i) EXPECT_EQ(stage[i], 2000 + i);
+  EXPECT_EQ(f.recv.seq, m);
+  EXPECT_EQ(*f.recv.fifo.tail, m);
+}
+
+// A sender and a receiver thread over two slots, 3000 messages whose every
+// line says which message and line it is: the receiver never sees a line of
+// another message (a torn or stale line), across many reuses of each slot and
+// a flag wrap.
+TEST(Protocol, LLStressNoStaleLines) {
+  const uint64_t base = (uint64_t(1) << 32) - 1000;
+  const uint64_t payload = 4 * 37;
+  TestFifo f(Protocol::LL, 2, payload, base);
+  const int kMessages = 3000;
+  WaitControl w;
+  w.maxPolls = uint64_t(1) << 22;
+  std::thread sender([&] {
+    HostGroup g;
+    std::vector<uint32_t> stage(37);
+    for (int k = 0; k < kMessages; ++k) {
+      for (uint32_t i = 0; i < 37; ++i) stage[i] = uint32_t(k) * 64 + i;
+      if (waitCredit(f.send, g, w) != ExecStatus::Ok) return;
+      llSend(f.send, payload, stage.data(), g);
+    }
+  });
+  HostGroup g;
+  std::vector<uint32_t> stage(37);
+  int bad = 0;
+  for (int k = 0; k < kMessages; ++k) {
+    ASSERT_EQ(llRecv(f.recv, payload, stage.data(), g, w), ExecStatus::Ok) << "message " << k;
+    for (uint32_t i = 0; i < 37; ++i) bad += stage[i] != uint32_t(k) * 64 + i;
+  }
+  sender.join();
+  EXPECT_EQ(bad, 0);
+  EXPECT_EQ(f.recv.seq, base + kMessages);
+}
+
+// The abort word releases a receiver waiting for a message that never comes
+// and a sender waiting for a slot that is never freed, both protocols,
+// without any wait bound.
+TEST(Protocol, AbortReleasesWaiters) {
+  for (Protocol proto : {Protocol::Bulk, Protocol::LL}) {
+    TestFifo f(proto, 1, 64, 0);
+    uint32_t abortWord = 0;
+    WaitControl w;
+    w.abortFlag = &abortWord;
+    // Fill the only slot so that a second send must wait.
+    HostGroup g0;
+    std::vector<uint32_t> stage(16, 7);
+    ASSERT_EQ(waitCredit(f.send, g0, w), ExecStatus::Ok);
+    if (proto == Protocol::LL) {
+      llSend(f.send, 64, stage.data(), g0);
+    } else {
+      bulkPost(f.send, 64, g0);
+    }
+    TestFifo empty(proto, 2, 64, 0);
+    ExecStatus recvStatus = ExecStatus::Ok, sendStatus = ExecStatus::Ok;
+    std::thread receiver([&] {
+      HostGroup g;
+      std::vector<uint32_t> st(16);
+      const char* data = nullptr;
+      recvStatus = proto == Protocol::LL ? llRecv(empty.recv, 64, st.data(), g, w)
+                                         : bulkWaitRecv(empty.recv, 64, &data, g, w);
+    });
+    std::thread sender([&] {
+      HostGroup g;
+      sendStatus = waitCredit(f.send, g, w);
+    });
+    __atomic_store_n(&abortWord, 1u, __ATOMIC_RELEASE);
+    receiver.join();
+    sender.join();
+    EXPECT_EQ(recvStatus, ExecStatus::Aborted);
+    EXPECT_EQ(sendStatus, ExecStatus::Aborted);
+  }
+}
+
+// A whole collective stopped by the abort word: every lane returns (aborted
+// or, if it finished first, ok), none hangs. One rank's lanes get no peer
+// (P=2 allreduce where rank 1 never runs) so rank 0 must wait.
+TEST(Protocol, AbortStopsLanesOfACollective) {
+  CollCase c;
+  c.nranks = 2;
+  c.count = 100;
+  c.chunkElems = 10;
+  auto plans = makePlans(c);
+  plans[1].lanes.clear();  // rank 1 never takes part
+  auto data = makeData(c, plans, 9);
+  uint32_t abortWord = 0;
+  RunConfig cfg;
+  cfg.maxPolls = 0;
+  cfg.abortFlag = &abortWord;
+  std::string err;
+  std::vector<ExecStatus> statuses;
+  std::thread run([&] { err = runInterpreter(c, cfg, plans, &data, &statuses); });
+  __atomic_store_n(&abortWord, 1u, __ATOMIC_RELEASE);
+  run.join();
+  ASSERT_EQ(statuses.size(), plans[0].lanes.size());
+  for (ExecStatus s : statuses) EXPECT_EQ(s, ExecStatus::Aborted);
+}
+
+// Bulk carries each message's size; a receiver expecting another size fails.
+TEST(Protocol, BulkSizeMismatch) {
+  TestFifo f(Protocol::Bulk, 2, 64, 0);
+  HostGroup g;
+  WaitControl w;
+  ASSERT_EQ(waitCredit(f.send, g, w), ExecStatus::Ok);
+  bulkPost(f.send, 40, g);
+  const char* data = nullptr;
+  EXPECT_EQ(bulkWaitRecv(f.recv, 48, &data, g, w), ExecStatus::SizeMismatch);
+  EXPECT_EQ(bulkWaitRecv(f.recv, 40, &data, g, w), ExecStatus::Ok);
+}
+
+// The LL line: data and flag in one 8-byte word.
+TEST(Protocol, LLLinePacking) {
+  const uint64_t v = llLine(0xdeadbeefu, 0x01234567u);
+  EXPECT_EQ(llData(v), 0xdeadbeefu);
+  EXPECT_EQ(llFlag(v), 0x01234567u);
+  EXPECT_EQ(llLinesFor(0), 0u);
+  EXPECT_EQ(llLinesFor(5), 2u);
+  EXPECT_EQ(fifoLayout(Protocol::LL, 2, 20).slotStride, 64u);  // 5 lines, padded to a cache line
+}
+
+// The reference is the host executor's arithmetic: check it against the real
+// host executor (ncclCommInitAll, host buffers) where the result cannot depend
+// on the schedule: integer sums and an allgather.
+TEST(Reference, AgreesWithPublicApi) {
+  const int P = 4;
+  const size_t count = 1001;
+  std::vector<ncclComm_t> comms(P);
+  ASSERT_EQ(ncclCommInitAll(comms.data(), P, nullptr), ncclSuccess);
+  for (Collective coll : {Collective::AllReduce, Collective::AllGather}) {
+    for (ncclDataType_t type : {ncclInt32, ncclUint8, ncclInt64}) {
+      CollCase c;
+      c.coll = coll;
+      c.nranks = P;
+      c.count = count;
+      c.chunkElems = 61;
+      c.type = type;
+      const auto plans = makePlans(c);
+      auto want = makeData(c, plans, 11);
+      auto api = want;
+      ASSERT_EQ(runReference(c, plans, &want), "");
+      ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+      for (int r = 0; r < P; ++r) {
+        RankData& d = api[size_t(r)];
+        if (coll == Collective::AllReduce) {
+          ASSERT_EQ(ncclAllReduce(d.input.data(), d.output.data(), count, type, ncclSum, comms[size_t(r)], nullptr),
+                    ncclSuccess);
+        } else {
+          ASSERT_EQ(ncclAllGather(d.input.data(), d.output.data(), count, type, comms[size_t(r)], nullptr),
+                    ncclSuccess);
+        }
+      }
+      ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+      EXPECT_EQ(compareOutputs(c, want, api), "") << describe(c);
+    }
+  }
+  for (ncclComm_t comm : comms) ncclCommDestroy(comm);
+}
+
+}  // namespace
+}  // namespace exectest
