@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <map>
 #include <set>
 #include <thread>
@@ -39,9 +38,8 @@ TuningInput tuningInputOf(const Task& t) {
   in.datatype = t.type;
   in.transport = comm->transportClass;
   // The direct family runs over the per-peer FIFOs (kPeerChannel).
-  const bool direct = t.coll == Collective::AllToAll || t.coll == Collective::Gather ||
-                      t.coll == Collective::Scatter || t.coll == Collective::Send || t.coll == Collective::Recv;
-  in.slotBytes = direct ? comm->settings.peerSlotBytes : comm->settings.slotBytes;
+  in.slotBytes = algorithmSupports(Algorithm::Direct, t.coll) ? comm->settings.peerSlotBytes
+                                                               : comm->settings.slotBytes;
   in.nchannels = comm->settings.nchannels;
   in.filter = &comm->algoFilter;
   in.calibration = &comm->calibration;
@@ -238,16 +236,7 @@ class ActiveCalls {
 // on device buffers (src/runtime/device): the host path, on pinned memory.
 Result runStagedTasks(const std::vector<Task>& tasks) {
   BRAID_TRY(checkCallsMatch(tasks));
-  if (std::none_of(tasks.begin(), tasks.end(), [](const Task& t) { return t.deviceScalar != nullptr; }))
-    return runTasks(tasks);
-  // Device-resident PreMulSum scalars have been staged to pinned memory by now.
-  std::vector<Task> ready = tasks;
-  for (Task& t : ready)
-    if (t.deviceScalar) {
-      std::memcpy(t.op.scalar, t.deviceScalar, typeSize(t.type));
-      t.deviceScalar = nullptr;
-    }
-  return runTasks(ready);
+  return runTasks(tasks);
 }
 
 Result runGroup(GroupState& g) {
@@ -260,11 +249,6 @@ Result runGroup(GroupState& g) {
   if (tasks.empty()) return Result::success();
   bool device = false;
   BRAID_TRY(classifyGroup(tasks, &device));
-  for (const Task& t : tasks)
-    if (!device && t.deviceScalar)
-      return fail(ncclInvalidArgument, "%s: the PreMulSum scalar is in device memory but the buffers are "
-                  "host memory: use a host scalar (ncclScalarHostImmediate) with host buffers",
-                  collectiveName(t.coll));
   for (Task& t : tasks) t.sequence = ++t.comm->opCount;
   ActiveCalls active(tasks);
   if (active.aborted()) return fail(ncclSystemError, "the communicator was aborted (ncclCommAbort)");

@@ -118,7 +118,15 @@ Result classifyGroup(const std::vector<Task>& tasks, bool* device) {
     *device |= side == Side::Device;
     host |= side == Side::Host;
   }
-  if (!*device) return Result::success();
+  if (!*device) {
+    // Host buffers run at once on the CPU, which cannot read a device scalar.
+    for (const Task& t : tasks)
+      if (t.deviceScalar)
+        return fail(ncclInvalidArgument, "%s: the PreMulSum scalar is in device memory but the buffers are "
+                    "host memory: use a host scalar (ncclScalarHostImmediate) with host buffers",
+                    collectiveName(t.coll));
+    return Result::success();
+  }
   if (host)
     return fail(ncclInvalidArgument,
                 "a group mixes calls on device buffers with calls on host buffers; issue them in "

@@ -1,6 +1,7 @@
 #include "runtime/device/cuda_proxy.h"
 
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "core/comm.h"
@@ -19,6 +20,16 @@ constexpr auto kReleaseWait = std::chrono::seconds(30);
 void backoff(int polls) {
   if (polls < 1000) std::this_thread::yield();
   else std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+
+// Device-resident PreMulSum scalars reach pinned memory with the inputs
+// (stageIn); once the job's events are done they are values.
+void takeStagedScalars(std::vector<Task>* tasks) {
+  for (Task& t : *tasks)
+    if (t.deviceScalar) {
+      std::memcpy(t.op.scalar, t.deviceScalar, typeSize(t.type));
+      t.deviceScalar = nullptr;
+    }
 }
 
 }  // namespace
@@ -174,7 +185,10 @@ void DeviceProxy::runJob(DeviceJob& job) {
     r = fail(ncclSystemError, "skipped: the communicator failed or was aborted before this device call ran");
   } else {
     r = waitReady(job);
-    if (r.ok()) r = job.run(job.staged);
+    if (r.ok()) {
+      takeStagedScalars(&job.staged);
+      r = job.run(job.staged);
+    }
   }
   if (!r.ok() && !failed_) {
     BRAID_WARN("rank %d: device call #%llu failed: %s", comm_->rank,
