@@ -79,37 +79,55 @@ TEST(MpHangDiagnosis, MissingRankTimesOutWithDiagnosisAndRootSummary) {
       opts);
 }
 
-TEST(MpHangDiagnosis, Sigusr1PrintsWhatAWaitingRankWaitsFor) {
+// Runs `call` with stderr captured while this process gets a SIGUSR1 after
+// 700 ms, when the rank waits inside it; returns what braid printed.
+template <typename Call>
+std::string printedWhilePoked(int rank, Call call) {
+  CapturedStderr err(rank);
+  std::thread poke([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    kill(getpid(), SIGUSR1);
+  });
+  call();
+  poke.join();
+  return err.text();
+}
+
+// Rank 1 joins an all-reduce 2 s late; rank 0, poked while it waits, must
+// finish it correctly and have printed what it waited for. `warm`: a first
+// all-reduce connects the ranks, so the wait is inside the collective itself;
+// otherwise it is in the connection set-up.
+void pokeRankWaitingForALateAllReduce(bool warm, void (*check)(const std::string& printed)) {
   mptest::runRanks(
       2,
-      [](int rank, int nranks, const ncclUniqueId& id) {
+      [warm, check](int rank, int nranks, const ncclUniqueId& id) {
         ncclComm_t comm = nullptr;
         MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
         std::vector<float> a(64, 1.0f), b(64);
-        // Connected and warm: the wait below is inside the collective itself.
-        MP_NCCL_CHECK(ncclAllReduce(a.data(), b.data(), 64, ncclFloat32, ncclSum, comm, nullptr));
+        if (warm) MP_NCCL_CHECK(ncclAllReduce(a.data(), b.data(), 64, ncclFloat32, ncclSum, comm, nullptr));
         if (rank == 1) {
           std::this_thread::sleep_for(std::chrono::seconds(2));  // late, not lost
           MP_NCCL_CHECK(ncclAllReduce(a.data(), b.data(), 64, ncclFloat32, ncclSum, comm, nullptr));
           MP_NCCL_CHECK(ncclCommDestroy(comm));
           return;
         }
-        CapturedStderr err(rank);
-        std::thread poke([] {
-          std::this_thread::sleep_for(std::chrono::milliseconds(700));
-          kill(getpid(), SIGUSR1);
+        const std::string printed = printedWhilePoked(rank, [&] {
+          MP_NCCL_CHECK(ncclAllReduce(a.data(), b.data(), 64, ncclFloat32, ncclSum, comm, nullptr));
         });
-        MP_NCCL_CHECK(ncclAllReduce(a.data(), b.data(), 64, ncclFloat32, ncclSum, comm, nullptr));
-        poke.join();
         MP_CHECK(b[0] == 2.0f, "the late collective still completes correctly (got %g)", b[0]);
-        const std::string printed = err.text();
-        MP_EXPECT(printed.find("braid diagnosis: rank 0 of 2") != std::string::npos &&
-                      printed.find("op #2 AllReduce(count=64, float32)") != std::string::npos &&
-                      printed.find("rank 1") != std::string::npos,
-                  "SIGUSR1 printed no diagnosis:\n%s", printed.c_str());
+        check(printed);
         MP_NCCL_CHECK(ncclCommDestroy(comm));
       },
       mptest::transportOptions("shm", 60));
+}
+
+TEST(MpHangDiagnosis, Sigusr1PrintsWhatAWaitingRankWaitsFor) {
+  pokeRankWaitingForALateAllReduce(true, [](const std::string& printed) {
+    MP_EXPECT(printed.find("braid diagnosis: rank 0 of 2") != std::string::npos &&
+                  printed.find("op #2 AllReduce(count=64, float32)") != std::string::npos &&
+                  printed.find("rank 1") != std::string::npos,
+              "SIGUSR1 printed no diagnosis:\n%s", printed.c_str());
+  });
 }
 
 // SIGUSR1 while a rank is still creating its communicator (the other rank is
@@ -125,14 +143,8 @@ TEST(MpHangDiagnosis, Sigusr1DuringCreationPrintsAndDoesNotKill) {
           MP_NCCL_CHECK(ncclCommDestroy(comm));
           return;
         }
-        CapturedStderr err(rank);
-        std::thread poke([] {
-          std::this_thread::sleep_for(std::chrono::milliseconds(700));
-          kill(getpid(), SIGUSR1);
-        });
-        MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
-        poke.join();
-        const std::string printed = err.text();
+        const std::string printed =
+            printedWhilePoked(rank, [&] { MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank)); });
         MP_EXPECT(printed.find("braid diagnosis: rank 0 of 2: in communicator creation, waiting for every rank "
                                "to check in") != std::string::npos,
                   "SIGUSR1 during creation printed nothing:\n%s", printed.c_str());
@@ -143,33 +155,11 @@ TEST(MpHangDiagnosis, Sigusr1DuringCreationPrintsAndDoesNotKill) {
 
 // SIGUSR1 while the first collective sets up its connections to a late rank.
 TEST(MpHangDiagnosis, Sigusr1DuringConnectionSetUpNamesThePeer) {
-  mptest::runRanks(
-      2,
-      [](int rank, int nranks, const ncclUniqueId& id) {
-        ncclComm_t comm = nullptr;
-        MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
-        std::vector<float> a(64, 1.0f), b(64);
-        if (rank == 1) std::this_thread::sleep_for(std::chrono::seconds(2));
-        if (rank == 1) {
-          MP_NCCL_CHECK(ncclAllReduce(a.data(), b.data(), 64, ncclFloat32, ncclSum, comm, nullptr));
-          MP_NCCL_CHECK(ncclCommDestroy(comm));
-          return;
-        }
-        CapturedStderr err(rank);
-        std::thread poke([] {
-          std::this_thread::sleep_for(std::chrono::milliseconds(700));
-          kill(getpid(), SIGUSR1);
-        });
-        MP_NCCL_CHECK(ncclAllReduce(a.data(), b.data(), 64, ncclFloat32, ncclSum, comm, nullptr));
-        poke.join();
-        MP_CHECK(b[0] == 2.0f, "the collective still completes correctly (got %g)", b[0]);
-        const std::string printed = err.text();
-        MP_EXPECT(printed.find("braid diagnosis: rank 0 of 2: setting up connections, waiting for rank 1") !=
-                      std::string::npos,
-                  "SIGUSR1 during connection set-up printed nothing:\n%s", printed.c_str());
-        MP_NCCL_CHECK(ncclCommDestroy(comm));
-      },
-      mptest::transportOptions("shm", 60));
+  pokeRankWaitingForALateAllReduce(false, [](const std::string& printed) {
+    MP_EXPECT(printed.find("braid diagnosis: rank 0 of 2: setting up connections, waiting for rank 1") !=
+                  std::string::npos,
+              "SIGUSR1 during connection set-up printed nothing:\n%s", printed.c_str());
+  });
 }
 
 }  // namespace
