@@ -200,17 +200,33 @@ TEST(Soak, CommCreateDestroyCyclesTcp) { runCycles(true, countFromEnv("BRAID_SOA
 
 // ---- a rank killed mid-collective ----
 
+// Shared memory only; survivors may block until braid notices the loss (at
+// BRAID_TIMEOUT at the latest); past the grace the harness kills them.
+mptest::RankOptions killedRankOptions() {
+  mptest::RankOptions opts;
+  opts.env = transportEnv(false);
+  opts.env.push_back({"BRAID_TIMEOUT", "5"});
+  opts.failGraceSeconds = 15;
+  opts.timeoutSeconds = 60;
+  return opts;
+}
+
+// No braid segment of the job's processes may remain; any found is removed,
+// so that a failing run does not leave them to the machine.
+void expectNoSegmentsLeft(const std::vector<pid_t>& pids, const mptest::RunReport& report) {
+  const std::vector<std::string> left = soak::shmSegments(pids);
+  std::string names;
+  for (const auto& n : left) names += " /dev/shm/" + n;
+  for (const auto& n : left) shm_unlink(("/" + n).c_str());
+  EXPECT_TRUE(left.empty()) << left.size() << " braid segment(s) of the job left behind:" << names
+                            << "\n" << report.summary();
+}
+
 TEST(Soak, RankKilledMidCollectiveLeavesNoShmSegment) {
   SharedPage page;
   ASSERT_NE(page.get(), nullptr);
   Shared* s = page.get();
-  mptest::RankOptions opts;
-  opts.env = transportEnv(false);
-  // Survivors may block until braid notices the loss (BRAID_TIMEOUT where
-  // implemented); past this grace the harness kills them.
-  opts.env.push_back({"BRAID_TIMEOUT", "5"});
-  opts.failGraceSeconds = 15;
-  opts.timeoutSeconds = 60;
+  const mptest::RankOptions opts = killedRankOptions();
   constexpr int kRanks = 3;
   std::vector<pid_t> pids(kRanks);
   std::atomic<int>* pidSlots = s->pid;  // ranks 0 and 1; rank 2's pid travels in idSeq
@@ -250,11 +266,7 @@ TEST(Soak, RankKilledMidCollectiveLeavesNoShmSegment) {
                     ? "still blocked at the grace deadline, killed by the harness"
                     : "failed otherwise (see the summary)");
   pids = {s->pid[0].load(), s->pid[1].load(), static_cast<pid_t>(s->idSeq.load())};
-  const std::vector<std::string> left = soak::shmSegments(pids);
-  std::string names;
-  for (const auto& n : left) names += " /dev/shm/" + n;
-  EXPECT_TRUE(left.empty()) << left.size() << " braid segment(s) of the job left behind:" << names
-                            << "\n" << report.summary();
+  expectNoSegmentsLeft(pids, report);
 }
 
 // A rank killed while it sets up its shared-memory FIFOs: its segment exists
@@ -271,11 +283,7 @@ TEST(Soak, RankKilledWhileConnectingLeavesNoShmSegment) {
   SharedPage page;
   ASSERT_NE(page.get(), nullptr);
   Shared* s = page.get();
-  mptest::RankOptions opts;
-  opts.env = transportEnv(false);
-  opts.env.push_back({"BRAID_TIMEOUT", "5"});
-  opts.failGraceSeconds = 15;
-  opts.timeoutSeconds = 60;
+  const mptest::RankOptions opts = killedRankOptions();
   const mptest::RunReport report = mptest::runRanksReport(2, [s](int rank, int nranks, const ncclUniqueId& id) {
     s->pid[rank].store(getpid());
     ncclComm_t comm;
@@ -299,12 +307,7 @@ TEST(Soak, RankKilledWhileConnectingLeavesNoShmSegment) {
   }, opts);
   ASSERT_TRUE(report.setupError.empty()) << report.setupError;
   EXPECT_EQ(report.ranks[1].kind, mptest::RankOutcome::kCrashed) << report.summary();
-  const std::vector<std::string> left = soak::shmSegments({s->pid[0].load(), s->pid[1].load()});
-  std::string names;
-  for (const auto& n : left) names += " /dev/shm/" + n;
-  for (const auto& n : left) shm_unlink(("/" + n).c_str());  // do not leave them to the machine
-  EXPECT_TRUE(left.empty()) << left.size() << " braid segment(s) of the job left behind:" << names
-                            << "\n" << report.summary();
+  expectNoSegmentsLeft({s->pid[0].load(), s->pid[1].load()}, report);
 }
 
 }  // namespace
