@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "core/result.h"
 #include "transports/transport.h"
@@ -63,6 +64,19 @@ struct IbHello {
 };
 
 constexpr size_t kIbHelloBytes = 4 + 2 + 8 + 4 + 4 + 2 + 1 + 1 + 1 + 16 + 8 + 4 + 4 + 4 + 4 + 4;
+
+// Copies the QP address (qpn, psn, lid, port, mtu, link layer, gid) between the
+// blob's and the hello's structs, which name those fields alike.
+template <class From, class To>
+void copyQpAddress(const From& from, To* to) {
+  to->qpn = from.qpn;
+  to->psn = from.psn;
+  to->lid = from.lid;
+  to->port = from.port;
+  to->mtu = from.mtu;
+  to->linkLayer = from.linkLayer;
+  std::memcpy(to->gid, from.gid, sizeof(to->gid));
+}
 
 Blob encodeIbHello(const IbHello& hello);
 

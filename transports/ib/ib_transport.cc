@@ -97,13 +97,7 @@ Result readExactly(int fd, uint8_t* buf, size_t size, const ConnectRequest& req,
 
 IbConnInfo peerAddressOf(const IbHello& h) {
   IbConnInfo c;
-  c.qpn = h.qpn;
-  c.psn = h.psn;
-  c.lid = h.lid;
-  c.port = h.port;
-  c.mtu = h.mtu;
-  c.linkLayer = h.linkLayer;
-  memcpy(c.gid, h.gid, sizeof(c.gid));
+  ib::copyQpAddress(h, &c);
   return c;
 }
 
@@ -243,15 +237,8 @@ class IbTransport : public Transport {
     UniqueFd fd;
     BRAID_TRY(connectTo(at, req, kHandshakeSocketBytes, peer, &fd));
     IbHello hello;
-    const IbConnInfo self = res->address();
     hello.nonce = remote.nonce;
-    hello.qpn = self.qpn;
-    hello.psn = self.psn;
-    hello.lid = self.lid;
-    hello.port = self.port;
-    hello.mtu = self.mtu;
-    hello.linkLayer = self.linkLayer;
-    memcpy(hello.gid, self.gid, sizeof(hello.gid));
+    ib::copyQpAddress(res->address(), &hello);
     hello.creditAddr = reinterpret_cast<uintptr_t>(res->control());
     hello.creditRkey = credit.rkey;
     hello.slotBytes = static_cast<uint32_t>(req.slotBytes);
@@ -262,7 +249,7 @@ class IbTransport : public Transport {
     BRAID_TRY(sendAll(fd.get(), bytes.data(), bytes.size(), req, peer));
 
     BRAID_INFO(kLogNet, "NET/IB: %s connecting over %s (QP %u -> QP %u)", peer.c_str(),
-               dev->name().c_str(), self.qpn, remote.qpn);
+               dev->name().c_str(), hello.qpn, remote.qpn);
     std::unique_ptr<ib::IbSend> conn;
     BRAID_TRY(ib::IbSend::create(std::move(res), std::move(fd),
                                  ib::RemoteRing{remote.ringAddr, remote.rkey}, req, &conn));
