@@ -73,17 +73,24 @@ void issueGather(const Gathered& g, const IssueContext& ic) {
            "ncclAllGather");
 }
 
+// The gathered path: every rank's tensor is all-gathered and reduced with ATen;
+// `keep` says whether this rank takes the result.
+Part gatheredReducePart(const at::Tensor& t, const ReduceSpec& spec, int nranks, bool keep, const char* what) {
+  auto g = std::make_shared<Gathered>(gatherAll(t, nranks, what));
+  Part part;
+  part.tensors = {t, g->in.flat, g->stacked};
+  part.issue = [g](const IssueContext& ic) { issueGather(*g, ic); };
+  part.finish = [g, t, spec, nranks, keep] {
+    if (keep) t.copy_(reduceStacked(g->stacked, spec.torchOp, nranks).view(t.sizes()));
+  };
+  return part;
+}
+
 Part allreducePart(const at::Tensor& t, const c10d::ReduceOp& op, int nranks, const char* what) {
   checkDense(t, what);
   ReduceSpec spec = planFor(op, t, what);
+  if (spec.path == ReduceSpec::Path::Gathered) return gatheredReducePart(t, spec, nranks, true, what);
   Part part;
-  if (spec.path == ReduceSpec::Path::Gathered) {
-    auto g = std::make_shared<Gathered>(gatherAll(t, nranks, what));
-    part.tensors = {t, g->in.flat, g->stacked};
-    part.issue = [g](const IssueContext& ic) { issueGather(*g, ic); };
-    part.finish = [g, t, spec, nranks] { t.copy_(reduceStacked(g->stacked, spec.torchOp, nranks).view(t.sizes())); };
-    return part;
-  }
   Staged buf = stageInOut(t, what);
   auto holder = std::make_shared<PreMulSumOp>();
   part.tensors = {t, buf.flat, spec.factorTensor};
@@ -98,16 +105,8 @@ Part allreducePart(const at::Tensor& t, const c10d::ReduceOp& op, int nranks, co
 
 Part reducePart(const at::Tensor& t, const c10d::ReduceOp& op, int root, int rank, int nranks, const char* what) {
   ReduceSpec spec = planFor(op, t, what);
+  if (spec.path == ReduceSpec::Path::Gathered) return gatheredReducePart(t, spec, nranks, rank == root, what);
   Part part;
-  if (spec.path == ReduceSpec::Path::Gathered) {
-    auto g = std::make_shared<Gathered>(gatherAll(t, nranks, what));
-    part.tensors = {t, g->in.flat, g->stacked};
-    part.issue = [g](const IssueContext& ic) { issueGather(*g, ic); };
-    part.finish = [g, t, spec, nranks, root, rank] {
-      if (rank == root) t.copy_(reduceStacked(g->stacked, spec.torchOp, nranks).view(t.sizes()));
-    };
-    return part;
-  }
   Staged buf = stageInOut(t, what);
   auto holder = std::make_shared<PreMulSumOp>();
   part.tensors = {t, buf.flat, spec.factorTensor};
