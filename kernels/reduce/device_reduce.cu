@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/reduce/reduce_kernel.cuh"
+#include "reduce/op_dispatch.h"
 
 namespace braid {
 namespace kernels {
@@ -16,13 +17,6 @@ namespace {
 constexpr unsigned kThreads = 256;
 // Enough blocks to fill an H100 many times over; larger counts loop in-kernel.
 constexpr size_t kMaxBlocks = 4096;
-
-template <class T>
-reduce::ScaleFn<T> scaleOf(const RedOp& op) {
-  T s;
-  std::memcpy(&s, op.scalar, sizeof s);
-  return reduce::ScaleFn<T>{reduce::Traits<T>::load(s)};
-}
 
 Result cudaFailure(cudaError_t err, const RedOp& op) {
   std::string msg = std::string("device reduction of ") + typeName(op.type) +
@@ -46,19 +40,7 @@ Result launch(Fn fn, const RedOp& op, void* dst, const void* a, const void* b, s
 template <class T>
 Result launchTyped(const RedOp& op, void* dst, const void* a, const void* b, size_t n, bool pre,
                    bool post, cudaStream_t stream) {
-  switch (op.kind) {
-    case RedKind::Prod: return launch<T>(reduce::ProdFn<T>(), op, dst, a, b, n, stream);
-    case RedKind::Max: return launch<T>(reduce::MaxFn<T>(), op, dst, a, b, n, stream);
-    case RedKind::Min: return launch<T>(reduce::MinFn<T>(), op, dst, a, b, n, stream);
-    case RedKind::PreMulSum:
-      if (pre) return launch<T>(reduce::PreMulSumFn<T>{scaleOf<T>(op)}, op, dst, a, b, n, stream);
-      break;
-    case RedKind::SumPostDiv:
-      if (post) return launch<T>(reduce::SumPostDivFn<T>{{op.divisor}}, op, dst, a, b, n, stream);
-      break;
-    case RedKind::Sum: break;
-  }
-  return launch<T>(reduce::SumFn<T>(), op, dst, a, b, n, stream);
+  return reduce::withReduceFn<T>(op, pre, post, [&](auto fn) { return launch<T>(fn, op, dst, a, b, n, stream); });
 }
 
 // NCCL reduces fp8 only on sm_90 and newer; say so rather than fail oddly.

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "reduce/host_reduce_fast.h"
+#include "reduce/op_dispatch.h"
 #include "reduce/reduce_ops.h"
 
 namespace braid {
@@ -130,13 +131,6 @@ namespace {
 #include "reduce/host_loops.inc"
 #undef BRAID_LOOP_ATTR
 
-template <class T>
-reduce::ScaleFn<T> scaleOf(const RedOp& op) {
-  T s;
-  std::memcpy(&s, op.scalar, sizeof s);
-  return reduce::ScaleFn<T>{reduce::Traits<T>::load(s)};
-}
-
 // Narrow types first go through their fast paths (host_reduce_fast.h), which
 // produce a prefix of the output; the portable loops finish the rest.
 template <class T>
@@ -199,19 +193,7 @@ void reduceTyped(const RedOp& op, void* dst, const void* a, const void* b, size_
   pa += done;
   pb += done;
   n -= done;
-  switch (op.kind) {
-    case RedKind::Prod: return binary(d, pa, pb, n, reduce::ProdFn<T>());
-    case RedKind::Max: return binary(d, pa, pb, n, reduce::MaxFn<T>());
-    case RedKind::Min: return binary(d, pa, pb, n, reduce::MinFn<T>());
-    case RedKind::PreMulSum:
-      if (pre) return binary(d, pa, pb, n, reduce::PreMulSumFn<T>{scaleOf<T>(op)});
-      break;
-    case RedKind::SumPostDiv:
-      if (post) return binary(d, pa, pb, n, reduce::SumPostDivFn<T>{{op.divisor}});
-      break;
-    case RedKind::Sum: break;
-  }
-  binary(d, pa, pb, n, reduce::SumFn<T>());
+  reduce::withReduceFn<T>(op, pre, post, [&](auto fn) { binary(d, pa, pb, n, fn); });
 }
 
 template <class T>
@@ -224,13 +206,11 @@ void copyTyped(const RedOp& op, void* dst, const void* src, size_t n, bool pre, 
   d += done;
   s += done;
   n -= done;
-  if (pre && op.kind == RedKind::PreMulSum) {
-    unary(d, s, n, scaleOf<T>(op));
-  } else if (post && op.kind == RedKind::SumPostDiv) {
-    unary(d, s, n, reduce::DivFn<T>{op.divisor});
-  } else if (d != s && n != 0) {
-    std::memcpy(d, s, n * sizeof(T));
-  }
+  reduce::withCopyFn<T>(
+      op, pre, post, [&](auto fn) { unary(d, s, n, fn); },
+      [&] {
+        if (d != s && n != 0) std::memcpy(d, s, n * sizeof(T));
+      });
 }
 
 // Calls fn.template operator()<StorageType>() for `type`; false for a bad type.
