@@ -239,13 +239,30 @@ Result runStagedTasks(const std::vector<Task>& tasks) {
   return runTasks(tasks);
 }
 
-Result runGroup(GroupState& g) {
-  std::vector<Task> tasks = std::move(g.tasks);
+// Ends the group: its state is reset whatever happens, its first recorded
+// error is returned, and its communicator creations run; its tasks are left
+// to the caller.
+Result closeGroup(GroupState& g, std::vector<Task>* tasks) {
+  *tasks = std::move(g.tasks);
   std::vector<std::function<Result()>> inits = std::move(g.inits);
   Result error = std::move(g.error);
   g = GroupState();
   if (!error.ok()) return error;
   if (!inits.empty()) BRAID_TRY(runInits(inits));
+  return Result::success();
+}
+
+// Leaves one level of ncclGroupStart; *outermost when the group is now over.
+Result leaveGroupLevel(const char* fn, bool* outermost) {
+  *outermost = false;
+  if (tlsGroup.depth == 0) return fail(ncclInvalidUsage, "%s called without a matching ncclGroupStart", fn);
+  *outermost = --tlsGroup.depth == 0;
+  return Result::success();
+}
+
+Result runGroup(GroupState& g) {
+  std::vector<Task> tasks;
+  BRAID_TRY(closeGroup(g, &tasks));
   if (tasks.empty()) return Result::success();
   bool device = false;
   BRAID_TRY(classifyGroup(tasks, &device));
@@ -276,24 +293,21 @@ void groupStart() { ++tlsGroup.depth; }
 bool inGroup() { return tlsGroup.depth > 0; }
 
 Result groupEnd() {
-  if (tlsGroup.depth == 0)
-    return fail(ncclInvalidUsage, "ncclGroupEnd called without a matching ncclGroupStart");
-  if (--tlsGroup.depth > 0) return Result::success();
-  return runGroup(tlsGroup);
+  bool outermost = false;
+  BRAID_TRY(leaveGroupLevel("ncclGroupEnd", &outermost));
+  return outermost ? runGroup(tlsGroup) : Result::success();
 }
 
 // Communicators run their tasks one after another and concurrently with each
 // other, so the group takes as long as its busiest communicator.
 Result groupSimulateEnd(float* estimatedMicros) {
-  if (tlsGroup.depth == 0)
-    return fail(ncclInvalidUsage, "ncclGroupSimulateEnd called without a matching ncclGroupStart");
-  if (--tlsGroup.depth > 0) return Result::success();
-  GroupState g = std::move(tlsGroup);
-  tlsGroup = GroupState();
-  if (!g.error.ok()) return g.error;
-  if (!g.inits.empty()) BRAID_TRY(runInits(g.inits));
+  bool outermost = false;
+  BRAID_TRY(leaveGroupLevel("ncclGroupSimulateEnd", &outermost));
+  if (!outermost) return Result::success();
+  std::vector<Task> tasks;
+  BRAID_TRY(closeGroup(tlsGroup, &tasks));
   std::map<ncclComm*, double> perComm;
-  for (const Task& t : g.tasks) perComm[t.comm] += choosePlan(tuningInputOf(t)).predictedSeconds;
+  for (const Task& t : tasks) perComm[t.comm] += choosePlan(tuningInputOf(t)).predictedSeconds;
   double longest = 0;
   for (const auto& [comm, seconds] : perComm) longest = std::max(longest, seconds);
   *estimatedMicros = static_cast<float>(longest * 1e6);
