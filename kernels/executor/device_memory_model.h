@@ -68,6 +68,17 @@ BRAID_HD BRAID_INLINE void storeRelaxed(uint64_t* p, uint64_t v) {
 #endif
 }
 
+// Counts a finished part of a lane on a counter other lanes wait for; the
+// release orders the lane's earlier writes (made visible by fenceSystem on
+// the device) before the count.
+BRAID_HD BRAID_INLINE void addRelease(uint64_t* p, uint64_t v) {
+#if defined(__CUDA_ARCH__)
+  ref64(p).fetch_add(v, cuda::memory_order_release);
+#else
+  __atomic_fetch_add(p, v, __ATOMIC_RELEASE);
+#endif
+}
+
 // The abort word: any non-zero value stops every wait.
 BRAID_HD BRAID_INLINE uint32_t loadFlag(const uint32_t* p) {
 #if defined(__CUDA_ARCH__)

@@ -20,23 +20,29 @@ struct BoundLane {
   std::vector<ExecStep> steps;
   std::vector<int32_t> sendPeers;  // port index -> peer rank
   std::vector<int32_t> recvPeers;
+  std::vector<Protocol> sendProtocols;  // port index -> the protocol of its FIFO
+  std::vector<Protocol> recvProtocols;
   uint64_t maxMessageBytes = 0;    // the largest step that sends or receives
 };
 
 namespace detail {
-inline int32_t portOf(std::vector<int32_t>& peers, int32_t peer) {
-  auto it = std::find(peers.begin(), peers.end(), peer);
-  if (it != peers.end()) return int32_t(it - peers.begin());
+// A port is a FIFO (peer, lane channel, direction, protocol).
+inline int32_t portOf(std::vector<int32_t>& peers, std::vector<Protocol>& protocols, int32_t peer,
+                      Protocol protocol) {
+  for (size_t i = 0; i < peers.size(); ++i)
+    if (peers[i] == peer && protocols[i] == protocol) return int32_t(i);
   peers.push_back(peer);
+  protocols.push_back(protocol);
   return int32_t(peers.size() - 1);
 }
 }  // namespace detail
 
-// Empty string on success; otherwise why the lane cannot run with messages of
-// at most payloadBytes.
-inline std::string bindLane(const Lane& lane, size_t elemSize, uint64_t payloadBytes, BoundLane* out) {
-  BoundLane b;
-  b.channel = lane.channel;
+// Appends the steps of one operation's lane to `b` (its steps naming
+// operation `op` and moving their messages with `protocol`), giving each new
+// (peer, protocol) a port. Empty string on success; otherwise why the lane
+// cannot run with messages of at most payloadBytes.
+inline std::string appendLane(const Lane& lane, uint32_t op, Protocol protocol, size_t elemSize,
+                              uint64_t payloadBytes, BoundLane* b) {
   for (size_t i = 0; i < lane.steps.size(); ++i) {
     const Step& s = lane.steps[i];
     ExecStep e;
@@ -46,24 +52,35 @@ inline std::string bindLane(const Lane& lane, size_t elemSize, uint64_t payloadB
     e.srcOffset = s.src.offset;
     e.dstOffset = s.dst.offset;
     e.count = s.count;
-    e.flags = uint8_t((s.srcIsContribution ? kStepContribution : 0) | (s.final ? kStepFinal : 0));
+    e.op = op;
+    e.flags = uint8_t((s.srcIsContribution ? kStepContribution : 0) | (s.final ? kStepFinal : 0) |
+                      (protocol == Protocol::LL ? kStepLL : 0));
     const bool sends = stepSendsKind(s.kind);
     const bool recvs = stepReceivesKind(s.kind);
     if ((sends && s.sendPeer < 0) || (recvs && s.recvPeer < 0))
       return "step " + std::to_string(i) + " (" + stepKindName(s.kind) + ") has no peer";
-    if (sends) e.sendPort = detail::portOf(b.sendPeers, s.sendPeer);
-    if (recvs) e.recvPort = detail::portOf(b.recvPeers, s.recvPeer);
+    if (sends) e.sendPort = detail::portOf(b->sendPeers, b->sendProtocols, s.sendPeer, protocol);
+    if (recvs) e.recvPort = detail::portOf(b->recvPeers, b->recvProtocols, s.recvPeer, protocol);
     if (sends || recvs) {
       const uint64_t bytes = uint64_t(s.count) * elemSize;
       if (bytes > payloadBytes)
         return "step " + std::to_string(i) + " moves " + std::to_string(bytes) + " bytes, more than a slot's " +
                std::to_string(payloadBytes);
-      b.maxMessageBytes = std::max(b.maxMessageBytes, bytes);
+      b->maxMessageBytes = std::max(b->maxMessageBytes, bytes);
     }
-    b.steps.push_back(e);
+    b->steps.push_back(e);
   }
-  *out = std::move(b);
   return "";
+}
+
+// One lane of one operation (operation 0).
+inline std::string bindLane(const Lane& lane, Protocol protocol, size_t elemSize, uint64_t payloadBytes,
+                            BoundLane* out) {
+  BoundLane b;
+  b.channel = lane.channel;
+  std::string why = appendLane(lane, 0, protocol, elemSize, payloadBytes, &b);
+  if (why.empty()) *out = std::move(b);
+  return why;
 }
 
 }  // namespace exec

@@ -23,6 +23,7 @@ namespace exec {
 
 constexpr uint8_t kStepContribution = 1;  // Step::srcIsContribution
 constexpr uint8_t kStepFinal = 2;         // Step::final
+constexpr uint8_t kStepLL = 4;            // its messages use the LL protocol (else bulk)
 
 // A Step with its peers resolved to the lane's ports (lane_binding.h).
 struct ExecStep {
@@ -32,31 +33,55 @@ struct ExecStep {
   uint8_t flags = 0;
   int32_t sendPort = -1;  // index into LaneExec::sendPorts, -1 none
   int32_t recvPort = -1;  // index into LaneExec::recvPorts, -1 none
+  uint32_t op = 0;        // index into LaneExec::ops
+  // Operations of a group that use channel lanes run one after another (their
+  // lanes may share FIFOs): the first step of a lane's part of an operation
+  // waits until stages[waitStage] reaches waitCount (the previous such
+  // operation's lanes all finished); the last step adds 1 to
+  // stages[doneStage]. -1: no wait / no count.
+  int32_t waitStage = -1;
+  int32_t doneStage = -1;
+  uint64_t waitCount = 0;
   uint64_t srcOffset = 0;  // elements
   uint64_t dstOffset = 0;  // elements
   uint64_t count = 0;      // elements
+};
+
+// The buffers and arithmetic of one operation. A lane may carry steps of
+// several operations of a group (in call order), all of one datatype.
+struct OpBuffers {
+  const char* input = nullptr;
+  char* output = nullptr;
+  char* scratch = nullptr;
+  RedOp op;
 };
 
 // Everything one lane needs, in memory its threads can reach.
 struct LaneExec {
   const ExecStep* steps = nullptr;
   uint32_t nsteps = 0;
-  Port* sendPorts = nullptr;
+  // A FIFO end's Port (with its message count) outlives the lane: lanes of
+  // later operations and later runs continue from its `seq`, so lanes hold
+  // pointers to ports kept by the runner.
+  Port* const* sendPorts = nullptr;
   uint32_t nsendPorts = 0;
-  Port* recvPorts = nullptr;
+  Port* const* recvPorts = nullptr;
   uint32_t nrecvPorts = 0;
-  const char* input = nullptr;
-  char* output = nullptr;
-  char* scratch = nullptr;
-  // LL only: two buffers of stageBytes (>= the ports' payload rounded up to 8).
+  const OpBuffers* ops = nullptr;
+  uint32_t nops = 0;
+  uint64_t* stages = nullptr;  // shared by a communicator's lanes, zero at the start of a run
+  uint32_t nstages = 0;
+  // LL steps only: two buffers of stageBytes (>= their ports' payload rounded
+  // up to 8).
   uint32_t* recvStage = nullptr;
   uint32_t* sendStage = nullptr;
   uint64_t stageBytes = 0;
-  Protocol protocol = Protocol::Bulk;
-  RedOp op;
   WaitControl wait;
   // Out: the index of the step that failed (nsteps when none did).
   uint32_t failedStep = 0;
+  // Out, while it runs: the step the lane is at, for a watchdog that must tell
+  // whether it waits on a lost peer.
+  uint64_t currentStep = 0;
 };
 
 // plan.cc's stepSends/stepReceives, usable on the device.
@@ -67,15 +92,15 @@ BRAID_HD inline bool stepSendsKind(StepKind k) {
 BRAID_HD inline bool stepReceivesKind(StepKind k) { return k != StepKind::Send && k != StepKind::Copy; }
 
 template <class T>
-BRAID_HD T* bufferAt(const LaneExec& L, Buffer b, uint64_t offset) {
-  char* base = b == Buffer::Input ? const_cast<char*>(L.input) : b == Buffer::Output ? L.output : L.scratch;
+BRAID_HD T* bufferAt(const OpBuffers& o, Buffer b, uint64_t offset) {
+  char* base = b == Buffer::Input ? const_cast<char*>(o.input) : b == Buffer::Output ? o.output : o.scratch;
   return reinterpret_cast<T*>(base) + offset;
 }
 
 // The step's arithmetic, as tryStep: `in` is the received message (null when
 // it receives nothing), `out` where its message goes (null when it sends).
 template <class T, class G>
-BRAID_HD void computeStep(const G& g, const LaneExec& L, const ExecStep& s, const T* in, T* out) {
+BRAID_HD void computeStep(const G& g, const OpBuffers& L, const ExecStep& s, const T* in, T* out) {
   const bool pre = (s.flags & kStepContribution) != 0;
   const bool fin = (s.flags & kStepFinal) != 0;
   const uint64_t n = s.count;
@@ -114,17 +139,39 @@ BRAID_HD void computeStep(const G& g, const LaneExec& L, const ExecStep& s, cons
   g.sync();
 }
 
+// Waits for the operation before this step's to end on every lane.
+template <class G>
+BRAID_HD ExecStatus waitStage(const G& g, const LaneExec& L, const ExecStep& s) {
+  if (s.waitStage < 0) return ExecStatus::Ok;
+  if (uint32_t(s.waitStage) >= L.nstages) return ExecStatus::BadStep;
+  const uint64_t* counter = L.stages + s.waitStage;
+  const ExecStatus st = waitUntil(L.wait, [&] { return loadAcquire(counter) >= s.waitCount; });
+  return ExecStatus(g.agree(int32_t(st)));
+}
+
+template <class G>
+BRAID_HD ExecStatus markStageDone(const G& g, const LaneExec& L, const ExecStep& s) {
+  if (s.doneStage < 0) return ExecStatus::Ok;
+  if (uint32_t(s.doneStage) >= L.nstages) return ExecStatus::BadStep;
+  fenceSystem();
+  g.sync();
+  if (g.tid() == 0) addRelease(L.stages + s.doneStage, 1);
+  g.sync();
+  return ExecStatus::Ok;
+}
+
 template <class T, class G>
 BRAID_HD ExecStatus runStep(const G& g, LaneExec& L, const ExecStep& s) {
   const uint64_t bytes = s.count * sizeof(T);
-  const bool ll = L.protocol == Protocol::LL;
+  const bool ll = (s.flags & kStepLL) != 0;
   const bool recvs = stepReceivesKind(s.kind);
   const bool sends = stepSendsKind(s.kind);
   if ((recvs && (s.recvPort < 0 || uint32_t(s.recvPort) >= L.nrecvPorts)) ||
       (sends && (s.sendPort < 0 || uint32_t(s.sendPort) >= L.nsendPorts)))
     return ExecStatus::BadStep;
-  Port* rp = recvs ? &L.recvPorts[s.recvPort] : nullptr;
-  Port* sp = sends ? &L.sendPorts[s.sendPort] : nullptr;
+  Port* rp = recvs ? L.recvPorts[s.recvPort] : nullptr;
+  Port* sp = sends ? L.sendPorts[s.sendPort] : nullptr;
+  if (s.op >= L.nops) return ExecStatus::BadStep;
   if ((rp && bytes > rp->fifo.payloadBytes) || (sp && bytes > sp->fifo.payloadBytes) ||
       (ll && (rp || sp) && bytes > L.stageBytes))
     return ExecStatus::BadStep;
@@ -148,7 +195,7 @@ BRAID_HD ExecStatus runStep(const G& g, LaneExec& L, const ExecStep& s) {
     if (st != ExecStatus::Ok) return st;
     out = ll ? reinterpret_cast<T*>(L.sendStage) : reinterpret_cast<T*>(bulkSlot(*sp));
   }
-  computeStep<T>(g, L, s, in, out);
+  computeStep<T>(g, L.ops[s.op], s, in, out);
   if (sp) {
     if (ll) {
       llSend(*sp, bytes, L.sendStage, g);
@@ -160,12 +207,16 @@ BRAID_HD ExecStatus runStep(const G& g, LaneExec& L, const ExecStep& s) {
   return ExecStatus::Ok;
 }
 
-// Runs every step of the lane in order. Every thread of the group returns the
-// same status; on failure L.failedStep names the step.
-template <class T, class G>
-BRAID_HD ExecStatus runLane(const G& g, LaneExec& L) {
+// Runs every step of the lane in order, each through runOne(step). Every
+// thread of the group returns the same status; on failure L.failedStep names
+// the step.
+template <class G, class RunOne>
+BRAID_HD ExecStatus runLaneWith(const G& g, LaneExec& L, RunOne runOne) {
   for (uint32_t i = 0; i < L.nsteps; ++i) {
-    const ExecStatus st = runStep<T>(g, L, L.steps[i]);
+    if (g.tid() == 0) storeRelaxed(&L.currentStep, i);
+    ExecStatus st = waitStage(g, L, L.steps[i]);
+    if (st == ExecStatus::Ok) st = runOne(L.steps[i]);
+    if (st == ExecStatus::Ok) st = markStageDone(g, L, L.steps[i]);
     if (st != ExecStatus::Ok) {
       if (g.tid() == 0) L.failedStep = i;
       return st;
@@ -173,6 +224,12 @@ BRAID_HD ExecStatus runLane(const G& g, LaneExec& L) {
   }
   if (g.tid() == 0) L.failedStep = L.nsteps;
   return ExecStatus::Ok;
+}
+
+// A lane whose operations all have element type T.
+template <class T, class G>
+BRAID_HD ExecStatus runLane(const G& g, LaneExec& L) {
+  return runLaneWith(g, L, [&](const ExecStep& s) { return runStep<T>(g, L, s); });
 }
 
 }  // namespace exec

@@ -244,7 +244,9 @@ struct FifoMemory {
 struct LaneRun {
   exec::BoundLane bound;
   std::vector<exec::Port> sendPorts, recvPorts;
+  std::vector<exec::Port*> sendPtrs, recvPtrs;
   std::vector<uint64_t> recvStage, sendStage;
+  exec::OpBuffers op;
   exec::LaneExec exec;
   exec::ExecStatus status = exec::ExecStatus::Ok;
   int rank = 0;
@@ -274,7 +276,7 @@ std::string runInterpreter(const CollCase& c, const RunConfig& cfg, const std::v
     for (const Lane& lane : plans[size_t(r)].lanes) {
       auto run = std::make_unique<LaneRun>();
       run->rank = r;
-      const std::string err = exec::bindLane(lane, esize, payload, &run->bound);
+      const std::string err = exec::bindLane(lane, cfg.protocol, esize, payload, &run->bound);
       if (!err.empty()) return "rank " + std::to_string(r) + ": " + err;
       for (int32_t peer : run->bound.sendPeers) {
         exec::Port p;
@@ -294,18 +296,21 @@ std::string runInterpreter(const CollCase& c, const RunConfig& cfg, const std::v
       exec::LaneExec& L = run->exec;
       L.steps = run->bound.steps.data();
       L.nsteps = uint32_t(run->bound.steps.size());
-      L.sendPorts = run->sendPorts.data();
-      L.nsendPorts = uint32_t(run->sendPorts.size());
-      L.recvPorts = run->recvPorts.data();
-      L.nrecvPorts = uint32_t(run->recvPorts.size());
-      L.input = b.input;
-      L.output = b.output;
-      L.scratch = b.scratch;
+      for (exec::Port& p : run->sendPorts) run->sendPtrs.push_back(&p);
+      for (exec::Port& p : run->recvPorts) run->recvPtrs.push_back(&p);
+      L.sendPorts = run->sendPtrs.data();
+      L.nsendPorts = uint32_t(run->sendPtrs.size());
+      L.recvPorts = run->recvPtrs.data();
+      L.nrecvPorts = uint32_t(run->recvPtrs.size());
+      run->op.input = b.input;
+      run->op.output = b.output;
+      run->op.scratch = b.scratch;
+      run->op.op = redOpOf(c);
+      L.ops = &run->op;
+      L.nops = 1;
       L.recvStage = reinterpret_cast<uint32_t*>(run->recvStage.data());
       L.sendStage = reinterpret_cast<uint32_t*>(run->sendStage.data());
       L.stageBytes = stageWords * 8;
-      L.protocol = cfg.protocol;
-      L.op = redOpOf(c);
       L.wait.maxPolls = cfg.maxPolls;
       L.wait.abortFlag = cfg.abortFlag;
       runs.push_back(std::move(run));

@@ -1,7 +1,8 @@
 // The plan interpreter's kernel (kernels/executor/plan_kernel.cu): the two
 // ranks of an allreduce run as blocks of one launch, on device buffers, over
-// FIFOs in device memory, with each protocol; the outputs must equal the host
-// executor's arithmetic bit for bit (tests/executor/exec_harness.h). Skips
+// FIFOs in device memory, with each protocol, for several datatypes (fp8 on
+// sm_90+; refused below); the outputs must equal the host executor's
+// arithmetic bit for bit (tests/executor/exec_harness.h). The GPU cases skip
 // without a GPU.
 #include <gtest/gtest.h>
 
@@ -46,6 +47,16 @@ class DeviceArena {
     if (d != nullptr && cudaMemcpy(d, host, n * sizeof(T), cudaMemcpyHostToDevice) != cudaSuccess) return nullptr;
     return d;
   }
+  // The ports in device memory, and the device array of pointers to them
+  // that a LaneExec holds.
+  Port* const* uploadPorts(const std::vector<Port>& ports) {
+    if (ports.empty()) return nullptr;
+    Port* d = upload(ports.data(), ports.size());
+    if (d == nullptr) return nullptr;
+    std::vector<Port*> pointers;
+    for (size_t i = 0; i < ports.size(); ++i) pointers.push_back(d + i);
+    return upload(pointers.data(), pointers.size());
+  }
 
  private:
   std::vector<DeviceBuffer> buffers_;
@@ -77,9 +88,16 @@ std::string runOnDevice(const CollCase& c, Protocol proto, uint32_t nslots, cons
     const char* in = c.inPlace ? out : arena.upload(reinterpret_cast<const char*>(d.input.data()), d.input.size());
     char* scratch = arena.upload(reinterpret_cast<const char*>(d.scratch.data()), d.scratch.size());
     outputs.emplace_back(out, d.output.size());
+    OpBuffers op;
+    op.input = in;
+    op.output = out;
+    op.scratch = scratch;
+    op.op = braid::makeBuiltinOp(c.op, c.type, c.nranks);
+    const OpBuffers* dOp = arena.upload(&op, 1);
+    if (dOp == nullptr) return "device allocation failed";
     for (const braid::Lane& lane : plans[size_t(r)].lanes) {
       BoundLane b;
-      const std::string err = bindLane(lane, esize, payload, &b);
+      const std::string err = bindLane(lane, proto, esize, payload, &b);
       if (!err.empty()) return err;
       std::vector<Port> sendPorts, recvPorts;
       for (int32_t peer : b.sendPeers) sendPorts.push_back(Port{fifo(r, peer, lane.channel), 0});
@@ -87,18 +105,15 @@ std::string runOnDevice(const CollCase& c, Protocol proto, uint32_t nslots, cons
       LaneExec L;
       L.steps = arena.upload(b.steps.data(), b.steps.size());
       L.nsteps = uint32_t(b.steps.size());
-      L.sendPorts = arena.upload(sendPorts.data(), sendPorts.size());
+      L.sendPorts = arena.uploadPorts(sendPorts);
       L.nsendPorts = uint32_t(sendPorts.size());
-      L.recvPorts = arena.upload(recvPorts.data(), recvPorts.size());
+      L.recvPorts = arena.uploadPorts(recvPorts);
       L.nrecvPorts = uint32_t(recvPorts.size());
-      L.input = in;
-      L.output = out;
-      L.scratch = scratch;
+      L.ops = dOp;
+      L.nops = 1;
       L.stageBytes = (payload + 7) / 8 * 8;
       L.recvStage = arena.alloc<uint32_t>(L.stageBytes);
       L.sendStage = arena.alloc<uint32_t>(L.stageBytes);
-      L.protocol = proto;
-      L.op = braid::makeBuiltinOp(c.op, c.type, c.nranks);
       L.wait.abortFlag = abortWord;
       L.wait.maxPolls = uint64_t(1) << 24;  // a broken kernel ends instead of hanging
       lanes.push_back(L);
@@ -127,29 +142,81 @@ std::string runOnDevice(const CollCase& c, Protocol proto, uint32_t nslots, cons
   return "";
 }
 
-TEST(PlanKernel, RankPairAllReduceMatchesHost) {
-  GPU_REQUIRE_OR_SKIP(gputest::noGpuReasonHere());
-  for (ncclDataType_t type : {ncclFloat32, ncclInt32}) {
-    for (Protocol proto : {Protocol::Bulk, Protocol::LL}) {
-      for (braid::Algorithm algo : {braid::Algorithm::Ring, braid::Algorithm::Tree}) {
-        CollCase c;
-        c.algorithm = algo;
-        c.nranks = 2;
-        c.count = 100003;
-        c.chunkElems = 1021;
-        c.nchannels = 2;
-        c.type = type;
-        c.op = type == ncclFloat32 ? ncclAvg : ncclSum;
-        const auto plans = makePlans(c);
-        auto want = makeData(c, plans, 21);
-        auto got = want;
-        ASSERT_EQ(runReference(c, plans, &want), "");
-        ASSERT_EQ(runOnDevice(c, proto, 2, plans, &got), "") << describe(c);
-        EXPECT_EQ(compareOutputs(c, want, got), "")
-            << describe(c) << (proto == Protocol::LL ? " LL" : " bulk");
-      }
+CollCase rankPair(braid::Algorithm algo, ncclDataType_t type, ncclRedOp_t op) {
+  CollCase c;
+  c.algorithm = algo;
+  c.nranks = 2;
+  c.count = 100003;
+  c.chunkElems = 1021;
+  c.nchannels = 2;
+  c.type = type;
+  c.op = op;
+  return c;
+}
+
+// Both protocols, ring and tree, each against the host reference.
+void expectRankPairMatchesHost(ncclDataType_t type, ncclRedOp_t op) {
+  for (Protocol proto : {Protocol::Bulk, Protocol::LL}) {
+    for (braid::Algorithm algo : {braid::Algorithm::Ring, braid::Algorithm::Tree}) {
+      const CollCase c = rankPair(algo, type, op);
+      const auto plans = makePlans(c);
+      auto want = makeData(c, plans, 21);
+      auto got = want;
+      ASSERT_EQ(runReference(c, plans, &want), "");
+      ASSERT_EQ(runOnDevice(c, proto, 2, plans, &got), "") << describe(c) << (proto == Protocol::LL ? " LL" : " bulk");
+      EXPECT_EQ(compareOutputs(c, want, got), "") << describe(c) << (proto == Protocol::LL ? " LL" : " bulk");
     }
   }
+}
+
+int computeCapabilityMajor() {
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return -1;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return -1;
+  return major;
+}
+
+// No CUDA call: type support and argument checks are host decisions.
+TEST(PlanKernel, SupportsEveryDatatype) {
+  for (int t = 0; t < ncclNumTypes; ++t) EXPECT_TRUE(braid::kernels::planKernelSupportsType(ncclDataType_t(t))) << t;
+  EXPECT_FALSE(braid::kernels::planKernelSupportsType(ncclNumTypes));
+  const braid::Result r = braid::kernels::launchPlanLanes(ncclNumTypes, nullptr, 1, 32, nullptr, nullptr);
+  EXPECT_EQ(r.code(), ncclInvalidArgument);
+  EXPECT_NE(r.message().find("invalid datatype"), std::string::npos) << r.message();
+  const braid::Result threads = braid::kernels::launchPlanLanes(ncclFloat32, nullptr, 1, 0, nullptr, nullptr);
+  EXPECT_EQ(threads.code(), ncclInvalidArgument);
+}
+
+TEST(PlanKernel, RankPairAllReduceMatchesHost) {
+  GPU_REQUIRE_OR_SKIP(gputest::noGpuReasonHere());
+  expectRankPairMatchesHost(ncclFloat32, ncclAvg);
+  expectRankPairMatchesHost(ncclInt32, ncclSum);
+}
+
+TEST(PlanKernel, MoreDatatypesMatchHost) {
+  GPU_REQUIRE_OR_SKIP(gputest::noGpuReasonHere());
+  expectRankPairMatchesHost(ncclFloat16, ncclSum);
+  expectRankPairMatchesHost(ncclBfloat16, ncclAvg);
+  expectRankPairMatchesHost(ncclInt64, ncclMax);
+  expectRankPairMatchesHost(ncclUint8, ncclProd);
+  expectRankPairMatchesHost(ncclFloat64, ncclMin);
+}
+
+// fp8 runs on sm_90+ only; older devices get a clear refusal before launch.
+TEST(PlanKernel, Fp8OnSm90OrRefused) {
+  GPU_REQUIRE_OR_SKIP(gputest::noGpuReasonHere());
+  const int major = computeCapabilityMajor();
+  ASSERT_GT(major, 0) << "compute capability query failed";
+  if (major >= 9) {
+    expectRankPairMatchesHost(ncclFloat8e4m3, ncclSum);
+    expectRankPairMatchesHost(ncclFloat8e5m2, ncclMax);
+    return;
+  }
+  const CollCase c = rankPair(braid::Algorithm::Ring, ncclFloat8e4m3, ncclSum);
+  const auto plans = makePlans(c);
+  auto got = makeData(c, plans, 21);
+  const std::string err = runOnDevice(c, Protocol::Bulk, 2, plans, &got);
+  EXPECT_NE(err.find("compute capability 9.0"), std::string::npos) << err;
 }
 
 }  // namespace
