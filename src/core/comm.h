@@ -18,6 +18,7 @@
 #include "core/result.h"
 #include "reduce/host_reduce.h"
 #include "runtime/device/device.h"
+#include "runtime/lanes/port_table.h"
 #include "schedule/rank_order.h"
 #include "transports/transport.h"
 #include "tuning/algo_env.h"
@@ -39,6 +40,10 @@ struct CommSettings {
   int64_t sleepNanos = 50000;
   int spinPolls = 64;  // polls before the first yield; set at init from ranks per core
   bool checkCalls = false;  // BRAID_CHECK=1: ranks compare their collectives before running them
+  // BRAID_EXECUTOR=lanes: host buffers run through the plan interpreter of the
+  // device executor (src/runtime/lanes) on host threads, where every rank is on
+  // this host; otherwise (and by default) the host executor runs them.
+  bool laneExecutor = false;
   std::string name;
 };
 
@@ -93,6 +98,9 @@ struct ncclComm {
   std::thread initThread;  // nonblocking init runs here
   std::string initError;   // message of a failed nonblocking init
   std::string failure;     // what put the communicator in error (the first failure)
+
+  // The lane executor's FIFOs (BRAID_EXECUTOR=lanes), made by its first group.
+  std::unique_ptr<braid::lanes::PortTable> lanePorts;
 
   // Device buffers: the proxy thread and staging memory, made by the first call
   // on device buffers. Last, so that it stops before the connections go.

@@ -10,9 +10,11 @@
 #include "core/comm.h"
 #include "core/connect.h"
 #include "core/call_check.h"
+#include "core/task_plan.h"
 #include "core/log.h"
 #include "runtime/device/device.h"
 #include "runtime/host/executor.h"
+#include "runtime/lanes/lane_executor.h"
 #include "schedule/generate.h"
 #include "tuning/planner.h"
 
@@ -28,39 +30,6 @@ struct GroupState {
 };
 
 thread_local GroupState tlsGroup;
-
-TuningInput tuningInputOf(const Task& t) {
-  ncclComm* comm = t.comm;
-  TuningInput in;
-  in.coll = t.coll;
-  in.nranks = comm->nranks;
-  in.count = t.count;
-  in.datatype = t.type;
-  in.transport = comm->transportClass;
-  // The direct family runs over the per-peer FIFOs (kPeerChannel).
-  in.slotBytes = algorithmSupports(Algorithm::Direct, t.coll) ? comm->settings.peerSlotBytes
-                                                               : comm->settings.slotBytes;
-  in.nchannels = comm->settings.nchannels;
-  in.filter = &comm->algoFilter;
-  in.calibration = &comm->calibration;
-  return in;
-}
-
-CollShape shapeOf(const Task& t) {
-  ncclComm* comm = t.comm;
-  CollShape s;
-  s.coll = t.coll;
-  s.rank = comm->rank;
-  s.nranks = comm->nranks;
-  s.count = t.count;
-  s.root = t.root;
-  const PlanChoice choice = choosePlan(tuningInputOf(t));
-  s.algorithm = choice.algorithm;
-  s.chunkElems = choice.chunkElems;
-  s.nchannels = choice.nchannels;
-  s.order = &comm->ringOrder;
-  return s;
-}
 
 // Everything one group asks of one communicator.
 struct CommWork {
@@ -278,7 +247,7 @@ Result runGroup(GroupState& g) {
     for (const Task& t : tasks)
       if (t.comm->deviceProxy) drainDeviceWork(t.comm);
     r = checkCallsMatch(tasks);
-    if (r.ok()) r = runTasks(tasks);
+    if (r.ok()) r = laneExecutorApplies(tasks) ? runLaneGroup(tasks) : runTasks(tasks);
   }
   if (!r.ok()) {
     for (const Task& t : tasks) setCommError(t.comm, r);

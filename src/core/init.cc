@@ -51,6 +51,10 @@ Result makeCommSettings(const ncclConfig_t* config, CommSettings* out) {
   s.yieldMicros = std::max<int64_t>(0, envInt("BRAID_YIELD_US", 5000));
   s.checkCalls = envInt("BRAID_CHECK", 0) != 0;
   s.sleepNanos = std::clamp<int64_t>(envInt("BRAID_SLEEP_NS", 50000), 0, 999999999);
+  const std::string executor = envString("BRAID_EXECUTOR", "host");
+  if (executor != "host" && executor != "lanes")
+    return fail(ncclInvalidArgument, "BRAID_EXECUTOR=%s: expected host (the default) or lanes", executor.c_str());
+  s.laneExecutor = executor == "lanes";
   if (config) {
     if (config->magic != kConfigMagic || config->size < offsetof(ncclConfig_t, blocking) + sizeof(int))
       return fail(ncclInvalidArgument,

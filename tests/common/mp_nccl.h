@@ -17,10 +17,13 @@ constexpr int kBraidNcclVersion = 22707;
 
 // "shm": same-host shared memory (the default between processes of one host);
 // "tcp": shared memory disabled, so peers talk over sockets.
+// "shm", "tcp", or "lanes": shared memory run by the lane executor
+// (BRAID_EXECUTOR=lanes: the device executor's plan interpreter on host threads).
 inline RankOptions transportOptions(const std::string& transport, int timeoutSeconds = 120) {
   RankOptions o;
   o.timeoutSeconds = timeoutSeconds;
   o.env.push_back({"NCCL_SHM_DISABLE", transport == "tcp" ? "1" : "0"});
+  if (transport == "lanes") o.env.push_back({"BRAID_EXECUTOR", "lanes"});
   return o;
 }
 

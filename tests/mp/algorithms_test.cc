@@ -1,5 +1,6 @@
 // Each schedule forced with NCCL_ALGO (Ring, Tree, RecursiveDoubling,
-// HalvingDoubling) on 2..8 forked ranks over shared memory, and 2..5 over TCP,
+// HalvingDoubling) on 2..8 forked ranks over shared memory, 2..5 over TCP, and
+// 2, 3, 5, 8 through the lane executor (BRAID_EXECUTOR=lanes),
 // running the collectives that schedule applies to (float32 and int32; sum,
 // avg, max; counts 1, 13, 4099, 200000; roots 0 and P-1). Results are checked
 // against values computed locally (tests/common/coll_cases.h): integer-valued
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "common/coll_cases.h"
+#include "common/log_dir.h"
 #include "common/mp_harness.h"
 #include "common/mp_nccl.h"
 
@@ -84,6 +86,8 @@ std::vector<Case> allCases() {
       cases.push_back({a, n, "shm", n == 7 ? "65536" : nullptr});
     // Over TCP, 32 KiB slots.
     for (int n : {2, 3, 4, 5}) cases.push_back({a, n, "tcp", "262144"});
+    // The lane executor; at 5 ranks 8 KiB slots (and LL messages).
+    for (int n : {2, 3, 5, 8}) cases.push_back({a, n, "lanes", n == 5 ? "65536" : nullptr});
   }
   return cases;
 }
@@ -122,23 +126,6 @@ INSTANTIATE_TEST_SUITE_P(Algos, MpForcedAlgo, ::testing::ValuesIn(allCases()),
 // changed), the test is skipped rather than failed: the results are checked above.
 class MpForcedAlgoLogged : public ::testing::TestWithParam<int> {};
 
-std::vector<std::string> readLogLines(const std::string& dir) {
-  std::vector<std::string> lines;
-  DIR* d = opendir(dir.c_str());
-  if (!d) return lines;
-  std::vector<std::string> files;
-  while (dirent* e = readdir(d))
-    if (e->d_name[0] != '.') files.push_back(dir + "/" + e->d_name);
-  closedir(d);
-  for (const auto& f : files) {
-    std::ifstream in(f);
-    for (std::string line; std::getline(in, line);) lines.push_back(line);
-    unlink(f.c_str());
-  }
-  rmdir(dir.c_str());
-  return lines;
-}
-
 // Ranks over shm with `algo` forced, logging `subsys` at INFO into files in `dir`.
 mptest::RankOptions loggingOptions(const collcase::Algo& algo, const char* subsys, const char* dir,
                                    int timeoutSeconds) {
@@ -175,7 +162,7 @@ TEST_P(MpForcedAlgoLogged, ChosenAlgorithmIsTheForcedOne) {
       "(AllReduce|ReduceScatter|AllGather|Broadcast|Reduce) [0-9.e+]+ B x [0-9]+ ranks \\([^)]*\\): ([A-Za-z]+)/");
   std::set<std::string> seen;
   int choices = 0;
-  for (const auto& line : readLogLines(dir)) {
+  for (const auto& line : mptest::readLogLines(dir)) {
     std::smatch m;
     if (!std::regex_search(line, m, choice)) continue;
     choices++;
@@ -215,7 +202,7 @@ TEST_P(MpHostInterleaved, SchedulesFollowHostsAndMatchLocalReference) {
       },
       opts);
   bool said = false;
-  for (const auto& line : readLogLines(dir))
+  for (const auto& line : mptest::readLogLines(dir))
     said = said || line.find("ring order follows hosts (2 links cross hosts instead of 4): 0 2 4 1 3") !=
                        std::string::npos;
   EXPECT_TRUE(said) << "rank 0 did not log the host-contiguous ring order";

@@ -511,12 +511,14 @@ class CollectiveSuite {
 
 // ---- the GoogleTest cases -----------------------------------------------------------
 
+// transport "lanes": shared memory, run by the lane executor (mp_nccl.h).
 struct Case {
   const char* transport;
   int nranks;
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.transport << " x " << c.nranks << " ranks"; }
+
 
 class MpCollectives : public ::testing::TestWithParam<Case> {};
 
@@ -538,7 +540,7 @@ TEST_P(MpCollectives, EveryCollectiveTypeOpCountAndLayout) {
 
 std::vector<Case> allCases() {
   std::vector<Case> cases;
-  for (const char* transport : {"shm", "tcp"})
+  for (const char* transport : {"shm", "tcp", "lanes"})
     for (int n : {1, 2, 3, 4, 8}) cases.push_back({transport, n});
   return cases;
 }

@@ -148,7 +148,7 @@ TEST_P(MpPeerFailure, AbortFromAnotherThreadEndsAWaitingCall) {
       opts);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, MpPeerFailure, ::testing::Values("shm", "tcp"),
+INSTANTIATE_TEST_SUITE_P(Transports, MpPeerFailure, ::testing::Values("shm", "tcp", "lanes"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace

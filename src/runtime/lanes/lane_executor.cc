@@ -1,0 +1,290 @@
+#include "runtime/lanes/lane_executor.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "core/comm.h"
+#include "core/task_plan.h"
+#include "kernels/executor/host_lane_runner.h"
+#include "runtime/lanes/lane_program.h"
+#include "runtime/lanes/port_table.h"
+#include "transports/common/process_liveness.h"
+
+namespace braid {
+
+namespace {
+
+// One communicator's part of the group.
+struct CommRun {
+  ncclComm* comm = nullptr;
+  std::vector<const Task*> tasks;
+  lanes::LaneProgram program;
+  std::vector<exec::OpBuffers> ops;
+  std::vector<uint64_t> stages;
+};
+
+// One lane and what its thread needs.
+struct LaneRun {
+  CommRun* owner = nullptr;
+  const lanes::ProgramLane* lane = nullptr;
+  std::vector<exec::Port*> sendPorts, recvPorts;
+  std::vector<uint64_t> recvStage, sendStage;
+  exec::LaneExec exec;
+  exec::ExecStatus status = exec::ExecStatus::Ok;
+};
+
+// The most bytes any message of the call can carry: its whole buffer. Every
+// rank computes the same value, so all choose the same protocol for it.
+uint64_t operationBytes(const Task& t) {
+  uint64_t elems = t.count;
+  switch (t.coll) {
+    case Collective::AllGather:
+    case Collective::ReduceScatter:
+    case Collective::AllToAll:
+    case Collective::Gather:
+    case Collective::Scatter: elems *= uint64_t(t.comm->nranks); break;
+    default: break;
+  }
+  return elems * typeSize(t.type);
+}
+
+lanes::LaneLimits limitsOf(const ncclComm* comm) {
+  lanes::LaneLimits l;
+  l.channelPayloadBytes = comm->settings.slotBytes;
+  l.peerPayloadBytes = comm->settings.peerSlotBytes;
+  l.llPayloadBytes = std::min<uint64_t>({l.llPayloadBytes, l.channelPayloadBytes, l.peerPayloadBytes});
+  l.llMaxOpBytes = l.llPayloadBytes;
+  return l;
+}
+
+// Plans the communicator's calls, merges them into lanes and makes the FIFOs
+// they need.
+Result prepare(CommRun& run) {
+  ncclComm* comm = run.comm;
+  std::vector<Plan> plans;
+  std::vector<lanes::LaneOp> ops;
+  std::vector<size_t> scratchOffsets;
+  size_t scratchBytes = 0;
+  for (const Task* t : run.tasks) {
+    plans.push_back(generatePlan(shapeOf(*t)));
+    ops.push_back({t->type, operationBytes(*t)});
+    scratchOffsets.push_back(scratchBytes);
+    scratchBytes += (plans.back().scratchElems * typeSize(t->type) + 63) & ~size_t(63);
+  }
+  if (comm->scratch.size() < scratchBytes) comm->scratch.resize(scratchBytes);
+  for (size_t i = 0; i < run.tasks.size(); ++i) {
+    const Task& t = *run.tasks[i];
+    run.ops.push_back({static_cast<const char*>(t.sendbuff), static_cast<char*>(t.recvbuff),
+                       comm->scratch.data() + scratchOffsets[i], t.op});
+  }
+  BRAID_TRY(lanes::buildLaneProgram(ops, plans, limitsOf(comm), &run.program));
+  run.stages.assign(run.program.nstages, 0);
+  if (!comm->lanePorts) comm->lanePorts = std::make_unique<lanes::PortTable>();
+  return Result::success();
+}
+
+std::unique_ptr<LaneRun> makeLaneRun(CommRun& owner, const lanes::ProgramLane& lane, const uint32_t* abortWord) {
+  auto run = std::make_unique<LaneRun>();
+  run->owner = &owner;
+  run->lane = &lane;
+  const lanes::PortTable& ports = *owner.comm->lanePorts;
+  for (size_t i = 0; i < lane.bound.sendPeers.size(); ++i) run->sendPorts.push_back(ports.port(lane.sendKey(i)));
+  for (size_t i = 0; i < lane.bound.recvPeers.size(); ++i) run->recvPorts.push_back(ports.port(lane.recvKey(i)));
+  exec::LaneExec& L = run->exec;
+  if (lane.anyLL) {
+    const uint64_t words = (limitsOf(owner.comm).llPayloadBytes + 7) / 8;
+    run->recvStage.assign(words, 0);
+    run->sendStage.assign(words, 0);
+    L.recvStage = reinterpret_cast<uint32_t*>(run->recvStage.data());
+    L.sendStage = reinterpret_cast<uint32_t*>(run->sendStage.data());
+    L.stageBytes = words * 8;
+  }
+  L.steps = lane.bound.steps.data();
+  L.nsteps = uint32_t(lane.bound.steps.size());
+  L.sendPorts = run->sendPorts.data();
+  L.nsendPorts = uint32_t(run->sendPorts.size());
+  L.recvPorts = run->recvPorts.data();
+  L.nrecvPorts = uint32_t(run->recvPorts.size());
+  L.ops = owner.ops.data();
+  L.nops = uint32_t(owner.ops.size());
+  L.stages = owner.stages.data();
+  L.nstages = uint32_t(owner.stages.size());
+  L.wait.abortFlag = abortWord;
+  return run;
+}
+
+// The peer a lane's step waits for (receive first), or -1.
+int peerOfStep(const LaneRun& run, uint32_t step) {
+  if (step >= run.lane->bound.steps.size()) return -1;
+  const exec::ExecStep& s = run.lane->bound.steps[step];
+  if (s.recvPort >= 0) return run.lane->bound.recvPeers[size_t(s.recvPort)];
+  if (s.sendPort >= 0) return run.lane->bound.sendPeers[size_t(s.sendPort)];
+  return -1;
+}
+
+std::string describeLane(const LaneRun& run) {
+  const uint32_t i = run.exec.failedStep;
+  std::string d = "lane on channel " + std::to_string(run.lane->bound.channel) + ", step " + std::to_string(i + 1) +
+                  " of " + std::to_string(run.lane->bound.steps.size());
+  if (i < run.lane->bound.steps.size()) {
+    const exec::ExecStep& s = run.lane->bound.steps[i];
+    d += std::string(" (") + stepKindName(s.kind) + ", " + collectiveName(run.owner->tasks[s.op]->coll) + ")";
+    const int peer = peerOfStep(run, i);
+    if (peer >= 0) d += " with rank " + std::to_string(peer);
+  }
+  return d;
+}
+
+// Whether the lane is stuck on `peer`: at a step that receives from it with
+// the message not (wholly) in the FIFO, or that sends to it with no free slot.
+// A lost peer's messages already in shared memory stay readable, so a rank
+// that has them finishes instead of failing.
+bool waitsOn(const LaneRun& run, int peer) {
+  const uint64_t at = __atomic_load_n(&run.exec.currentStep, __ATOMIC_RELAXED);
+  if (at >= run.lane->bound.steps.size()) return false;
+  const exec::ExecStep& s = run.lane->bound.steps[at];
+  if (s.recvPort >= 0 && run.lane->bound.recvPeers[size_t(s.recvPort)] == peer) {
+    const exec::Port& p = *run.recvPorts[size_t(s.recvPort)];
+    const uint64_t m = __atomic_load_n(&p.seq, __ATOMIC_RELAXED) + 1;
+    if ((s.flags & exec::kStepLL) == 0) return int64_t(exec::loadAcquire(p.fifo.head) - m) < 0;
+    const uint64_t* lines = reinterpret_cast<const uint64_t*>(p.fifo.slot(m));
+    const uint64_t n = exec::llLinesFor(s.count * typeSize(run.owner->tasks[s.op]->type));
+    for (uint64_t i = 0; i < n; ++i)
+      if (exec::llFlag(exec::loadRelaxed(lines + i)) != uint32_t(m)) return true;
+    return false;
+  }
+  if (s.sendPort >= 0 && run.lane->bound.sendPeers[size_t(s.sendPort)] == peer) {
+    const exec::Port& p = *run.sendPorts[size_t(s.sendPort)];
+    const uint64_t m = __atomic_load_n(&p.seq, __ATOMIC_RELAXED) + 1;
+    return m - exec::loadAcquire(p.fifo.tail) > uint64_t(p.fifo.nslots);
+  }
+  return false;
+}
+
+// Watches a running group from the calling thread: abort, the timeout, a
+// lost peer that a lane waits on, and failure notices stop every lane through
+// the abort word.
+class LaneWatch {
+ public:
+  LaneWatch(const std::vector<std::unique_ptr<CommRun>>& comms, const std::vector<std::unique_ptr<LaneRun>>& runs)
+      : comms_(comms), runs_(runs) {
+    deadline_ = Clock::time_point::max();
+    for (const auto& c : comms_) deadline_ = std::min(deadline_, deadlineFromNow(c->comm));
+  }
+
+  // Success while the group may go on.
+  Result check() {
+    for (const auto& c : comms_)
+      if (c->comm->abortFlag) return fail(ncclSystemError, "rank %d: communicator aborted", c->comm->rank);
+    const Clock::time_point now = Clock::now();
+    if (now > deadline_) return fail(ncclSystemError, "timed out (BRAID_TIMEOUT)");
+    if (now < nextPeerCheck_) return Result::success();
+    nextPeerCheck_ = now + std::chrono::milliseconds(100);
+    for (const auto& c : comms_) {
+      ncclComm* comm = c->comm;
+      std::string notice;
+      if (comm->bootstrap && comm->bootstrap->pollFailure(&notice)) return failureNoticeError(comm->rank, notice);
+      const PeerInfo& self = comm->peers[size_t(comm->rank)];
+      for (const PeerInfo& peer : comm->peers)
+        if (peer.processId != self.processId && peerProcessGone(self, peer) && waitedOn(comm, peer.rank))
+          return checkPeerProcess(self, peer, "running a lane");
+    }
+    return Result::success();
+  }
+
+ private:
+  bool waitedOn(const ncclComm* comm, int peer) const {
+    for (const auto& run : runs_)
+      if (run->owner->comm == comm && waitsOn(*run, peer)) return true;
+    return false;
+  }
+
+  const std::vector<std::unique_ptr<CommRun>>& comms_;
+  const std::vector<std::unique_ptr<LaneRun>>& runs_;
+  Clock::time_point deadline_;
+  Clock::time_point nextPeerCheck_ = Clock::time_point::min();
+};
+
+Result outcome(const std::vector<std::unique_ptr<LaneRun>>& runs, const Result& stopped) {
+  for (const auto& run : runs) {
+    if (run->status == exec::ExecStatus::Ok) continue;
+    const std::string where = "rank " + std::to_string(run->owner->comm->rank) + ", " + describeLane(*run);
+    if (run->status == exec::ExecStatus::Aborted && !stopped.ok())
+      return Result(stopped.code(), stopped.message() + " (" + where + ")");
+    if (run->status != exec::ExecStatus::Aborted)
+      return fail(ncclInternalError, "lane executor: %s: %s", where.c_str(), exec::execStatusName(run->status));
+  }
+  return stopped;
+}
+
+Result runLanes(std::vector<std::unique_ptr<CommRun>>& comms) {
+  uint32_t abortWord = 0;
+  std::vector<std::unique_ptr<LaneRun>> runs;
+  for (auto& c : comms)
+    for (const lanes::ProgramLane& lane : c->program.lanes) runs.push_back(makeLaneRun(*c, lane, &abortWord));
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t running = runs.size();
+  std::vector<std::thread> threads;
+  for (auto& run : runs) {
+    LaneRun* r = run.get();
+    threads.emplace_back([&, r] {
+      r->status = exec::runLaneOnHost(r->exec);
+      if (r->status != exec::ExecStatus::Ok) __atomic_store_n(&abortWord, 1u, __ATOMIC_RELAXED);
+      std::lock_guard<std::mutex> lock(mu);
+      if (--running == 0) cv.notify_all();
+    });
+  }
+  LaneWatch watch(comms, runs);
+  Result stopped;
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    while (running > 0) {
+      if (cv.wait_for(lock, std::chrono::milliseconds(10), [&] { return running == 0; })) break;
+      if (!stopped.ok()) continue;
+      lock.unlock();
+      stopped = watch.check();
+      if (!stopped.ok()) __atomic_store_n(&abortWord, 1u, __ATOMIC_RELAXED);
+      lock.lock();
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  return outcome(runs, stopped);
+}
+
+}  // namespace
+
+bool laneExecutorApplies(const std::vector<Task>& tasks) {
+  return std::all_of(tasks.begin(), tasks.end(), [](const Task& t) {
+    return t.comm->settings.laneExecutor && lanes::PortTable::reachable(t.comm);
+  });
+}
+
+Result runLaneGroup(const std::vector<Task>& tasks) {
+  std::vector<std::unique_ptr<CommRun>> comms;
+  std::map<ncclComm*, CommRun*> byComm;
+  for (const Task& t : tasks) {
+    CommRun*& run = byComm[t.comm];
+    if (!run) {
+      comms.push_back(std::make_unique<CommRun>());
+      run = comms.back().get();
+      run->comm = t.comm;
+    }
+    run->tasks.push_back(&t);
+  }
+  for (auto& c : comms) BRAID_TRY(prepare(*c));
+  for (auto& c : comms) BRAID_TRY(c->comm->lanePorts->offer(c->comm, lanes::portsOf(c->program), limitsOf(c->comm)));
+  for (auto& c : comms) BRAID_TRY(c->comm->lanePorts->accept(c->comm, lanes::portsOf(c->program), limitsOf(c->comm)));
+  Result r = runLanes(comms);
+  if (!r.ok() && r.code() == ncclRemoteError)
+    for (auto& c : comms)
+      if (c->comm->bootstrap) c->comm->bootstrap->notifyFailure(r.message(), -1, Clock::now() + std::chrono::seconds(1));
+  return r;
+}
+
+}  // namespace braid

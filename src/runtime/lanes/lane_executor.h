@@ -1,0 +1,25 @@
+// The lane executor on host threads: runs a group's plans through the plan
+// interpreter of the device executor (kernels/executor), one thread per lane,
+// over FIFOs in heap or shared memory (port_table.h). With BRAID_EXECUTOR=lanes
+// it runs host buffers in place of the host executor, so the device executor's
+// plans, protocols, FIFO set-up and stage ordering run in real multi-process
+// jobs on machines without a GPU; the CUDA path runs the same lanes as blocks.
+#pragma once
+
+#include <vector>
+
+#include "core/result.h"
+#include "core/task.h"
+
+namespace braid {
+
+// Every communicator of the group asked for the lane executor and can use it
+// (all its ranks on this host). Identical on every rank of each communicator.
+bool laneExecutorApplies(const std::vector<Task>& tasks);
+
+// Runs the group (host buffers) and returns when it is complete, or with an
+// error naming the lane, step and peer on abort, timeout, a lost peer or a
+// plan the FIFOs cannot carry.
+Result runLaneGroup(const std::vector<Task>& tasks);
+
+}  // namespace braid

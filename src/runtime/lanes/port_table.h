@@ -1,0 +1,58 @@
+// One communicator's FIFOs of the lane executor, made on first use and kept
+// until the communicator goes: each FIFO end's Port (its message count) lives
+// here, so lanes of later groups continue where earlier ones stopped.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "core/result.h"
+#include "runtime/lanes/fifo_memory.h"
+#include "runtime/lanes/lane_program.h"
+
+struct ncclComm;
+
+namespace braid {
+namespace lanes {
+
+class PortTable {
+ public:
+  PortTable();
+  ~PortTable();
+  PortTable(const PortTable&) = delete;
+  PortTable& operator=(const PortTable&) = delete;
+
+  // Whether this communicator's ranks can all reach each other's FIFOs from
+  // host threads (one host, one /dev/shm): the same answer on every rank.
+  static bool reachable(const ncclComm* comm);
+
+  // Makes the FIFOs among `keys` that do not exist yet, in two phases: offer
+  // creates the memory of those this rank receives on and sends their blobs
+  // over the bootstrap; accept opens the peers' blobs of those it sends on.
+  // A thread that drives several ranks (ncclCommInitAll) offers for all of
+  // them before it accepts for any. Keys are taken in sorted order, which both
+  // ends of a FIFO share, so blobs pair up without naming their FIFO.
+  Result offer(ncclComm* comm, const std::vector<PortKey>& keys, const LaneLimits& limits);
+  Result accept(ncclComm* comm, const std::vector<PortKey>& keys, const LaneLimits& limits);
+
+  // The port of a connected FIFO end (stable address).
+  exec::Port* port(const PortKey& key) const;
+
+ private:
+  struct Entry {
+    std::unique_ptr<FifoMemory> memory;
+    std::unique_ptr<exec::Port> port;
+  };
+  Result create(ncclComm* comm, const PortKey& key, const LaneLimits& limits);
+  Result open(ncclComm* comm, const PortKey& key, const LaneLimits& limits);
+  FifoMemoryProvider& providerFor(const ncclComm* comm, int peer) const;
+  void logMade(const ncclComm* comm, const PortKey& key) const;
+
+  std::map<PortKey, Entry> entries_;
+  std::unique_ptr<FifoMemoryProvider> heap_;
+  std::unique_ptr<FifoMemoryProvider> shm_;
+};
+
+}  // namespace lanes
+}  // namespace braid

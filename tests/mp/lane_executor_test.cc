@@ -1,0 +1,161 @@
+// The lane executor (BRAID_EXECUTOR=lanes, src/runtime/lanes): what its
+// correctness suites (mp_collectives_test, mp_algorithms_test,
+// mp_peer_failure_test and threads_collectives_test with "lanes") cannot show:
+// that it really runs (its FIFOs, of both protocols, appear in the log), that it
+// steps aside for jobs spanning several hosts, that a bad value is refused, and
+// that one thread driving every rank of ncclCommInitAll through one group works.
+#include <gtest/gtest.h>
+#include <nccl.h>
+
+#include <cstdlib>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "common/log_dir.h"
+#include "common/mp_harness.h"
+#include "common/mp_nccl.h"
+
+namespace {
+
+size_t countContaining(const std::vector<std::string>& lines, const std::string& what) {
+  size_t n = 0;
+  for (const auto& l : lines) n += l.find(what) != std::string::npos;
+  return n;
+}
+
+// A small (LL) and a large (bulk) allreduce, checked.
+void twoAllReduces(ncclComm_t comm, int rank, int nranks) {
+  for (size_t count : {size_t{16}, size_t{1} << 20}) {
+    std::vector<float> send(count, float(rank + 1)), recv(count, -1.0f);
+    MP_NCCL_CHECK(ncclAllReduce(send.data(), recv.data(), count, ncclFloat32, ncclSum, comm, nullptr));
+    const float want = float(nranks * (nranks + 1) / 2);
+    for (size_t i = 0; i < count; ++i)
+      MP_CHECK(recv[i] == want, "rank %d: element %zu of %zu is %g, want %g", rank, i, count, recv[i], want);
+  }
+}
+
+// Runs twoAllReduces on `nranks` ranks with the lane executor asked for and
+// INIT logging on; `twoHosts` puts odd and even ranks on two "hosts"
+// (BRAID_HOSTID). Returns every rank's log lines.
+std::vector<std::string> runLogged(int nranks, bool twoHosts) {
+  char dir[] = "/tmp/braid_lanes_log_XXXXXX";
+  if (mkdtemp(dir) == nullptr) return {};
+  mptest::RankOptions o = mptest::transportOptions("lanes", 60);
+  o.env.push_back({"NCCL_DEBUG", "INFO"});
+  o.env.push_back({"NCCL_DEBUG_SUBSYS", "INIT"});
+  o.env.push_back({"NCCL_DEBUG_FILE", std::string(dir) + "/rank.%p.log"});
+  mptest::runRanks(
+      nranks,
+      [twoHosts](int rank, int n, const ncclUniqueId& id) {
+        if (twoHosts) setenv("BRAID_HOSTID", rank % 2 ? "lanes-host-b" : "lanes-host-a", 1);
+        ncclComm_t comm = nullptr;
+        MP_NCCL_CHECK(ncclCommInitRank(&comm, n, id, rank));
+        twoAllReduces(comm, rank, n);
+        MP_NCCL_CHECK(ncclCommDestroy(comm));
+      },
+      o);
+  return mptest::readLogLines(dir);
+}
+
+TEST(MpLaneExecutor, RunsOverSharedMemoryFifosOfBothProtocols) {
+  const std::vector<std::string> lines = runLogged(3, false);
+  EXPECT_GT(countContaining(lines, "LL (shm)"), 0u) << "no LL lane FIFO was logged";
+  EXPECT_GT(countContaining(lines, "bulk (shm)"), 0u) << "no bulk lane FIFO was logged";
+}
+
+// Ranks on two hosts cannot share FIFO memory: the host executor runs them,
+// over TCP between the hosts.
+TEST(MpLaneExecutor, JobsSpanningHostsUseTheHostExecutor) {
+  const std::vector<std::string> lines = runLogged(4, true);
+  EXPECT_GT(lines.size(), 0u) << "nothing was logged: the test proves nothing";
+  EXPECT_EQ(countContaining(lines, "lane FIFO"), 0u) << "the lane executor ran across hosts";
+}
+
+TEST(MpLaneExecutor, UnknownExecutorIsRefusedAtInit) {
+  mptest::RankOptions o = mptest::transportOptions("shm", 60);
+  o.env.push_back({"BRAID_EXECUTOR", "gpu-please"});
+  mptest::runRanks(
+      2,
+      [](int rank, int nranks, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        const ncclResult_t r = ncclCommInitRank(&comm, nranks, id, rank);
+        MP_CHECK(r == ncclInvalidArgument, "ncclCommInitRank returned %d, want ncclInvalidArgument", int(r));
+        const std::string message = ncclGetLastError(nullptr);
+        MP_EXPECT(message.find("BRAID_EXECUTOR") != std::string::npos, "the error does not name the variable: %s",
+                  message.c_str());
+      },
+      o);
+}
+
+// One group mixing schedules (tree and two-channel ring), protocols (LL and
+// bulk), datatypes and point-to-point calls: lanes of different operations share
+// FIFOs, so each operation's lanes must wait for the one before.
+TEST(MpLaneExecutor, GroupMixingSchedulesProtocolsAndTypes) {
+  mptest::RankOptions o = mptest::transportOptions("lanes", 60);
+  o.env.push_back({"NCCL_ALGO", "allreduce:tree;allgather:ring"});
+  o.env.push_back({"BRAID_NCHANNELS", "2"});
+  mptest::runRanks(
+      3,
+      [](int rank, int nranks, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+        constexpr size_t kBig = 100000, kGather = 50000, kSmall = 10, kP2p = 1000;
+        std::vector<int32_t> big(kBig, rank + 1), bigSum(kBig, 0);
+        std::vector<float> piece(kGather), gathered(kGather * nranks, -1);
+        for (size_t i = 0; i < kGather; ++i) piece[i] = float(rank * kGather + i);
+        std::vector<int8_t> small(kSmall, int8_t(rank)), smallMax(kSmall, -1);
+        std::vector<double> out(kP2p, rank), in(kP2p, -1);
+        for (int round = 0; round < 3; ++round) {
+          MP_NCCL_CHECK(ncclGroupStart());
+          MP_NCCL_CHECK(ncclAllReduce(big.data(), bigSum.data(), kBig, ncclInt32, ncclSum, comm, nullptr));
+          MP_NCCL_CHECK(ncclAllGather(piece.data(), gathered.data(), kGather, ncclFloat32, comm, nullptr));
+          MP_NCCL_CHECK(ncclAllReduce(small.data(), smallMax.data(), kSmall, ncclInt8, ncclMax, comm, nullptr));
+          MP_NCCL_CHECK(ncclSend(out.data(), kP2p, ncclFloat64, (rank + 1) % nranks, comm, nullptr));
+          MP_NCCL_CHECK(ncclRecv(in.data(), kP2p, ncclFloat64, (rank + nranks - 1) % nranks, comm, nullptr));
+          MP_NCCL_CHECK(ncclGroupEnd());
+          for (size_t i = 0; i < kBig; ++i) MP_CHECK(bigSum[i] == 6, "round %d: sum[%zu] = %d", round, i, bigSum[i]);
+          for (size_t i = 0; i < gathered.size(); ++i)
+            MP_CHECK(gathered[i] == float(i), "round %d: gathered[%zu] = %g", round, i, gathered[i]);
+          for (size_t i = 0; i < kSmall; ++i) MP_CHECK(smallMax[i] == 2, "round %d: max[%zu] = %d", round, i, smallMax[i]);
+          for (size_t i = 0; i < kP2p; ++i)
+            MP_CHECK(in[i] == double((rank + nranks - 1) % nranks), "round %d: received[%zu] = %g", round, i, in[i]);
+        }
+        MP_NCCL_CHECK(ncclCommDestroy(comm));
+      },
+      o);
+}
+
+// One thread issues the calls of every rank in one group: it must make the
+// FIFOs of all ranks before it waits for any (port_table.h: offer, accept).
+TEST(LaneExecutorOneThread, GroupOverEveryRankOfCommInitAll) {
+  constexpr int kRanks = 4;
+  constexpr size_t kSmall = 13, kLarge = 70001;
+  ASSERT_EQ(setenv("BRAID_EXECUTOR", "lanes", 1), 0);
+  std::vector<ncclComm_t> comms(kRanks);
+  ASSERT_EQ(ncclCommInitAll(comms.data(), kRanks, nullptr), ncclSuccess) << ncclGetLastError(nullptr);
+  unsetenv("BRAID_EXECUTOR");
+  std::vector<std::vector<float>> in(kRanks), sum(kRanks);
+  std::vector<std::vector<int32_t>> mine(kRanks), all(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    in[r].assign(kSmall, float(r + 1));
+    sum[r].assign(kSmall, 0);
+    mine[r].resize(kLarge);
+    std::iota(mine[r].begin(), mine[r].end(), int32_t(r) * int32_t(kLarge));
+    all[r].assign(kLarge * kRanks, -1);
+  }
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_EQ(ncclAllReduce(in[r].data(), sum[r].data(), kSmall, ncclFloat32, ncclSum, comms[r], nullptr),
+              ncclSuccess);
+    ASSERT_EQ(ncclAllGather(mine[r].data(), all[r].data(), kLarge, ncclInt32, comms[r], nullptr), ncclSuccess);
+  }
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+  for (int r = 0; r < kRanks; ++r) {
+    for (size_t i = 0; i < kSmall; ++i) ASSERT_EQ(sum[r][i], 10.0f) << "rank " << r << " element " << i;
+    for (size_t i = 0; i < all[r].size(); ++i) ASSERT_EQ(all[r][i], int32_t(i)) << "rank " << r << " element " << i;
+  }
+  for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+}
+
+}  // namespace
