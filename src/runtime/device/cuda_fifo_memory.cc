@@ -1,0 +1,262 @@
+// The CUDA FIFO provider: device memory on one GPU, shared by pointer within
+// the process and by CUDA IPC handle across processes of the host.
+#include "runtime/device/cuda_fifo_memory.h"
+
+#include <unistd.h>
+
+#include <random>
+#include <vector>
+
+#include "runtime/device/cuda_util.h"
+#include "transports/common/blob_io.h"
+
+namespace braid {
+namespace {
+
+constexpr uint32_t kBlobMagic = 0x46434442;  // "BDCF" little-endian
+constexpr uint32_t kBlobVersion = 1;
+
+std::string deviceContext(const char* what, uint64_t bytes, int device) {
+  return std::string(what) + " a CUDA FIFO of " + std::to_string(bytes) + " bytes on device " +
+         std::to_string(device);
+}
+
+// A FIFO allocated here: freed on its device at destruction.
+class CreatedFifo : public lanes::FifoMemory {
+ public:
+  CreatedFifo(int device, char* ptr) : device_(device), ptr_(ptr) {}
+  ~CreatedFifo() override {
+    const DeviceGuard guard(device_);
+    // Nothing to report to: at process exit the runtime may be gone already.
+    if (cudaFree(ptr_) != cudaSuccess) cudaGetLastError();
+  }
+  CreatedFifo(const CreatedFifo&) = delete;
+  CreatedFifo& operator=(const CreatedFifo&) = delete;
+
+  char* base() const override { return ptr_; }
+  std::string blob() const override { return blob_; }
+  void setBlob(std::string blob) { blob_ = std::move(blob); }
+
+ private:
+  int device_;
+  char* ptr_;
+  std::string blob_;
+};
+
+// A peer's FIFO: borrowed (same process; the creator frees it) or mapped
+// through IPC (unmapped here at destruction).
+class OpenedFifo : public lanes::FifoMemory {
+ public:
+  OpenedFifo(int device, char* ptr, bool ipcMapped) : device_(device), ptr_(ptr), ipcMapped_(ipcMapped) {}
+  ~OpenedFifo() override {
+    if (!ipcMapped_) return;
+    const DeviceGuard guard(device_);
+    if (cudaIpcCloseMemHandle(ptr_) != cudaSuccess) cudaGetLastError();
+  }
+  OpenedFifo(const OpenedFifo&) = delete;
+  OpenedFifo& operator=(const OpenedFifo&) = delete;
+
+  char* base() const override { return ptr_; }
+  std::string blob() const override { return std::string(); }
+
+ private:
+  int device_;
+  char* ptr_;
+  bool ipcMapped_;
+};
+
+// A non-blocking stream of the current device for the FIFO's first image:
+// the legacy stream would wait for the application's (or a spinning plan
+// kernel's) work on blocking streams.
+class ScopedStream {
+ public:
+  ScopedStream() = default;
+  ~ScopedStream() {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+  ScopedStream(const ScopedStream&) = delete;
+  ScopedStream& operator=(const ScopedStream&) = delete;
+  Result create() {
+    BRAID_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    return Result::success();
+  }
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+// Writes the initial image and waits for it: a copy from pageable memory may
+// return before its DMA completed, and the peer must never see the FIFO
+// before its counters and flags are set.
+Result uploadImage(char* dst, const exec::FifoLayout& layout, uint64_t base) {
+  // operator new's alignment (16) satisfies initFifoImage's 8 bytes.
+  std::vector<char> image(layout.totalBytes);
+  exec::initFifoImage(image.data(), layout, base);
+  ScopedStream stream;
+  BRAID_TRY(stream.create());
+  BRAID_CUDA_TRY(cudaMemcpyAsync(dst, image.data(), image.size(), cudaMemcpyHostToDevice, stream.get()));
+  BRAID_CUDA_TRY(cudaStreamSynchronize(stream.get()));
+  return Result::success();
+}
+
+// Lets `device` address `peer`'s memory (same process, different GPUs).
+Result enablePeerAccess(int device, int peer) {
+  int can = 0;
+  BRAID_CUDA_TRY(cudaDeviceCanAccessPeer(&can, device, peer));
+  if (!can)
+    return fail(ncclSystemError, "device %d cannot access device %d's memory (cudaDeviceCanAccessPeer is 0): "
+                "the ranks on these GPUs cannot share a FIFO in device memory", device, peer);
+  const cudaError_t err = cudaDeviceEnablePeerAccess(peer, 0);
+  if (err == cudaErrorPeerAccessAlreadyEnabled) {
+    cudaGetLastError();  // not an error here: another FIFO enabled it first
+    return Result::success();
+  }
+  if (err != cudaSuccess) return cudaFailure("cudaDeviceEnablePeerAccess", err);
+  return Result::success();
+}
+
+class CudaFifoProvider : public lanes::FifoMemoryProvider {
+ public:
+  explicit CudaFifoProvider(int device) : device_(device) {}
+
+  const char* name() const override { return "cuda"; }
+
+  Result create(const exec::FifoLayout& layout, uint64_t base, std::unique_ptr<lanes::FifoMemory>* out) override {
+    Result r = createHere(layout, base, out);
+    // A failed CUDA call must not surface at a later launch's error check.
+    if (r.code() == ncclUnhandledCudaError) cudaGetLastError();
+    return r.context(deviceContext("creating", layout.totalBytes, device_));
+  }
+
+  Result open(const std::string& blob, uint64_t bytes, std::unique_ptr<lanes::FifoMemory>* out) override {
+    Result r = openHere(blob, bytes, out);
+    if (r.code() == ncclUnhandledCudaError) cudaGetLastError();
+    return r.context(deviceContext("opening", bytes, device_));
+  }
+
+ private:
+  Result createHere(const exec::FifoLayout& layout, uint64_t base, std::unique_ptr<lanes::FifoMemory>* out) {
+    if (layout.totalBytes == 0) return fail(ncclInvalidArgument, "the layout has 0 bytes");
+    const DeviceGuard guard(device_);
+    BRAID_TRY(guard.status());
+    void* raw = nullptr;
+    BRAID_CUDA_TRY(cudaMalloc(&raw, layout.totalBytes));
+    auto fifo = std::make_unique<CreatedFifo>(device_, static_cast<char*>(raw));
+    BRAID_TRY(uploadImage(fifo->base(), layout, base));
+
+    CudaFifoBlob b;
+    b.pid = cudaFifoPid();
+    b.processToken = cudaFifoProcessToken();
+    b.device = device_;
+    b.address = reinterpret_cast<uintptr_t>(raw);
+    b.bytes = layout.totalBytes;
+    // Without a handle the FIFO still serves this process; a peer process
+    // gets the reason when it tries to open it.
+    const cudaError_t ipc = cudaIpcGetMemHandle(&b.handle, raw);
+    if (ipc != cudaSuccess) {
+      cudaGetLastError();
+      b.ipcError = int32_t(ipc);
+      b.handle = cudaIpcMemHandle_t{};
+    }
+    fifo->setBlob(encodeCudaFifoBlob(b));
+    *out = std::move(fifo);
+    return Result::success();
+  }
+
+  Result openHere(const std::string& blob, uint64_t bytes, std::unique_ptr<lanes::FifoMemory>* out) {
+    if (bytes == 0) return fail(ncclInvalidArgument, "a FIFO of 0 bytes was asked for");
+    CudaFifoBlob b;
+    BRAID_TRY(decodeCudaFifoBlob(blob, &b));
+    if (bytes > b.bytes)
+      return fail(ncclInvalidArgument,
+                  "the peer's FIFO is %llu bytes, fewer than this rank's layout of it (%llu): the two ends "
+                  "disagree on the FIFO's layout", (unsigned long long)b.bytes, (unsigned long long)bytes);
+    const DeviceGuard guard(device_);
+    BRAID_TRY(guard.status());
+    char* ptr = reinterpret_cast<char*>(uintptr_t(b.address));
+    if (b.pid == cudaFifoPid() && b.processToken == cudaFifoProcessToken()) {
+      if (b.device != device_) {
+        Result r = enablePeerAccess(device_, b.device);
+        BRAID_TRY(r.context("the FIFO is on device " + std::to_string(b.device)));
+      }
+      *out = std::make_unique<OpenedFifo>(device_, ptr, false);
+      return Result::success();
+    }
+    if (b.ipcError != int32_t(cudaSuccess)) {
+      const auto err = cudaError_t(b.ipcError);
+      return fail(ncclSystemError,
+                  "process %d could not export its FIFO on its device %d to other processes "
+                  "(cudaIpcGetMemHandle failed: %s (%s))", int(b.pid), int(b.device), cudaGetErrorName(err),
+                  cudaGetErrorString(err));
+    }
+    void* mapped = nullptr;
+    const cudaError_t err = cudaIpcOpenMemHandle(&mapped, b.handle, cudaIpcMemLazyEnablePeerAccess);
+    if (err != cudaSuccess) {
+      Result r = cudaFailure("cudaIpcOpenMemHandle", err);
+      return r.context("mapping process " + std::to_string(b.pid) + "'s FIFO (its device " +
+                       std::to_string(b.device) + ")");
+    }
+    *out = std::make_unique<OpenedFifo>(device_, static_cast<char*>(mapped), true);
+    return Result::success();
+  }
+
+  int device_;
+};
+
+}  // namespace
+
+int32_t cudaFifoPid() { return int32_t(getpid()); }
+
+uint64_t cudaFifoProcessToken() {
+  static const uint64_t token = [] {
+    std::random_device rd;
+    const uint64_t t = (uint64_t(rd()) << 32) ^ uint64_t(rd());
+    return t != 0 ? t : 1;
+  }();
+  return token;
+}
+
+std::string encodeCudaFifoBlob(const CudaFifoBlob& b) {
+  Blob out;
+  BlobWriter w(&out);
+  w.put(kBlobMagic).put(kBlobVersion).put(b.pid).put(b.processToken).put(b.device).put(b.address).put(b.bytes);
+  w.put(b.ipcError).put(b.handle);
+  return std::string(out.begin(), out.end());
+}
+
+Result decodeCudaFifoBlob(const std::string& blob, CudaFifoBlob* out) {
+  constexpr size_t kSize = 2 * sizeof(uint32_t) + sizeof(int32_t) + sizeof(uint64_t) + sizeof(int32_t) +
+                           2 * sizeof(uint64_t) + sizeof(int32_t) + sizeof(cudaIpcMemHandle_t);
+  if (blob.size() != kSize)
+    return fail(ncclInvalidArgument, "CUDA FIFO blob of %zu bytes, expected %zu", blob.size(), kSize);
+  BlobReader r(blob.data(), blob.size());
+  uint32_t magic = 0, version = 0;
+  CudaFifoBlob b;
+  // The size check above makes every get succeed.
+  r.get(&magic);
+  r.get(&version);
+  r.get(&b.pid);
+  r.get(&b.processToken);
+  r.get(&b.device);
+  r.get(&b.address);
+  r.get(&b.bytes);
+  r.get(&b.ipcError);
+  r.get(&b.handle);
+  if (magic != kBlobMagic)
+    return fail(ncclInvalidArgument, "not a CUDA FIFO blob: magic 0x%08x, expected 0x%08x", magic, kBlobMagic);
+  if (version != kBlobVersion)
+    return fail(ncclInvalidArgument, "CUDA FIFO blob version %u, this build reads %u (mixed braid versions?)",
+                version, kBlobVersion);
+  if (b.device < 0) return fail(ncclInvalidArgument, "CUDA FIFO blob names device %d", int(b.device));
+  if (b.address == 0) return fail(ncclInvalidArgument, "CUDA FIFO blob has a null address");
+  if (b.bytes == 0) return fail(ncclInvalidArgument, "CUDA FIFO blob has a size of 0 bytes");
+  *out = b;
+  return Result::success();
+}
+
+std::unique_ptr<lanes::FifoMemoryProvider> makeCudaFifoProvider(int device) {
+  return std::make_unique<CudaFifoProvider>(device);
+}
+
+}  // namespace braid

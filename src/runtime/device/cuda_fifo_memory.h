@@ -1,0 +1,45 @@
+// FIFOs of the plan interpreter in the device memory of one CUDA device
+// (src/runtime/lanes/fifo_memory.h): the receiving rank allocates them on its
+// GPU; a sender in the same process uses the pointer (with peer access when
+// its GPU differs), a sender in another process of the host maps it through
+// a CUDA IPC handle. CUDA builds only (cuda_*.cc, device.cmake).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/result.h"
+#include "runtime/lanes/fifo_memory.h"
+
+namespace braid {
+
+// Every FIFO the provider creates lives on `device`, and every FIFO it opens
+// is addressed from `device` (the GPU whose kernels will use it). Creating the
+// provider makes no CUDA call.
+std::unique_ptr<lanes::FifoMemoryProvider> makeCudaFifoProvider(int device);
+
+// What a CUDA FIFO's blob carries; exposed for its tests.
+struct CudaFifoBlob {
+  int32_t pid = 0;            // the creating process
+  uint64_t processToken = 0;  // random per process: a pid reused in another pid namespace is no match
+  int32_t device = -1;        // the creator's ordinal of the FIFO's GPU
+  uint64_t address = 0;       // the FIFO's device pointer in the creating process
+  uint64_t bytes = 0;         // the allocation's size
+  int32_t ipcError = 0;       // cudaSuccess, or why cudaIpcGetMemHandle failed (handle unusable)
+  cudaIpcMemHandle_t handle{};
+};
+
+std::string encodeCudaFifoBlob(const CudaFifoBlob& b);
+
+// Checks size, magic, version and fields; ncclInvalidArgument naming what is
+// wrong otherwise.
+Result decodeCudaFifoBlob(const std::string& blob, CudaFifoBlob* out);
+
+// This process's identity as blobs record it.
+int32_t cudaFifoPid();
+uint64_t cudaFifoProcessToken();
+
+}  // namespace braid
