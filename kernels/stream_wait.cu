@@ -6,9 +6,20 @@ namespace {
 
 // Volatile loads go to host memory every time; the sleep keeps the polling
 // from flooding the bus while the host works.
+__device__ void waitFor(const volatile uint64_t* published, uint64_t target, const volatile uint32_t* abortWord) {
+  while (*published < target && *abortWord == 0) __nanosleep(500);
+}
+
 __global__ void streamWaitKernel(const volatile uint64_t* published, uint64_t target,
                                  const volatile uint32_t* abortWord) {
-  while (*published < target && *abortWord == 0) __nanosleep(500);
+  waitFor(published, target, abortWord);
+}
+
+// The host wrote the target before the work ahead of this kernel on its stream
+// completed (a host function), so one read sees this launch's value.
+__global__ void streamWaitIndirectKernel(const volatile uint64_t* published, const volatile uint64_t* target,
+                                         const volatile uint32_t* abortWord) {
+  waitFor(published, *target, abortWord);
 }
 
 }  // namespace
@@ -17,6 +28,13 @@ cudaError_t launchStreamWait(const volatile uint64_t* published, uint64_t target
                              const volatile uint32_t* abortWord, cudaStream_t stream) {
   (void)cudaGetLastError();  // a stale error of an earlier call is not this launch's
   streamWaitKernel<<<1, 1, 0, stream>>>(published, target, abortWord);
+  return cudaGetLastError();
+}
+
+cudaError_t launchStreamWaitIndirect(const volatile uint64_t* published, const volatile uint64_t* target,
+                                     const volatile uint32_t* abortWord, cudaStream_t stream) {
+  (void)cudaGetLastError();
+  streamWaitIndirectKernel<<<1, 1, 0, stream>>>(published, target, abortWord);
   return cudaGetLastError();
 }
 

@@ -1,6 +1,6 @@
 // Holds a stream until the host says its data is ready: one thread spins on a
-// word of mapped pinned host memory (cudaHostAllocMapped) until it reaches
-// `target`, or until the abort word is set. The device path of stage 1 puts it
+// word of mapped pinned host memory (cudaHostAllocMapped) until it reaches a
+// target, or until the abort word is set. The device path of stage 1 puts it
 // between the copy of a rank's contribution to the host and the copy of the
 // result back (src/runtime/device).
 #pragma once
@@ -11,8 +11,16 @@
 
 namespace braid {
 
-// Device pointers of the mapped words (cudaHostGetDevicePointer).
+// Device pointers of the mapped words (cudaHostGetDevicePointer). The target
+// is known when the call is enqueued.
 cudaError_t launchStreamWait(const volatile uint64_t* published, uint64_t target,
                              const volatile uint32_t* abortWord, cudaStream_t stream);
+
+// The same with the target read, when the kernel starts, from a mapped word:
+// for a call captured in a CUDA graph, whose target (the ticket of one launch)
+// the host writes there each time the graph runs, before the kernel in stream
+// order.
+cudaError_t launchStreamWaitIndirect(const volatile uint64_t* published, const volatile uint64_t* target,
+                                     const volatile uint32_t* abortWord, cudaStream_t stream);
 
 }  // namespace braid

@@ -201,11 +201,39 @@ class ActiveCalls {
   const std::vector<Task>& tasks_;
 };
 
+// Holds the device work of the group's communicators while it runs on host
+// buffers (pauseDeviceWork).
+class DeviceWorkPause {
+ public:
+  explicit DeviceWorkPause(const std::vector<Task>& tasks) {
+    for (const Task& t : tasks)
+      if (t.comm->deviceProxy && std::find(comms_.begin(), comms_.end(), t.comm) == comms_.end()) {
+        pauseDeviceWork(t.comm);
+        comms_.push_back(t.comm);
+      }
+  }
+  ~DeviceWorkPause() {
+    for (ncclComm* comm : comms_) resumeDeviceWork(comm);
+  }
+  DeviceWorkPause(const DeviceWorkPause&) = delete;
+  DeviceWorkPause& operator=(const DeviceWorkPause&) = delete;
+
+ private:
+  std::vector<ncclComm*> comms_;
+};
+
 // What a communicator's proxy thread runs for the staged copies of its calls
 // on device buffers (src/runtime/device): the host path, on pinned memory.
+// Runs a group's work on host memory (host buffers, or device buffers staged in
+// pinned memory) with one choice of executor for both: the peers of one
+// collective may pass either kind of buffer.
+Result runHostExecutor(const std::vector<Task>& tasks) {
+  return laneExecutorApplies(tasks) ? runLaneGroup(tasks) : runTasks(tasks);
+}
+
 Result runStagedTasks(const std::vector<Task>& tasks) {
   BRAID_TRY(checkCallsMatch(tasks));
-  return runTasks(tasks);
+  return runHostExecutor(tasks);
 }
 
 // Ends the group: its state is reset whatever happens, its first recorded
@@ -243,11 +271,11 @@ Result runGroup(GroupState& g) {
     // Enqueued on the streams; errors of the host work reach ncclCommGetAsyncError.
     r = submitDeviceGroup(tasks, runStagedTasks);
   } else {
-    // Device calls issued before run first: connections are used in issue order.
-    for (const Task& t : tasks)
-      if (t.comm->deviceProxy) drainDeviceWork(t.comm);
+    // Device calls issued before run first, and graph launches wait: the
+    // connections are used by one call at a time, in issue order.
+    DeviceWorkPause pause(tasks);
     r = checkCallsMatch(tasks);
-    if (r.ok()) r = laneExecutorApplies(tasks) ? runLaneGroup(tasks) : runTasks(tasks);
+    if (r.ok()) r = runHostExecutor(tasks);
   }
   if (!r.ok()) {
     for (const Task& t : tasks) setCommError(t.comm, r);

@@ -1,10 +1,13 @@
 // Pointer classification of the CUDA build, and the checks a group of calls on
 // device buffers must pass before it is staged.
 #include <atomic>
+#include <map>
 #include <mutex>
+#include <utility>
 
 #include "core/comm.h"
 #include "core/log.h"
+#include "runtime/device/cuda_capture.h"
 #include "runtime/device/cuda_util.h"
 #include "runtime/device/device.h"
 #include "runtime/device/driver_probe.h"
@@ -72,6 +75,31 @@ Result taskSide(const Task& t, Side* side) {
   return Result::success();
 }
 
+// One host function per communicator submits a captured group's job at each
+// launch of the graph, after the copies on its stream: a communicator's calls
+// of one group are all captured, on one stream, or none is.
+Result checkCaptures(const std::vector<Task>& tasks) {
+  std::map<const ncclComm*, std::pair<cudaStream_t, bool>> first;  // stream, capturing
+  for (const Task& t : tasks) {
+    StreamCapture capture;
+    BRAID_TRY(captureOf(t.stream, &capture).context(collectiveName(t.coll)));
+    const auto [it, added] = first.try_emplace(t.comm, t.stream, capture.active);
+    if (added) continue;
+    const auto [stream, active] = it->second;
+    if (active != capture.active)
+      return fail(ncclInvalidUsage,
+                  "%s: rank %d's calls in this group are on streams %p and %p, of which one is capturing a "
+                  "CUDA graph and the other is not; capture all of a communicator's calls of a group or none",
+                  collectiveName(t.coll), t.comm->rank, static_cast<void*>(stream), static_cast<void*>(t.stream));
+    if (active && stream != t.stream)
+      return fail(ncclInvalidUsage,
+                  "%s: rank %d's calls in this group are captured on two streams (%p and %p); a "
+                  "communicator's captured calls of one group must be issued on one stream",
+                  collectiveName(t.coll), t.comm->rank, static_cast<void*>(stream), static_cast<void*>(t.stream));
+  }
+  return Result::success();
+}
+
 }  // namespace
 
 Result cudaFailure(const char* what, cudaError_t err) {
@@ -111,6 +139,8 @@ bool isDeviceMemory(const void* ptr) {
 Result classifyGroup(const std::vector<Task>& tasks, bool* device) {
   *device = false;
   if (!cudaInUse()) return Result::success();  // the host path's cost: one load
+  // Pointer queries are no stream work: never an error under a graph capture.
+  CaptureModeRelaxed relaxed;
   bool host = false;
   for (const Task& t : tasks) {
     Side side = Side::None;
@@ -131,22 +161,7 @@ Result classifyGroup(const std::vector<Task>& tasks, bool* device) {
     return fail(ncclInvalidArgument,
                 "a group mixes calls on device buffers with calls on host buffers; issue them in "
                 "separate groups");
-  for (const Task& t : tasks) {
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    cudaError_t err = cudaStreamIsCapturing(t.stream, &capture);
-    // The legacy stream while another stream captures in global mode.
-    if (err == cudaErrorStreamCaptureImplicit) {
-      cudaGetLastError();
-      capture = cudaStreamCaptureStatusActive;
-      err = cudaSuccess;
-    }
-    if (err != cudaSuccess) return cudaFailure("cudaStreamIsCapturing", err);
-    if (capture != cudaStreamCaptureStatusNone)
-      return fail(ncclInvalidUsage,
-                  "%s: graph capture of collectives on device buffers is not supported yet "
-                  "(stream %p is capturing)", collectiveName(t.coll), static_cast<void*>(t.stream));
-  }
-  return Result::success();
+  return checkCaptures(tasks);
 }
 
 }  // namespace braid

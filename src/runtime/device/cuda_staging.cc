@@ -58,6 +58,12 @@ void StagingPool::abandon(const PinnedBlock& block) {
   BRAID_WARN("device path: leaking a pinned staging block of %zu bytes that the GPU may still use", block.bytes);
 }
 
+void StagingPool::leak(const PinnedBlock& block) {
+  if (block.data == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  all_.erase(std::remove(all_.begin(), all_.end(), block.data), all_.end());
+}
+
 MappedWords::~MappedWords() {
   if (host_) cudaFreeHost(host_);
 }
@@ -67,11 +73,13 @@ Result MappedWords::allocate() {
   BRAID_CUDA_TRY(cudaHostAlloc(&p, sizeof(Words), cudaHostAllocMapped | cudaHostAllocPortable));
   host_ = static_cast<Words*>(p);
   host_->published = 0;
+  host_->launchPublished = 0;
   host_->abort = 0;
   void* dev = nullptr;
   BRAID_CUDA_TRY(cudaHostGetDevicePointer(&dev, p, 0));
   auto* words = static_cast<Words*>(dev);
   devicePublished_ = &words->published;
+  deviceLaunchPublished_ = &words->launchPublished;
   deviceAbort_ = &words->abort;
   return Result::success();
 }
@@ -82,8 +90,61 @@ void MappedWords::publish(uint64_t sequence) {
   __atomic_store_n(&host_->published, sequence, __ATOMIC_SEQ_CST);
 }
 
+void MappedWords::publishLaunch(uint64_t ticket) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  __atomic_store_n(&host_->launchPublished, ticket, __ATOMIC_SEQ_CST);
+}
+
+uint64_t MappedWords::launchPublished() const {
+  return host_ ? __atomic_load_n(&host_->launchPublished, __ATOMIC_SEQ_CST) : 0;
+}
+
 void MappedWords::setAbort() {
   if (host_) __atomic_store_n(&host_->abort, 1u, __ATOMIC_SEQ_CST);
+}
+
+namespace {
+
+constexpr size_t kSlotChunkBytes = 4096;
+
+}  // namespace
+
+MappedSlots::~MappedSlots() {
+  for (void* chunk : chunks_) cudaFreeHost(chunk);
+}
+
+Result MappedSlots::acquire(MappedSlot* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (free_.empty()) {
+    void* p = nullptr;
+    BRAID_CUDA_TRY(cudaHostAlloc(&p, kSlotChunkBytes, cudaHostAllocMapped | cudaHostAllocPortable));
+    void* dev = nullptr;
+    const cudaError_t err = cudaHostGetDevicePointer(&dev, p, 0);
+    if (err != cudaSuccess) {
+      cudaFreeHost(p);
+      return cudaFailure("cudaHostGetDevicePointer", err);
+    }
+    chunks_.push_back(p);
+    auto* host = static_cast<uint64_t*>(p);
+    auto* device = static_cast<const volatile uint64_t*>(dev);
+    for (size_t i = kSlotChunkBytes / sizeof(uint64_t); i-- > 0;) free_.push_back({host + i, device + i});
+  }
+  *out = free_.back();
+  free_.pop_back();
+  __atomic_store_n(out->host, uint64_t(0), __ATOMIC_SEQ_CST);
+  return Result::success();
+}
+
+void MappedSlots::release(const MappedSlot& slot) {
+  if (slot.host == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  free_.push_back(slot);
+}
+
+void MappedSlots::leak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  chunks_.clear();
+  free_.clear();
 }
 
 }  // namespace braid

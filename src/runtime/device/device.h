@@ -26,7 +26,9 @@ bool isDeviceMemory(const void* ptr);
 // Sets *device when any task of the group has device buffers. Fails with
 // ncclInvalidArgument when a call mixes device and host buffers, the group mixes
 // calls on device and on host buffers, or device buffers reach a library built
-// without CUDA; with ncclInvalidUsage while a device call's stream is capturing.
+// without CUDA; with ncclInvalidUsage when a communicator's device calls are
+// captured in a CUDA graph on more than one stream or only in part, or a
+// stream's capture was invalidated.
 Result classifyGroup(const std::vector<Task>& tasks, bool* device);
 
 // Runs host work on the staged copies of one communicator's tasks (called on
@@ -34,12 +36,20 @@ Result classifyGroup(const std::vector<Task>& tasks, bool* device);
 using StagedRunner = std::function<Result(const std::vector<Task>&)>;
 
 // Enqueues the group on its streams and returns: copies to pinned memory, the
-// host work on each communicator's proxy thread, and the copies back.
+// host work on each communicator's proxy thread, and the copies back. On a
+// capturing stream all of it is captured, and the host work runs at each
+// launch of the graph.
 Result submitDeviceGroup(const std::vector<Task>& tasks, const StagedRunner& run);
 
 // Returns once every device job of `comm` has run its host work, so that a host
 // call that follows uses the connections in issue order.
 void drainDeviceWork(ncclComm* comm);
+
+// Around a call on host buffers: drains `comm`'s device work, and keeps graph
+// launches that arrive meanwhile queued until resume, so that the host call
+// and the proxy never use the connections at once.
+void pauseDeviceWork(ncclComm* comm);
+void resumeDeviceWork(ncclComm* comm);
 
 // ncclCommAbort: releases stream-wait kernels of `comm` that still wait.
 void abortDeviceWork(ncclComm* comm);

@@ -66,6 +66,10 @@ Result submitDeviceGroup(const std::vector<Task>&, const StagedRunner&) {
 
 void drainDeviceWork(ncclComm*) {}
 
+void pauseDeviceWork(ncclComm*) {}
+
+void resumeDeviceWork(ncclComm*) {}
+
 void abortDeviceWork(ncclComm*) {}
 
 }  // namespace braid
