@@ -11,6 +11,7 @@
 #include "core/comm.h"
 #include "core/task_plan.h"
 #include "kernels/executor/host_lane_runner.h"
+#include "runtime/lanes/lane_image.h"
 #include "runtime/lanes/lane_program.h"
 #include "runtime/lanes/port_table.h"
 #include "transports/common/process_liveness.h"
@@ -25,16 +26,14 @@ struct CommRun {
   std::vector<const Task*> tasks;
   lanes::LaneProgram program;
   std::vector<exec::OpBuffers> ops;
-  std::vector<uint64_t> stages;
+  std::vector<uint64_t> image;  // the lanes (lane_image.h), run in place
 };
 
-// One lane and what its thread needs.
+// One lane's thread.
 struct LaneRun {
   CommRun* owner = nullptr;
   const lanes::ProgramLane* lane = nullptr;
-  std::vector<exec::Port*> sendPorts, recvPorts;
-  std::vector<uint64_t> recvStage, sendStage;
-  exec::LaneExec exec;
+  exec::LaneExec* exec = nullptr;  // in owner->image
   exec::ExecStatus status = exec::ExecStatus::Ok;
 };
 
@@ -83,39 +82,20 @@ Result prepare(CommRun& run) {
                        comm->scratch.data() + scratchOffsets[i], t.op});
   }
   BRAID_TRY(lanes::buildLaneProgram(ops, plans, limitsOf(comm), &run.program));
-  run.stages.assign(run.program.nstages, 0);
   if (!comm->lanePorts) comm->lanePorts = std::make_unique<lanes::PortTable>();
   return Result::success();
 }
 
-std::unique_ptr<LaneRun> makeLaneRun(CommRun& owner, const lanes::ProgramLane& lane, const uint32_t* abortWord) {
-  auto run = std::make_unique<LaneRun>();
-  run->owner = &owner;
-  run->lane = &lane;
-  const lanes::PortTable& ports = *owner.comm->lanePorts;
-  for (size_t i = 0; i < lane.bound.sendPeers.size(); ++i) run->sendPorts.push_back(ports.port(lane.sendKey(i)));
-  for (size_t i = 0; i < lane.bound.recvPeers.size(); ++i) run->recvPorts.push_back(ports.port(lane.recvKey(i)));
-  exec::LaneExec& L = run->exec;
-  if (lane.anyLL) {
-    const uint64_t words = (limitsOf(owner.comm).llPayloadBytes + 7) / 8;
-    run->recvStage.assign(words, 0);
-    run->sendStage.assign(words, 0);
-    L.recvStage = reinterpret_cast<uint32_t*>(run->recvStage.data());
-    L.sendStage = reinterpret_cast<uint32_t*>(run->sendStage.data());
-    L.stageBytes = words * 8;
-  }
-  L.steps = lane.bound.steps.data();
-  L.nsteps = uint32_t(lane.bound.steps.size());
-  L.sendPorts = run->sendPorts.data();
-  L.nsendPorts = uint32_t(run->sendPorts.size());
-  L.recvPorts = run->recvPorts.data();
-  L.nrecvPorts = uint32_t(run->recvPorts.size());
-  L.ops = owner.ops.data();
-  L.nops = uint32_t(owner.ops.size());
-  L.stages = owner.stages.data();
-  L.nstages = uint32_t(owner.stages.size());
-  L.wait.abortFlag = abortWord;
-  return run;
+uint64_t llStageBytes(const ncclComm* comm) { return (limitsOf(comm).llPayloadBytes + 7) / 8 * 8; }
+
+// Lays the communicator's lanes out in host memory, to run in place.
+Result buildImage(CommRun& c, const uint32_t* abortWord) {
+  const lanes::PortTable& ports = *c.comm->lanePorts;
+  const uint64_t stage = llStageBytes(c.comm);
+  c.image.assign((lanes::laneImageBytes(c.program, c.ops.size(), stage) + 7) / 8, 0);
+  return lanes::writeLaneImage(
+      c.program, c.ops, [&ports](const lanes::PortKey& k) { return ports.port(k); }, stage, abortWord,
+      reinterpret_cast<uintptr_t>(c.image.data()), c.image.data());
 }
 
 // The peer a lane's step waits for (receive first), or -1.
@@ -128,7 +108,7 @@ int peerOfStep(const LaneRun& run, uint32_t step) {
 }
 
 std::string describeLane(const LaneRun& run) {
-  const uint32_t i = run.exec.failedStep;
+  const uint32_t i = run.exec->failedStep;
   std::string d = "lane on channel " + std::to_string(run.lane->bound.channel) + ", step " + std::to_string(i + 1) +
                   " of " + std::to_string(run.lane->bound.steps.size());
   if (i < run.lane->bound.steps.size()) {
@@ -145,11 +125,11 @@ std::string describeLane(const LaneRun& run) {
 // A lost peer's messages already in shared memory stay readable, so a rank
 // that has them finishes instead of failing.
 bool waitsOn(const LaneRun& run, int peer) {
-  const uint64_t at = __atomic_load_n(&run.exec.currentStep, __ATOMIC_RELAXED);
+  const uint64_t at = __atomic_load_n(&run.exec->currentStep, __ATOMIC_RELAXED);
   if (at >= run.lane->bound.steps.size()) return false;
   const exec::ExecStep& s = run.lane->bound.steps[at];
   if (s.recvPort >= 0 && run.lane->bound.recvPeers[size_t(s.recvPort)] == peer) {
-    const exec::Port& p = *run.recvPorts[size_t(s.recvPort)];
+    const exec::Port& p = *run.exec->recvPorts[s.recvPort];
     const uint64_t m = __atomic_load_n(&p.seq, __ATOMIC_RELAXED) + 1;
     if ((s.flags & exec::kStepLL) == 0) return int64_t(exec::loadAcquire(p.fifo.head) - m) < 0;
     const uint64_t* lines = reinterpret_cast<const uint64_t*>(p.fifo.slot(m));
@@ -159,7 +139,7 @@ bool waitsOn(const LaneRun& run, int peer) {
     return false;
   }
   if (s.sendPort >= 0 && run.lane->bound.sendPeers[size_t(s.sendPort)] == peer) {
-    const exec::Port& p = *run.sendPorts[size_t(s.sendPort)];
+    const exec::Port& p = *run.exec->sendPorts[s.sendPort];
     const uint64_t m = __atomic_load_n(&p.seq, __ATOMIC_RELAXED) + 1;
     return m - exec::loadAcquire(p.fifo.tail) > uint64_t(p.fifo.nslots);
   }
@@ -225,8 +205,12 @@ Result outcome(const std::vector<std::unique_ptr<LaneRun>>& runs, const Result& 
 Result runLanes(std::vector<std::unique_ptr<CommRun>>& comms) {
   uint32_t abortWord = 0;
   std::vector<std::unique_ptr<LaneRun>> runs;
-  for (auto& c : comms)
-    for (const lanes::ProgramLane& lane : c->program.lanes) runs.push_back(makeLaneRun(*c, lane, &abortWord));
+  for (auto& c : comms) {
+    BRAID_TRY(buildImage(*c, &abortWord));
+    exec::LaneExec* lanes = reinterpret_cast<exec::LaneExec*>(c->image.data());
+    for (size_t i = 0; i < c->program.lanes.size(); ++i)
+      runs.push_back(std::make_unique<LaneRun>(LaneRun{c.get(), &c->program.lanes[i], &lanes[i]}));
+  }
   std::mutex mu;
   std::condition_variable cv;
   size_t running = runs.size();
@@ -234,7 +218,7 @@ Result runLanes(std::vector<std::unique_ptr<CommRun>>& comms) {
   for (auto& run : runs) {
     LaneRun* r = run.get();
     threads.emplace_back([&, r] {
-      r->status = exec::runLaneOnHost(r->exec);
+      r->status = exec::runLaneOnHost(*r->exec);
       if (r->status != exec::ExecStatus::Ok) __atomic_store_n(&abortWord, 1u, __ATOMIC_RELAXED);
       std::lock_guard<std::mutex> lock(mu);
       if (--running == 0) cv.notify_all();

@@ -1,0 +1,128 @@
+// The lane image (src/runtime/lanes/lane_image.h): a program's lanes laid out
+// for an address other than where they were written, then copied there, must
+// run as written. This is what the CUDA path does with device memory; here the
+// "device" is a second host buffer, and the lanes of a group of several
+// operations (mixed protocols and datatypes) run on host threads over heap
+// FIFOs.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <thread>
+#include <tuple>
+
+#include "kernels/executor/host_lane_runner.h"
+#include "reduce/host_reduce.h"
+#include "runtime/lanes/lane_image.h"
+#include "schedule/generate.h"
+
+namespace {
+
+using braid::Collective;
+using braid::exec::Port;
+using braid::lanes::LaneLimits;
+using braid::lanes::LaneProgram;
+using braid::lanes::PortKey;
+
+constexpr int kRanks = 3;
+constexpr size_t kSmall = 50, kLarge = 20000;  // LL and bulk at the limits below
+
+braid::Plan ringAllReduce(int rank, size_t count) {
+  braid::CollShape s;
+  s.coll = Collective::AllReduce;
+  s.algorithm = braid::Algorithm::Ring;
+  s.rank = rank;
+  s.nranks = kRanks;
+  s.count = count;
+  s.chunkElems = 1024;
+  return braid::generatePlan(s);
+}
+
+// One FIFO's memory, with a Port for each end.
+struct Fifo {
+  std::vector<uint64_t> words;
+  Port sender, receiver;
+};
+
+// FIFOs keyed by (from, to, channel, protocol), made on first use.
+class Fifos {
+ public:
+  explicit Fifos(const LaneLimits& limits) : limits_(limits) {}
+  Port* port(int self, const PortKey& k) {
+    const int from = k.send ? self : k.peer, to = k.send ? k.peer : self;
+    std::unique_ptr<Fifo>& f = fifos_[std::make_tuple(from, to, k.channel, k.protocol)];
+    if (!f) {
+      f = std::make_unique<Fifo>();
+      const auto layout = braid::exec::fifoLayout(k.protocol, 4, braid::lanes::payloadBytesOf(limits_, k.channel, k.protocol));
+      f->words.assign(layout.totalBytes / 8, 0);
+      braid::exec::initFifoImage(reinterpret_cast<char*>(f->words.data()), layout, 0);
+      f->sender.fifo = braid::exec::fifoViewAt(reinterpret_cast<char*>(f->words.data()), layout);
+      f->receiver = f->sender;
+    }
+    return k.send ? &f->sender : &f->receiver;
+  }
+
+ private:
+  LaneLimits limits_;
+  std::map<std::tuple<int, int, int, braid::exec::Protocol>, std::unique_ptr<Fifo>> fifos_;
+};
+
+TEST(LaneImage, ACopyLaidOutForItsNewAddressRunsTheGroup) {
+  LaneLimits limits;
+  limits.llMaxOpBytes = limits.llPayloadBytes = 4096;
+  limits.channelPayloadBytes = 1024 * sizeof(double);
+  Fifos fifos(limits);
+  uint32_t abortWord = 0;
+  std::vector<std::vector<float>> small(kRanks), smallOut(kRanks);
+  std::vector<std::vector<double>> large(kRanks), largeOut(kRanks);
+  std::vector<std::vector<uint64_t>> where(kRanks);  // the "device" copies the lanes run from
+  std::vector<uint32_t> nlanes(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    small[r].assign(kSmall, float(r + 1));
+    smallOut[r].assign(kSmall, 0);
+    large[r].resize(kLarge);
+    for (size_t i = 0; i < kLarge; ++i) large[r][i] = double(i) * (r + 1);
+    largeOut[r].assign(kLarge, 0);
+    LaneProgram prog;
+    const std::vector<braid::Plan> plans = {ringAllReduce(r, kSmall), ringAllReduce(r, kLarge)};
+    ASSERT_TRUE(buildLaneProgram({{ncclFloat32, kSmall * 4}, {ncclFloat64, kLarge * 8}}, plans, limits, &prog).ok());
+    std::vector<braid::exec::OpBuffers> ops(2);
+    ops[0] = {reinterpret_cast<const char*>(small[r].data()), reinterpret_cast<char*>(smallOut[r].data()), nullptr,
+              braid::makeBuiltinOp(ncclSum, ncclFloat32, kRanks)};
+    ops[1] = {reinterpret_cast<const char*>(large[r].data()), reinterpret_cast<char*>(largeOut[r].data()), nullptr,
+              braid::makeBuiltinOp(ncclSum, ncclFloat64, kRanks)};
+    const size_t bytes = braid::lanes::laneImageBytes(prog, ops.size(), 4096);
+    where[r].assign(bytes / 8, 0xdeadbeef);
+    std::vector<uint64_t> written(bytes / 8);
+    const uintptr_t base = reinterpret_cast<uintptr_t>(where[r].data());
+    ASSERT_TRUE(writeLaneImage(prog, ops, [&](const PortKey& k) { return fifos.port(r, k); }, 4096, &abortWord, base,
+                               written.data())
+                    .ok());
+    // Every pointer of a lane into the block points at the copy, not at `written`.
+    const auto* lanes = reinterpret_cast<const braid::exec::LaneExec*>(written.data());
+    for (size_t i = 0; i < prog.lanes.size(); ++i) {
+      EXPECT_GE(reinterpret_cast<uintptr_t>(lanes[i].steps), base);
+      EXPECT_LT(reinterpret_cast<uintptr_t>(lanes[i].steps), base + bytes);
+      EXPECT_GE(reinterpret_cast<uintptr_t>(lanes[i].stages), base);
+    }
+    memcpy(where[r].data(), written.data(), bytes);
+    nlanes[r] = uint32_t(prog.lanes.size());
+  }
+  std::vector<std::thread> threads;
+  std::vector<braid::exec::ExecStatus> status(kRanks * 4, braid::exec::ExecStatus::Ok);
+  for (int r = 0; r < kRanks; ++r)
+    for (uint32_t i = 0; i < nlanes[r]; ++i)
+      threads.emplace_back([&, r, i] {
+        auto* lanes = reinterpret_cast<braid::exec::LaneExec*>(where[r].data());
+        status[size_t(r) * 4 + i] = braid::exec::runLaneOnHost(lanes[i]);
+      });
+  for (auto& t : threads) t.join();
+  for (auto st : status) EXPECT_EQ(st, braid::exec::ExecStatus::Ok) << execStatusName(st);
+  for (int r = 0; r < kRanks; ++r) {
+    for (size_t i = 0; i < kSmall; ++i) ASSERT_EQ(smallOut[r][i], 6.0f) << "rank " << r << " small " << i;
+    for (size_t i = 0; i < kLarge; ++i) ASSERT_EQ(largeOut[r][i], 6.0 * double(i)) << "rank " << r << " large " << i;
+  }
+}
+
+}  // namespace
