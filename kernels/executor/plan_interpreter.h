@@ -82,6 +82,9 @@ struct LaneExec {
   // Out, while it runs: the step the lane is at, for a watchdog that must tell
   // whether it waits on a lost peer.
   uint64_t currentStep = 0;
+  // Optional, shared by a communicator's lanes: the kernel raises it to the
+  // worst status a lane ended with, for the host to report.
+  uint32_t* failure = nullptr;
 };
 
 // plan.cc's stepSends/stepReceives, usable on the device.

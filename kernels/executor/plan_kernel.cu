@@ -13,8 +13,14 @@ namespace {
 
 __global__ void planLaneKernel(exec::LaneExec* lanes, int32_t* statuses) {
   const exec::BlockGroup g;
-  const exec::ExecStatus st = exec::runMixedLane(g, lanes[blockIdx.x]);
-  if (threadIdx.x == 0) statuses[blockIdx.x] = int32_t(st);
+  exec::LaneExec& L = lanes[blockIdx.x];
+  const exec::ExecStatus st = exec::runMixedLane(g, L);
+  if (threadIdx.x != 0) return;
+  if (statuses != nullptr) statuses[blockIdx.x] = int32_t(st);
+  if (st != exec::ExecStatus::Ok && L.failure != nullptr) {
+    cuda::atomic_ref<unsigned int, cuda::thread_scope_system> worst(*reinterpret_cast<unsigned int*>(L.failure));
+    worst.fetch_max(static_cast<unsigned int>(st), cuda::memory_order_relaxed);
+  }
 }
 
 Result launchFailure(cudaError_t err) {

@@ -21,7 +21,8 @@ namespace kernels {
 bool planKernelSupportsType(ncclDataType_t type);
 
 // Enqueues one kernel whose block b runs lanes[b] with threadsPerLane threads
-// and writes its ExecStatus to statuses[b]. `lanes`, `statuses` and every
+// and writes its ExecStatus to statuses[b] (when statuses is not null); a
+// failed lane also raises *lanes[b].failure to its status. `lanes`, `statuses` and every
 // pointer the lanes hold (steps, ports, buffers, stages, FIFOs, the abort
 // word) must be device-accessible. `anyFp8`: some operation is fp8, which
 // needs the current device to be sm_90 or newer. Lanes that wait for each

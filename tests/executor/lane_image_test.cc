@@ -68,6 +68,8 @@ class Fifos {
   std::map<std::tuple<int, int, int, braid::exec::Protocol>, std::unique_ptr<Fifo>> fifos_;
 };
 
+// The lanes of every rank (one part each, as the communicators of one process
+// on one stream) in one block, written for a second buffer and copied there.
 TEST(LaneImage, ACopyLaidOutForItsNewAddressRunsTheGroup) {
   LaneLimits limits;
   limits.llMaxOpBytes = limits.llPayloadBytes = 4096;
@@ -76,47 +78,48 @@ TEST(LaneImage, ACopyLaidOutForItsNewAddressRunsTheGroup) {
   uint32_t abortWord = 0;
   std::vector<std::vector<float>> small(kRanks), smallOut(kRanks);
   std::vector<std::vector<double>> large(kRanks), largeOut(kRanks);
-  std::vector<std::vector<uint64_t>> where(kRanks);  // the "device" copies the lanes run from
-  std::vector<uint32_t> nlanes(kRanks);
+  std::vector<LaneProgram> programs(kRanks);
+  std::vector<braid::lanes::ImagePart> parts(kRanks);
   for (int r = 0; r < kRanks; ++r) {
     small[r].assign(kSmall, float(r + 1));
     smallOut[r].assign(kSmall, 0);
     large[r].resize(kLarge);
     for (size_t i = 0; i < kLarge; ++i) large[r][i] = double(i) * (r + 1);
     largeOut[r].assign(kLarge, 0);
-    LaneProgram prog;
     const std::vector<braid::Plan> plans = {ringAllReduce(r, kSmall), ringAllReduce(r, kLarge)};
-    ASSERT_TRUE(buildLaneProgram({{ncclFloat32, kSmall * 4}, {ncclFloat64, kLarge * 8}}, plans, limits, &prog).ok());
-    std::vector<braid::exec::OpBuffers> ops(2);
-    ops[0] = {reinterpret_cast<const char*>(small[r].data()), reinterpret_cast<char*>(smallOut[r].data()), nullptr,
-              braid::makeBuiltinOp(ncclSum, ncclFloat32, kRanks)};
-    ops[1] = {reinterpret_cast<const char*>(large[r].data()), reinterpret_cast<char*>(largeOut[r].data()), nullptr,
-              braid::makeBuiltinOp(ncclSum, ncclFloat64, kRanks)};
-    const size_t bytes = braid::lanes::laneImageBytes(prog, ops.size(), 4096);
-    where[r].assign(bytes / 8, 0xdeadbeef);
-    std::vector<uint64_t> written(bytes / 8);
-    const uintptr_t base = reinterpret_cast<uintptr_t>(where[r].data());
-    ASSERT_TRUE(writeLaneImage(prog, ops, [&](const PortKey& k) { return fifos.port(r, k); }, 4096, &abortWord, base,
-                               written.data())
-                    .ok());
-    // Every pointer of a lane into the block points at the copy, not at `written`.
-    const auto* lanes = reinterpret_cast<const braid::exec::LaneExec*>(written.data());
-    for (size_t i = 0; i < prog.lanes.size(); ++i) {
-      EXPECT_GE(reinterpret_cast<uintptr_t>(lanes[i].steps), base);
-      EXPECT_LT(reinterpret_cast<uintptr_t>(lanes[i].steps), base + bytes);
-      EXPECT_GE(reinterpret_cast<uintptr_t>(lanes[i].stages), base);
-    }
-    memcpy(where[r].data(), written.data(), bytes);
-    nlanes[r] = uint32_t(prog.lanes.size());
+    ASSERT_TRUE(
+        buildLaneProgram({{ncclFloat32, kSmall * 4}, {ncclFloat64, kLarge * 8}}, plans, limits, &programs[r]).ok());
+    braid::lanes::ImagePart& part = parts[size_t(r)];
+    part.program = &programs[r];
+    part.ops = {{reinterpret_cast<const char*>(small[r].data()), reinterpret_cast<char*>(smallOut[r].data()),
+                 nullptr, braid::makeBuiltinOp(ncclSum, ncclFloat32, kRanks)},
+                {reinterpret_cast<const char*>(large[r].data()), reinterpret_cast<char*>(largeOut[r].data()),
+                 nullptr, braid::makeBuiltinOp(ncclSum, ncclFloat64, kRanks)}};
+    part.portOf = [&fifos, r](const PortKey& k) { return fifos.port(r, k); };
+    part.abortWord = &abortWord;
   }
+  const size_t bytes = braid::lanes::laneImageBytes(parts, 4096);
+  std::vector<uint64_t> where(bytes / 8, 0xdeadbeef), written(bytes / 8);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(where.data());
+  ASSERT_TRUE(writeLaneImage(parts, 4096, base, written.data()).ok());
+  size_t nlanes = 0;
+  for (const LaneProgram& p : programs) nlanes += p.lanes.size();
+  // Every pointer of a lane into the block points at the copy, not at `written`.
+  const auto* before = reinterpret_cast<const braid::exec::LaneExec*>(written.data());
+  for (size_t i = 0; i < nlanes; ++i)
+    for (uintptr_t p : {reinterpret_cast<uintptr_t>(before[i].steps), reinterpret_cast<uintptr_t>(before[i].stages),
+                        reinterpret_cast<uintptr_t>(before[i].ops), reinterpret_cast<uintptr_t>(before[i].sendPorts)}) {
+      EXPECT_GE(p, base) << "lane " << i;
+      EXPECT_LT(p, base + bytes) << "lane " << i;
+    }
+  memcpy(where.data(), written.data(), bytes);
+  std::fill(written.begin(), written.end(), 0xbad);  // nothing may read the original any more
+
+  auto* lanes = reinterpret_cast<braid::exec::LaneExec*>(where.data());
+  std::vector<braid::exec::ExecStatus> status(nlanes, braid::exec::ExecStatus::Ok);
   std::vector<std::thread> threads;
-  std::vector<braid::exec::ExecStatus> status(kRanks * 4, braid::exec::ExecStatus::Ok);
-  for (int r = 0; r < kRanks; ++r)
-    for (uint32_t i = 0; i < nlanes[r]; ++i)
-      threads.emplace_back([&, r, i] {
-        auto* lanes = reinterpret_cast<braid::exec::LaneExec*>(where[r].data());
-        status[size_t(r) * 4 + i] = braid::exec::runLaneOnHost(lanes[i]);
-      });
+  for (size_t i = 0; i < nlanes; ++i)
+    threads.emplace_back([&, i] { status[i] = braid::exec::runLaneOnHost(lanes[i]); });
   for (auto& t : threads) t.join();
   for (auto st : status) EXPECT_EQ(st, braid::exec::ExecStatus::Ok) << execStatusName(st);
   for (int r = 0; r < kRanks; ++r) {

@@ -17,10 +17,13 @@
 #include "core/log.h"
 #include "kernels/stream_wait.h"
 #include "runtime/device/cuda_capture.h"
+#include "runtime/device/cuda_device_path.h"
+#include "runtime/device/cuda_lane_launch.h"
 #include "runtime/device/cuda_proxy.h"
 #include "runtime/device/cuda_util.h"
 #include "runtime/device/device.h"
 #include "runtime/device/stage_span.h"
+#include "runtime/lanes/lane_executor.h"
 
 namespace braid {
 
@@ -31,19 +34,6 @@ void DeviceProxyDeleter::operator()(DeviceProxy* proxy) const {
   delete proxy;
 }
 
-namespace {
-
-// One call's staging.
-struct StagedCall {
-  StageSpan span;
-  StageLayout layout;
-  PinnedBlock block;
-  size_t scalarOffset = 0;  // of a device-resident PreMulSum scalar in `block`
-  Task staged;              // the call with its buffers in `block`
-};
-
-// The device of a communicator's calls in this group: that of its first
-// device buffer; every other buffer must be on it too.
 Result deviceOfCalls(const std::vector<Task>& tasks, const std::vector<size_t>& mine, int* device) {
   *device = -1;
   for (size_t i : mine) {
@@ -68,8 +58,9 @@ Result proxyFor(ncclComm* comm, int device, DeviceProxy** out) {
     std::unique_ptr<DeviceProxy, DeviceProxyDeleter> proxy(new DeviceProxy(comm, device));
     BRAID_TRY(proxy->start());
     comm->deviceProxy = std::move(proxy);
-    BRAID_INFO(kLogInit, "rank %d: device path on CUDA device %d (staged through pinned host memory)",
-               comm->rank, device);
+    BRAID_INFO(kLogInit, "rank %d: device calls on CUDA device %d (%s)", comm->rank, device,
+               comm->settings.laneExecutor ? "plan kernels where every rank is on this host, else staged"
+                                           : "staged through pinned host memory");
   }
   if (comm->deviceProxy->device() != device)
     return fail(ncclInvalidArgument, "rank %d's buffers are on CUDA device %d, but its earlier device "
@@ -78,6 +69,17 @@ Result proxyFor(ncclComm* comm, int device, DeviceProxy** out) {
   *out = comm->deviceProxy.get();
   return Result::success();
 }
+
+namespace {
+
+// One call's staging.
+struct StagedCall {
+  StageSpan span;
+  StageLayout layout;
+  PinnedBlock block;
+  size_t scalarOffset = 0;  // of a device-resident PreMulSum scalar in `block`
+  Task staged;              // the call with its buffers in `block`
+};
 
 // Where one call's bytes go in pinned memory (a block from the pool), and the
 // call on them.
@@ -192,6 +194,7 @@ Result captureOut(DeviceProxy* proxy, const CapturedJob& job, const std::vector<
 }  // namespace
 
 Result submitDeviceGroup(const std::vector<Task>& tasks, const StagedRunner& run) {
+  if (laneExecutorApplies(tasks)) return launchDeviceLanes(tasks);
   // Pinned allocations and event queries below are no stream work: they must
   // not fail (nor invalidate) a graph capture of this thread or another.
   CaptureModeRelaxed relaxed;

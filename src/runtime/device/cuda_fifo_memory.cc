@@ -65,39 +65,13 @@ class OpenedFifo : public lanes::FifoMemory {
   bool ipcMapped_;
 };
 
-// A non-blocking stream of the current device for the FIFO's first image:
-// the legacy stream would wait for the application's (or a spinning plan
-// kernel's) work on blocking streams.
-class ScopedStream {
- public:
-  ScopedStream() = default;
-  ~ScopedStream() {
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  }
-  ScopedStream(const ScopedStream&) = delete;
-  ScopedStream& operator=(const ScopedStream&) = delete;
-  Result create() {
-    BRAID_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    return Result::success();
-  }
-  cudaStream_t get() const { return stream_; }
-
- private:
-  cudaStream_t stream_ = nullptr;
-};
-
-// Writes the initial image and waits for it: a copy from pageable memory may
-// return before its DMA completed, and the peer must never see the FIFO
-// before its counters and flags are set.
+// Writes the initial image and waits for it: the peer must never see the
+// FIFO before its counters and flags are set.
 Result uploadImage(char* dst, const exec::FifoLayout& layout, uint64_t base) {
   // operator new's alignment (16) satisfies initFifoImage's 8 bytes.
   std::vector<char> image(layout.totalBytes);
   exec::initFifoImage(image.data(), layout, base);
-  ScopedStream stream;
-  BRAID_TRY(stream.create());
-  BRAID_CUDA_TRY(cudaMemcpyAsync(dst, image.data(), image.size(), cudaMemcpyHostToDevice, stream.get()));
-  BRAID_CUDA_TRY(cudaStreamSynchronize(stream.get()));
-  return Result::success();
+  return copyToDeviceNow(dst, image.data(), image.size());
 }
 
 // Lets `device` address `peer`'s memory (same process, different GPUs).

@@ -7,6 +7,7 @@
 #include "core/comm.h"
 #include "core/log.h"
 #include "runtime/device/cuda_capture.h"
+#include "runtime/device/cuda_lane_memory.h"
 #include "runtime/device/cuda_util.h"
 
 namespace braid {
@@ -116,6 +117,8 @@ DeviceProxy::~DeviceProxy() {
   }
   const bool graphsDone = captured_.empty();
   if (streamsDone && graphsDone) return;
+  // A plan kernel may still use the lanes' FIFOs and Ports.
+  if (!streamsDone) (void)lanePorts_.release();
   // A stream has not reached the copies back (or never will), or a graph may
   // still run: what they may touch is leaked, not freed. A launch after this
   // finds its ticket word at the last value published (or 0) and the abort
@@ -150,6 +153,24 @@ void DeviceProxy::submit(DeviceJob&& job) {
 void DeviceProxy::drain() {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [this] { return queue_.empty() && launches_.empty() && !busy_; });
+}
+
+lanes::PortTable& DeviceProxy::lanePorts() {
+  if (!lanePorts_) lanePorts_ = std::make_unique<lanes::PortTable>(makeCudaLaneMemory(device_));
+  return *lanePorts_;
+}
+
+Result DeviceProxy::orderLaneKernel(cudaStream_t stream) {
+  if (laneKernelLaunched_ && stream != laneStream_)
+    BRAID_CUDA_TRY(cudaStreamWaitEvent(stream, laneKernelDone_.get(), 0));
+  return Result::success();
+}
+
+Result DeviceProxy::noteLaneKernel(cudaStream_t stream) {
+  BRAID_TRY(laneKernelDone_.record(stream));
+  laneStream_ = stream;
+  laneKernelLaunched_ = true;
+  return Result::success();
 }
 
 void DeviceProxy::pause() {

@@ -21,6 +21,7 @@
 #include "core/task.h"
 #include "runtime/device/cuda_staging.h"
 #include "runtime/device/device.h"
+#include "runtime/lanes/port_table.h"
 
 namespace braid {
 
@@ -112,6 +113,14 @@ class DeviceProxy {
   // From a launch's host function (through its LaunchPort): no CUDA call.
   void submitLaunch(CapturedJob& job) noexcept;
 
+  // BRAID_EXECUTOR=lanes: the FIFOs of this communicator's plan kernels, in
+  // device memory (made on first use), and their order: a kernel launched on
+  // another stream than the previous one first waits for it, since both use
+  // the same FIFOs and Ports.
+  lanes::PortTable& lanePorts();
+  Result orderLaneKernel(cudaStream_t stream);
+  Result noteLaneKernel(cudaStream_t stream);
+
  private:
   void loop();
   bool next(DeviceJob* job);
@@ -143,6 +152,10 @@ class DeviceProxy {
   std::mutex inflightMu_;
   std::vector<InflightJob> inflight_;
   std::vector<std::shared_ptr<CapturedJob>> captured_;
+  std::unique_ptr<lanes::PortTable> lanePorts_;
+  CudaEvent laneKernelDone_;
+  cudaStream_t laneStream_ = nullptr;
+  bool laneKernelLaunched_ = false;
   std::thread thread_;
 };
 

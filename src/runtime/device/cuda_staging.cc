@@ -75,12 +75,14 @@ Result MappedWords::allocate() {
   host_->published = 0;
   host_->launchPublished = 0;
   host_->abort = 0;
+  host_->laneFailure = 0;
   void* dev = nullptr;
   BRAID_CUDA_TRY(cudaHostGetDevicePointer(&dev, p, 0));
   auto* words = static_cast<Words*>(dev);
   devicePublished_ = &words->published;
   deviceLaunchPublished_ = &words->launchPublished;
   deviceAbort_ = &words->abort;
+  deviceLaneFailure_ = &words->laneFailure;
   return Result::success();
 }
 
@@ -97,6 +99,10 @@ void MappedWords::publishLaunch(uint64_t ticket) {
 
 uint64_t MappedWords::launchPublished() const {
   return host_ ? __atomic_load_n(&host_->launchPublished, __ATOMIC_SEQ_CST) : 0;
+}
+
+uint32_t MappedWords::takeLaneFailure() const {
+  return host_ ? __atomic_exchange_n(&host_->laneFailure, 0u, __ATOMIC_SEQ_CST) : 0;
 }
 
 void MappedWords::setAbort() {

@@ -55,21 +55,27 @@ class MappedWords {
   void publishLaunch(uint64_t ticket);
   uint64_t launchPublished() const;  // the host's view
   void setAbort();
+  // The worst status a device lane ended with since the last take (0: none);
+  // plan kernels raise it (BRAID_EXECUTOR=lanes).
+  uint32_t takeLaneFailure() const;
   void leak() { host_ = nullptr; }  // a kernel may still read them
   const volatile uint64_t* devicePublished() const { return devicePublished_; }
   const volatile uint64_t* deviceLaunchPublished() const { return deviceLaunchPublished_; }
   const volatile uint32_t* deviceAbort() const { return deviceAbort_; }
+  uint32_t* deviceLaneFailure() const { return deviceLaneFailure_; }
 
  private:
   struct Words {
     uint64_t published;
     uint64_t launchPublished;
     uint32_t abort;
+    uint32_t laneFailure;
   };
   Words* host_ = nullptr;
   const volatile uint64_t* devicePublished_ = nullptr;
   const volatile uint64_t* deviceLaunchPublished_ = nullptr;
   const volatile uint32_t* deviceAbort_ = nullptr;
+  uint32_t* deviceLaneFailure_ = nullptr;
 };
 
 // One 8-byte word of mapped pinned memory.

@@ -30,6 +30,12 @@ class DeviceGuard {
   Result status_;
 };
 
+// Copies host memory to the current device and waits for that copy only, on
+// a private non-blocking stream: a plain cudaMemcpy may return before a
+// pageable copy's DMA is done, and the legacy stream would wait behind work
+// on blocking streams (a spinning plan kernel among them).
+Result copyToDeviceNow(void* dst, const void* src, size_t bytes);
+
 // The device that holds `ptr` (device or managed memory), or -1.
 int deviceOfPointer(const void* ptr);
 

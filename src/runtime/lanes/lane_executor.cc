@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "core/comm.h"
-#include "core/task_plan.h"
 #include "kernels/executor/host_lane_runner.h"
+#include "runtime/lanes/comm_program.h"
 #include "runtime/lanes/lane_image.h"
 #include "runtime/lanes/lane_program.h"
 #include "runtime/lanes/port_table.h"
@@ -37,65 +37,34 @@ struct LaneRun {
   exec::ExecStatus status = exec::ExecStatus::Ok;
 };
 
-// The most bytes any message of the call can carry: its whole buffer. Every
-// rank computes the same value, so all choose the same protocol for it.
-uint64_t operationBytes(const Task& t) {
-  uint64_t elems = t.count;
-  switch (t.coll) {
-    case Collective::AllGather:
-    case Collective::ReduceScatter:
-    case Collective::AllToAll:
-    case Collective::Gather:
-    case Collective::Scatter: elems *= uint64_t(t.comm->nranks); break;
-    default: break;
-  }
-  return elems * typeSize(t.type);
-}
-
-lanes::LaneLimits limitsOf(const ncclComm* comm) {
-  lanes::LaneLimits l;
-  l.channelPayloadBytes = comm->settings.slotBytes;
-  l.peerPayloadBytes = comm->settings.peerSlotBytes;
-  l.llPayloadBytes = std::min<uint64_t>({l.llPayloadBytes, l.channelPayloadBytes, l.peerPayloadBytes});
-  l.llMaxOpBytes = l.llPayloadBytes;
-  return l;
-}
-
-// Plans the communicator's calls, merges them into lanes and makes the FIFOs
-// they need.
+// Plans the communicator's calls and merges them into lanes.
 Result prepare(CommRun& run) {
   ncclComm* comm = run.comm;
-  std::vector<Plan> plans;
-  std::vector<lanes::LaneOp> ops;
-  std::vector<size_t> scratchOffsets;
-  size_t scratchBytes = 0;
-  for (const Task* t : run.tasks) {
-    plans.push_back(generatePlan(shapeOf(*t)));
-    ops.push_back({t->type, operationBytes(*t)});
-    scratchOffsets.push_back(scratchBytes);
-    scratchBytes += (plans.back().scratchElems * typeSize(t->type) + 63) & ~size_t(63);
-  }
-  if (comm->scratch.size() < scratchBytes) comm->scratch.resize(scratchBytes);
+  lanes::CommProgram cp;
+  BRAID_TRY(lanes::commProgramOf(run.tasks, &cp));
+  if (comm->scratch.size() < cp.scratchBytes) comm->scratch.resize(cp.scratchBytes);
   for (size_t i = 0; i < run.tasks.size(); ++i) {
     const Task& t = *run.tasks[i];
     run.ops.push_back({static_cast<const char*>(t.sendbuff), static_cast<char*>(t.recvbuff),
-                       comm->scratch.data() + scratchOffsets[i], t.op});
+                       comm->scratch.data() + cp.scratchOffsets[i], t.op});
   }
-  BRAID_TRY(lanes::buildLaneProgram(ops, plans, limitsOf(comm), &run.program));
-  if (!comm->lanePorts) comm->lanePorts = std::make_unique<lanes::PortTable>();
+  run.program = std::move(cp.program);
+  if (!comm->lanePorts) comm->lanePorts = std::make_unique<lanes::PortTable>(lanes::makeHostLaneMemory());
   return Result::success();
 }
-
-uint64_t llStageBytes(const ncclComm* comm) { return (limitsOf(comm).llPayloadBytes + 7) / 8 * 8; }
 
 // Lays the communicator's lanes out in host memory, to run in place.
 Result buildImage(CommRun& c, const uint32_t* abortWord) {
   const lanes::PortTable& ports = *c.comm->lanePorts;
-  const uint64_t stage = llStageBytes(c.comm);
-  c.image.assign((lanes::laneImageBytes(c.program, c.ops.size(), stage) + 7) / 8, 0);
-  return lanes::writeLaneImage(
-      c.program, c.ops, [&ports](const lanes::PortKey& k) { return ports.port(k); }, stage, abortWord,
-      reinterpret_cast<uintptr_t>(c.image.data()), c.image.data());
+  const uint64_t stage = lanes::llStageBytesOf(c.comm);
+  lanes::ImagePart part;
+  part.program = &c.program;
+  part.ops = c.ops;
+  part.portOf = [&ports](const lanes::PortKey& k) { return ports.port(k); };
+  part.abortWord = abortWord;
+  const std::vector<lanes::ImagePart> parts = {part};
+  c.image.assign((lanes::laneImageBytes(parts, stage) + 7) / 8, 0);
+  return lanes::writeLaneImage(parts, stage, reinterpret_cast<uintptr_t>(c.image.data()), c.image.data());
 }
 
 // The peer a lane's step waits for (receive first), or -1.
@@ -262,8 +231,8 @@ Result runLaneGroup(const std::vector<Task>& tasks) {
     run->tasks.push_back(&t);
   }
   for (auto& c : comms) BRAID_TRY(prepare(*c));
-  for (auto& c : comms) BRAID_TRY(c->comm->lanePorts->offer(c->comm, lanes::portsOf(c->program), limitsOf(c->comm)));
-  for (auto& c : comms) BRAID_TRY(c->comm->lanePorts->accept(c->comm, lanes::portsOf(c->program), limitsOf(c->comm)));
+  for (auto& c : comms) BRAID_TRY(c->comm->lanePorts->offer(c->comm, lanes::portsOf(c->program), lanes::limitsOf(c->comm)));
+  for (auto& c : comms) BRAID_TRY(c->comm->lanePorts->accept(c->comm, lanes::portsOf(c->program), lanes::limitsOf(c->comm)));
   Result r = runLanes(comms);
   if (!r.ok() && r.code() == ncclRemoteError)
     for (auto& c : comms)

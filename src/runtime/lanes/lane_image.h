@@ -1,9 +1,11 @@
-// A program's lanes as one relocatable block of memory: the LaneExec array,
-// then each lane's steps and port-pointer arrays, the operations' table, the
-// stage counters and the LL staging buffers. It is built on the host with
-// every pointer computed for the address where the block will be used, so
-// host threads run it in place and a CUDA kernel runs it after one copy to
-// device memory: both executors run the same bytes.
+// The lanes of a group as one relocatable block of memory: the LaneExec
+// array of every part (a communicator's program), then each part's
+// operations' table and stage counters, and each lane's steps, port-pointer
+// arrays and LL staging. It is built on the host with every pointer computed
+// for the address where the block will be used, so host threads run it in
+// place and a CUDA kernel runs it after one copy to device memory: both
+// executors run the same bytes, and one launch runs the lanes of every
+// communicator on a stream.
 #pragma once
 
 #include <cstdint>
@@ -19,17 +21,28 @@ namespace lanes {
 // The Port of a FIFO end, in memory the lanes' runner reaches.
 using PortOf = std::function<exec::Port*(const PortKey&)>;
 
-// Bytes of the block of `program` with `nops` operations.
-size_t laneImageBytes(const LaneProgram& program, size_t nops, uint64_t llStageBytes);
+// One communicator's lanes in the block.
+struct ImagePart {
+  const LaneProgram* program = nullptr;
+  std::vector<exec::OpBuffers> ops;  // buffers and reductions, at addresses the runner reaches
+  PortOf portOf;
+  const uint32_t* abortWord = nullptr;  // polled by every wait
+  uint32_t* failureWord = nullptr;      // optional: the worst failed status (CUDA kernel)
+};
 
-// Writes the block of `program` into `dst` (laneImageBytes, 8-byte aligned)
-// for use at `base` (dst itself, or where it will be copied); the LaneExec
-// array is at its start. `ops` are the operations' buffers and reductions
-// (addresses the runner reaches); LL lanes get two staging buffers of
-// llStageBytes (a multiple of 8, at least the LL payload); every wait polls
-// `abortWord`; the stage counters start at zero.
-Result writeLaneImage(const LaneProgram& program, const std::vector<exec::OpBuffers>& ops, const PortOf& portOf,
-                      uint64_t llStageBytes, const uint32_t* abortWord, uintptr_t base, void* dst);
+// Bytes of the block of `parts`.
+size_t laneImageBytes(const std::vector<ImagePart>& parts, uint64_t llStageBytes);
+
+// Where, in the block, part `part`'s OpBuffers of operation `op` is (a device
+// PreMulSum scalar is copied into its RedOp on the stream).
+size_t opBuffersOffset(const std::vector<ImagePart>& parts, uint64_t llStageBytes, size_t part, size_t op);
+
+// Writes the block into `dst` (laneImageBytes, 8-byte aligned) for use at
+// `base` (dst itself, or where it will be copied). The LaneExec array of all
+// parts' lanes, in part order, is at its start. LL lanes get two staging
+// buffers of llStageBytes (a multiple of 8, at least the LL payload); the
+// stage counters start at zero.
+Result writeLaneImage(const std::vector<ImagePart>& parts, uint64_t llStageBytes, uintptr_t base, void* dst);
 
 }  // namespace lanes
 }  // namespace braid

@@ -1,5 +1,6 @@
 #include "runtime/lanes/port_table.h"
 
+#include <deque>
 #include <set>
 
 #include "core/comm.h"
@@ -8,7 +9,29 @@
 namespace braid {
 namespace lanes {
 
-PortTable::PortTable() : heap_(makeHeapFifoProvider()), shm_(makeShmFifoProvider()) {}
+namespace {
+
+class HostLaneMemory : public LaneMemory {
+ public:
+  FifoMemoryProvider& provider(bool sameProcess) override { return sameProcess ? *heap_ : *shm_; }
+  Result makePort(const exec::FifoView& fifo, exec::Port** out) override {
+    ports_.emplace_back();
+    ports_.back().fifo = fifo;
+    *out = &ports_.back();
+    return Result::success();
+  }
+
+ private:
+  std::unique_ptr<FifoMemoryProvider> heap_ = makeHeapFifoProvider();
+  std::unique_ptr<FifoMemoryProvider> shm_ = makeShmFifoProvider();
+  std::deque<exec::Port> ports_;  // stable addresses
+};
+
+}  // namespace
+
+std::unique_ptr<LaneMemory> makeHostLaneMemory() { return std::make_unique<HostLaneMemory>(); }
+
+PortTable::PortTable(std::unique_ptr<LaneMemory> memory) : memory_(std::move(memory)) {}
 PortTable::~PortTable() = default;
 
 namespace {
@@ -35,15 +58,14 @@ bool PortTable::reachable(const ncclComm* comm) {
 }
 
 FifoMemoryProvider& PortTable::providerFor(const ncclComm* comm, int peer) const {
-  return sameProcess(comm->peers[size_t(comm->rank)], comm->peers[size_t(peer)]) ? *heap_ : *shm_;
+  return memory_->provider(sameProcess(comm->peers[size_t(comm->rank)], comm->peers[size_t(peer)]));
 }
 
 Result PortTable::create(ncclComm* comm, const PortKey& key, const LaneLimits& limits) {
   const exec::FifoLayout layout = layoutOf(comm, key, limits);
   Entry e;
   BRAID_TRY(providerFor(comm, key.peer).create(layout, 0, &e.memory));
-  e.port = std::make_unique<exec::Port>();
-  e.port->fifo = exec::fifoViewAt(e.memory->base(), layout);
+  BRAID_TRY(memory_->makePort(exec::fifoViewAt(e.memory->base(), layout), &e.port));
   const std::string blob = e.memory->blob();
   const uint32_t length = uint32_t(blob.size());
   BRAID_TRY(comm->bootstrap->send(key.peer, kTagLaneFifo, &length, sizeof(length)));
@@ -63,8 +85,7 @@ Result PortTable::open(ncclComm* comm, const PortKey& key, const LaneLimits& lim
   BRAID_TRY(comm->bootstrap->recv(key.peer, kTagLaneFifo, blob.data(), length, deadline));
   Entry e;
   BRAID_TRY(providerFor(comm, key.peer).open(blob, layout.totalBytes, &e.memory));
-  e.port = std::make_unique<exec::Port>();
-  e.port->fifo = exec::fifoViewAt(e.memory->base(), layout);
+  BRAID_TRY(memory_->makePort(exec::fifoViewAt(e.memory->base(), layout), &e.port));
   entries_[key] = std::move(e);
   logMade(comm, key);
   return Result::success();
@@ -103,7 +124,7 @@ Result PortTable::accept(ncclComm* comm, const std::vector<PortKey>& keys, const
 
 exec::Port* PortTable::port(const PortKey& key) const {
   auto it = entries_.find(key);
-  return it == entries_.end() ? nullptr : it->second.port.get();
+  return it == entries_.end() ? nullptr : it->second.port;
 }
 
 }  // namespace lanes

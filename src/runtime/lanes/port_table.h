@@ -16,9 +16,25 @@ struct ncclComm;
 namespace braid {
 namespace lanes {
 
+// Where one table's FIFOs and Ports live: host memory for lanes on host
+// threads, device memory for lanes in a CUDA kernel
+// (runtime/device/cuda_lane_memory.h).
+class LaneMemory {
+ public:
+  virtual ~LaneMemory() = default;
+  // The provider of FIFOs shared with a peer in this process or another one.
+  virtual FifoMemoryProvider& provider(bool sameProcess) = 0;
+  // A Port (message count 0) for a FIFO end, in memory the lanes reach; it
+  // lives as long as this object.
+  virtual Result makePort(const exec::FifoView& fifo, exec::Port** out) = 0;
+};
+
+// Heap or shm FIFOs and heap Ports, for host threads.
+std::unique_ptr<LaneMemory> makeHostLaneMemory();
+
 class PortTable {
  public:
-  PortTable();
+  explicit PortTable(std::unique_ptr<LaneMemory> memory);
   ~PortTable();
   PortTable(const PortTable&) = delete;
   PortTable& operator=(const PortTable&) = delete;
@@ -36,22 +52,21 @@ class PortTable {
   Result offer(ncclComm* comm, const std::vector<PortKey>& keys, const LaneLimits& limits);
   Result accept(ncclComm* comm, const std::vector<PortKey>& keys, const LaneLimits& limits);
 
-  // The port of a connected FIFO end (stable address).
+  // The port of a connected FIFO end (stable address), or null.
   exec::Port* port(const PortKey& key) const;
 
  private:
   struct Entry {
     std::unique_ptr<FifoMemory> memory;
-    std::unique_ptr<exec::Port> port;
+    exec::Port* port = nullptr;  // owned by memory_
   };
   Result create(ncclComm* comm, const PortKey& key, const LaneLimits& limits);
   Result open(ncclComm* comm, const PortKey& key, const LaneLimits& limits);
   FifoMemoryProvider& providerFor(const ncclComm* comm, int peer) const;
   void logMade(const ncclComm* comm, const PortKey& key) const;
 
+  std::unique_ptr<LaneMemory> memory_;  // declared first: destroyed after the FIFOs
   std::map<PortKey, Entry> entries_;
-  std::unique_ptr<FifoMemoryProvider> heap_;
-  std::unique_ptr<FifoMemoryProvider> shm_;
 };
 
 }  // namespace lanes

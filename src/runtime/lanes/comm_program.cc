@@ -1,0 +1,58 @@
+#include "runtime/lanes/comm_program.h"
+
+#include <algorithm>
+
+#include "core/comm.h"
+#include "core/task_plan.h"
+
+namespace braid {
+namespace lanes {
+
+namespace {
+
+// The most bytes any message of the call can carry: its whole buffer. Every
+// rank computes the same value, so all choose the same protocol for it.
+uint64_t operationBytes(const Task& t) {
+  uint64_t elems = t.count;
+  switch (t.coll) {
+    case Collective::AllGather:
+    case Collective::ReduceScatter:
+    case Collective::AllToAll:
+    case Collective::Gather:
+    case Collective::Scatter: elems *= uint64_t(t.comm->nranks); break;
+    default: break;
+  }
+  return elems * typeSize(t.type);
+}
+
+}  // namespace
+
+LaneLimits limitsOf(const ncclComm* comm) {
+  LaneLimits l;
+  l.channelPayloadBytes = comm->settings.slotBytes;
+  l.peerPayloadBytes = comm->settings.peerSlotBytes;
+  l.llPayloadBytes = std::min<uint64_t>({l.llPayloadBytes, l.channelPayloadBytes, l.peerPayloadBytes});
+  l.llMaxOpBytes = l.llPayloadBytes;
+  return l;
+}
+
+uint64_t llStageBytesOf(const ncclComm* comm) { return (limitsOf(comm).llPayloadBytes + 7) / 8 * 8; }
+
+Result commProgramOf(const std::vector<const Task*>& tasks, CommProgram* out) {
+  if (tasks.empty()) return fail(ncclInternalError, "lane program of no call");
+  std::vector<Plan> plans;
+  std::vector<LaneOp> ops;
+  CommProgram cp;
+  for (const Task* t : tasks) {
+    plans.push_back(generatePlan(shapeOf(*t)));
+    ops.push_back({t->type, operationBytes(*t)});
+    cp.scratchOffsets.push_back(cp.scratchBytes);
+    cp.scratchBytes += (plans.back().scratchElems * typeSize(t->type) + 63) & ~size_t(63);
+  }
+  BRAID_TRY(buildLaneProgram(ops, plans, limitsOf(tasks.front()->comm), &cp.program));
+  *out = std::move(cp);
+  return Result::success();
+}
+
+}  // namespace lanes
+}  // namespace braid

@@ -1,0 +1,30 @@
+// One communicator's calls of a group as a lane program: what the host-thread
+// runner (lane_executor.cc) and the CUDA runner (runtime/device/
+// cuda_lane_launch.cc) both start from.
+#pragma once
+
+#include <vector>
+
+#include "core/result.h"
+#include "core/task.h"
+#include "runtime/lanes/lane_program.h"
+
+namespace braid {
+namespace lanes {
+
+struct CommProgram {
+  LaneProgram program;
+  std::vector<size_t> scratchOffsets;  // per call: where its Buffer::Scratch starts
+  size_t scratchBytes = 0;
+};
+
+// FIFO slot sizes and the LL threshold of a communicator (alike on all ranks).
+LaneLimits limitsOf(const ncclComm* comm);
+// Bytes of each LL staging buffer of a lane.
+uint64_t llStageBytesOf(const ncclComm* comm);
+
+// Plans `tasks` (one communicator's, in call order) and merges them into lanes.
+Result commProgramOf(const std::vector<const Task*>& tasks, CommProgram* out);
+
+}  // namespace lanes
+}  // namespace braid
