@@ -53,8 +53,7 @@ inline std::string appendLane(const Lane& lane, uint32_t op, Protocol protocol, 
     e.dstOffset = s.dst.offset;
     e.count = s.count;
     e.op = op;
-    e.flags = uint8_t((s.srcIsContribution ? kStepContribution : 0) | (s.final ? kStepFinal : 0) |
-                      (protocol == Protocol::LL ? kStepLL : 0));
+    e.flags = uint8_t((s.srcIsContribution ? kStepContribution : 0) | (s.final ? kStepFinal : 0));
     const bool sends = stepSendsKind(s.kind);
     const bool recvs = stepReceivesKind(s.kind);
     if ((sends && s.sendPeer < 0) || (recvs && s.recvPeer < 0))

@@ -23,7 +23,6 @@ namespace exec {
 
 constexpr uint8_t kStepContribution = 1;  // Step::srcIsContribution
 constexpr uint8_t kStepFinal = 2;         // Step::final
-constexpr uint8_t kStepLL = 4;            // its messages use the LL protocol (else bulk)
 
 // A Step with its peers resolved to the lane's ports (lane_binding.h).
 struct ExecStep {
@@ -163,10 +162,12 @@ BRAID_HD ExecStatus markStageDone(const G& g, const LaneExec& L, const ExecStep&
   return ExecStatus::Ok;
 }
 
+// Each FIFO has one protocol (FifoView::protocol): a step may receive with
+// one and send with the other, e.g. from a peer on this host (LL) to one a
+// network proxy serves (always bulk).
 template <class T, class G>
 BRAID_HD ExecStatus runStep(const G& g, LaneExec& L, const ExecStep& s) {
   const uint64_t bytes = s.count * sizeof(T);
-  const bool ll = (s.flags & kStepLL) != 0;
   const bool recvs = stepReceivesKind(s.kind);
   const bool sends = stepSendsKind(s.kind);
   if ((recvs && (s.recvPort < 0 || uint32_t(s.recvPort) >= L.nrecvPorts)) ||
@@ -174,15 +175,17 @@ BRAID_HD ExecStatus runStep(const G& g, LaneExec& L, const ExecStep& s) {
     return ExecStatus::BadStep;
   Port* rp = recvs ? L.recvPorts[s.recvPort] : nullptr;
   Port* sp = sends ? L.sendPorts[s.sendPort] : nullptr;
+  const bool llIn = rp && rp->fifo.protocol == Protocol::LL;
+  const bool llOut = sp && sp->fifo.protocol == Protocol::LL;
   if (s.op >= L.nops) return ExecStatus::BadStep;
   if ((rp && bytes > rp->fifo.payloadBytes) || (sp && bytes > sp->fifo.payloadBytes) ||
-      (ll && (rp || sp) && bytes > L.stageBytes))
+      ((llIn || llOut) && bytes > L.stageBytes))
     return ExecStatus::BadStep;
 
   const T* in = nullptr;
   if (rp) {
     ExecStatus st;
-    if (ll) {
+    if (llIn) {
       st = llRecv(*rp, bytes, L.recvStage, g, L.wait);  // also releases the slot
       in = reinterpret_cast<const T*>(L.recvStage);
     } else {
@@ -196,17 +199,17 @@ BRAID_HD ExecStatus runStep(const G& g, LaneExec& L, const ExecStep& s) {
   if (sp) {
     const ExecStatus st = waitCredit(*sp, g, L.wait);
     if (st != ExecStatus::Ok) return st;
-    out = ll ? reinterpret_cast<T*>(L.sendStage) : reinterpret_cast<T*>(bulkSlot(*sp));
+    out = llOut ? reinterpret_cast<T*>(L.sendStage) : reinterpret_cast<T*>(bulkSlot(*sp));
   }
   computeStep<T>(g, L.ops[s.op], s, in, out);
   if (sp) {
-    if (ll) {
+    if (llOut) {
       llSend(*sp, bytes, L.sendStage, g);
     } else {
       bulkPost(*sp, bytes, g);
     }
   }
-  if (rp && !ll) bulkRelease(*rp, g);
+  if (rp && !llIn) bulkRelease(*rp, g);
   return ExecStatus::Ok;
 }
 

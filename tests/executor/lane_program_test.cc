@@ -13,7 +13,6 @@ namespace {
 using braid::Algorithm;
 using braid::Collective;
 using braid::exec::ExecStep;
-using braid::exec::kStepLL;
 using braid::exec::Protocol;
 using braid::lanes::LaneLimits;
 using braid::lanes::LaneOp;
@@ -99,8 +98,11 @@ TEST(LaneProgram, ProtocolFollowsTheOperationAndKeysItsFifos) {
   LaneProgram prog;
   ASSERT_TRUE(buildLaneProgram(ops, plans, LaneLimits{}, &prog).ok());
   ASSERT_EQ(prog.lanes.size(), 1u);
-  for (const ExecStep& s : prog.lanes[0].bound.steps)
-    EXPECT_EQ((s.flags & kStepLL) != 0, s.op == 0) << "op " << s.op;
+  const auto& lane = prog.lanes[0];
+  for (const ExecStep& s : lane.bound.steps) {
+    if (s.sendPort >= 0) EXPECT_EQ(lane.bound.sendProtocols[size_t(s.sendPort)] == Protocol::LL, s.op == 0);
+    if (s.recvPort >= 0) EXPECT_EQ(lane.bound.recvProtocols[size_t(s.recvPort)] == Protocol::LL, s.op == 0);
+  }
   EXPECT_TRUE(prog.lanes[0].anyLL);
   std::set<PortKey> keys;
   for (const PortKey& k : portsOf(prog)) keys.insert(k);

@@ -188,12 +188,12 @@ INSTANTIATE_TEST_SUITE_P(Algos, MpForcedAlgoLogged, ::testing::Range(0, 4),
 // rank 0 must say it reordered.
 class MpHostInterleaved : public ::testing::TestWithParam<int> {};
 
-TEST_P(MpHostInterleaved, SchedulesFollowHostsAndMatchLocalReference) {
-  const collcase::Algo& algo = collcase::forcedAlgos()[GetParam()];
+void runInterleaved(const collcase::Algo& algo, bool lanes) {
   char dir[] = "/tmp/braid_order_log_XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   mptest::RankOptions opts = loggingOptions(algo, "INIT", dir, 120);
   opts.env.push_back({"NCCL_BUFFSIZE", "262144"});
+  if (lanes) opts.env.push_back({"BRAID_EXECUTOR", "lanes"});
   mptest::runRanks(
       5,
       [&algo](int rank, int nranks, const ncclUniqueId& id) {
@@ -201,11 +201,23 @@ TEST_P(MpHostInterleaved, SchedulesFollowHostsAndMatchLocalReference) {
         rankBody(algo, rank, nranks, id);
       },
       opts);
-  bool said = false;
-  for (const auto& line : mptest::readLogLines(dir))
+  bool said = false, bridged = false;
+  for (const auto& line : mptest::readLogLines(dir)) {
     said = said || line.find("ring order follows hosts (2 links cross hosts instead of 4): 0 2 4 1 3") !=
                        std::string::npos;
+    bridged = bridged || line.find("(bridged over tcp") != std::string::npos;
+  }
   EXPECT_TRUE(said) << "rank 0 did not log the host-contiguous ring order";
+  EXPECT_EQ(bridged, lanes) << "lane FIFOs bridged between hosts: " << bridged;
+}
+
+TEST_P(MpHostInterleaved, SchedulesFollowHostsAndMatchLocalReference) {
+  runInterleaved(collcase::forcedAlgos()[GetParam()], false);
+}
+
+// The same through the lane executor, its FIFOs between hosts bridged over TCP.
+TEST_P(MpHostInterleaved, LaneExecutorBridgesHostsAndMatchesLocalReference) {
+  runInterleaved(collcase::forcedAlgos()[GetParam()], true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Algos, MpHostInterleaved, ::testing::Range(0, 4),

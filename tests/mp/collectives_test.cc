@@ -511,7 +511,8 @@ class CollectiveSuite {
 
 // ---- the GoogleTest cases -----------------------------------------------------------
 
-// transport "lanes": shared memory, run by the lane executor (mp_nccl.h).
+// transport "lanes": shared memory, run by the lane executor; "lanes-2hosts":
+// the same with ranks on two hosts, bridged over TCP (mp_nccl.h).
 struct Case {
   const char* transport;
   int nranks;
@@ -526,8 +527,9 @@ TEST_P(MpCollectives, EveryCollectiveTypeOpCountAndLayout) {
   const Case param = GetParam();
   mptest::runRanks(
       param.nranks,
-      [](int rank, int nranks, const ncclUniqueId& id) {
+      [&param](int rank, int nranks, const ncclUniqueId& id) {
         mptest::checkRunsBraid();
+        mptest::hostIdForTransport(param.transport, rank);
         ncclComm_t comm = nullptr;
         mptest::progress("ncclCommInitRank");
         MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
@@ -542,13 +544,15 @@ std::vector<Case> allCases() {
   std::vector<Case> cases;
   for (const char* transport : {"shm", "tcp", "lanes"})
     for (int n : {1, 2, 3, 4, 8}) cases.push_back({transport, n});
+  for (int n : {2, 3, 4}) cases.push_back({"lanes-2hosts", n});
   return cases;
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, MpCollectives, ::testing::ValuesIn(allCases()),
                          [](const ::testing::TestParamInfo<Case>& info) {
-                           return std::string(info.param.transport) + "_" +
-                                  std::to_string(info.param.nranks) + "ranks";
+                           std::string name = info.param.transport;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name + "_" + std::to_string(info.param.nranks) + "ranks";
                          });
 
 }  // namespace

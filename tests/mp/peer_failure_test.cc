@@ -79,7 +79,8 @@ void survive(ncclComm_t comm, int rank) {
 void runVictimScenario(const std::string& transport) {
   const mptest::RunReport report = mptest::runRanksReport(
       kRanks,
-      [](int rank, int nranks, const ncclUniqueId& id) {
+      [&transport](int rank, int nranks, const ncclUniqueId& id) {
+        mptest::hostIdForTransport(transport, rank);
         ncclComm_t comm = nullptr;
         MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
         if (rank == kVictim) {
@@ -116,9 +117,11 @@ TEST_P(MpPeerFailure, SurvivorsGetAnErrorNamingTheDeadRankWithinSeconds) { runVi
 // communicator under it.
 TEST_P(MpPeerFailure, AbortFromAnotherThreadEndsAWaitingCall) {
   mptest::RankOptions opts = options(GetParam());
+  const std::string transport = GetParam();
   mptest::runRanks(
       2,
-      [](int rank, int nranks, const ncclUniqueId& id) {
+      [&transport](int rank, int nranks, const ncclUniqueId& id) {
+        mptest::hostIdForTransport(transport, rank);
         ncclComm_t comm = nullptr;
         MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
         std::vector<float> a(1024, 1.0f), b(1024);
@@ -148,7 +151,11 @@ TEST_P(MpPeerFailure, AbortFromAnotherThreadEndsAWaitingCall) {
       opts);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, MpPeerFailure, ::testing::Values("shm", "tcp", "lanes"),
-                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Transports, MpPeerFailure, ::testing::Values("shm", "tcp", "lanes", "lanes-2hosts"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 }  // namespace

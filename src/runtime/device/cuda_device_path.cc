@@ -194,7 +194,7 @@ Result captureOut(DeviceProxy* proxy, const CapturedJob& job, const std::vector<
 }  // namespace
 
 Result submitDeviceGroup(const std::vector<Task>& tasks, const StagedRunner& run) {
-  if (laneExecutorApplies(tasks)) return launchDeviceLanes(tasks);
+  if (laneExecutorApplies(tasks) && lanesShareMemoryWithEveryPeer(tasks)) return launchDeviceLanes(tasks);
   // Pinned allocations and event queries below are no stream work: they must
   // not fail (nor invalidate) a graph capture of this thread or another.
   CaptureModeRelaxed relaxed;

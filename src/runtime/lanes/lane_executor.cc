@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/comm.h"
+#include "core/connect.h"
 #include "kernels/executor/host_lane_runner.h"
 #include "runtime/lanes/comm_program.h"
 #include "runtime/lanes/lane_image.h"
@@ -100,7 +101,7 @@ bool waitsOn(const LaneRun& run, int peer) {
   if (s.recvPort >= 0 && run.lane->bound.recvPeers[size_t(s.recvPort)] == peer) {
     const exec::Port& p = *run.exec->recvPorts[s.recvPort];
     const uint64_t m = __atomic_load_n(&p.seq, __ATOMIC_RELAXED) + 1;
-    if ((s.flags & exec::kStepLL) == 0) return int64_t(exec::loadAcquire(p.fifo.head) - m) < 0;
+    if (p.fifo.protocol != exec::Protocol::LL) return int64_t(exec::loadAcquire(p.fifo.head) - m) < 0;
     const uint64_t* lines = reinterpret_cast<const uint64_t*>(p.fifo.slot(m));
     const uint64_t n = exec::llLinesFor(s.count * typeSize(run.owner->tasks[s.op]->type));
     for (uint64_t i = 0; i < n; ++i)
@@ -138,6 +139,9 @@ class LaneWatch {
       ncclComm* comm = c->comm;
       std::string notice;
       if (comm->bootstrap && comm->bootstrap->pollFailure(&notice)) return failureNoticeError(comm->rank, notice);
+      BRAID_TRY(comm->lanePorts->bridgeError());
+      for (const auto& [peer, why] : comm->lanePorts->closedBridges())
+        if (waitedOn(comm, peer)) return why;
       const PeerInfo& self = comm->peers[size_t(comm->rank)];
       for (const PeerInfo& peer : comm->peers)
         if (peer.processId != self.processId && peerProcessGone(self, peer) && waitedOn(comm, peer.rank))
@@ -169,6 +173,24 @@ Result outcome(const std::vector<std::unique_ptr<LaneRun>>& runs, const Result& 
       return fail(ncclInternalError, "lane executor: %s: %s", where.c_str(), exec::execStatusName(run->status));
   }
   return stopped;
+}
+
+// Same-host FIFOs (offer, then accept, for every communicator), then the
+// connections and FIFOs of ranks on other hosts.
+Result connect(std::vector<std::unique_ptr<CommRun>>& comms) {
+  for (auto& c : comms)
+    BRAID_TRY(c->comm->lanePorts->offer(c->comm, lanes::portsOf(c->program), lanes::limitsOf(c->comm)));
+  for (auto& c : comms)
+    BRAID_TRY(c->comm->lanePorts->accept(c->comm, lanes::portsOf(c->program), lanes::limitsOf(c->comm)));
+  std::vector<ConnectionNeed> needs;
+  for (auto& c : comms) {
+    const auto more = c->comm->lanePorts->bridgeNeeds(c->comm, lanes::portsOf(c->program));
+    needs.insert(needs.end(), more.begin(), more.end());
+  }
+  if (!needs.empty()) BRAID_TRY(connectAll(needs));
+  for (auto& c : comms)
+    BRAID_TRY(c->comm->lanePorts->attachBridged(c->comm, lanes::portsOf(c->program), lanes::limitsOf(c->comm)));
+  return Result::success();
 }
 
 Result runLanes(std::vector<std::unique_ptr<CommRun>>& comms) {
@@ -207,15 +229,20 @@ Result runLanes(std::vector<std::unique_ptr<CommRun>>& comms) {
     }
   }
   for (std::thread& t : threads) t.join();
-  return outcome(runs, stopped);
+  BRAID_TRY(outcome(runs, stopped));
+  // As the host executor: return once every message has left this process.
+  for (auto& c : comms) BRAID_TRY(c->comm->lanePorts->waitBridgeFlushed(deadlineFromNow(c->comm)));
+  return Result::success();
 }
 
 }  // namespace
 
 bool laneExecutorApplies(const std::vector<Task>& tasks) {
-  return std::all_of(tasks.begin(), tasks.end(), [](const Task& t) {
-    return t.comm->settings.laneExecutor && lanes::PortTable::reachable(t.comm);
-  });
+  return std::all_of(tasks.begin(), tasks.end(), [](const Task& t) { return t.comm->settings.laneExecutor; });
+}
+
+bool lanesShareMemoryWithEveryPeer(const std::vector<Task>& tasks) {
+  return std::all_of(tasks.begin(), tasks.end(), [](const Task& t) { return lanes::PortTable::reachable(t.comm); });
 }
 
 Result runLaneGroup(const std::vector<Task>& tasks) {
@@ -231,8 +258,7 @@ Result runLaneGroup(const std::vector<Task>& tasks) {
     run->tasks.push_back(&t);
   }
   for (auto& c : comms) BRAID_TRY(prepare(*c));
-  for (auto& c : comms) BRAID_TRY(c->comm->lanePorts->offer(c->comm, lanes::portsOf(c->program), lanes::limitsOf(c->comm)));
-  for (auto& c : comms) BRAID_TRY(c->comm->lanePorts->accept(c->comm, lanes::portsOf(c->program), lanes::limitsOf(c->comm)));
+  BRAID_TRY(connect(comms));
   Result r = runLanes(comms);
   if (!r.ok() && r.code() == ncclRemoteError)
     for (auto& c : comms)

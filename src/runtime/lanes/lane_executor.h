@@ -13,9 +13,13 @@
 
 namespace braid {
 
-// Every communicator of the group asked for the lane executor and can use it
-// (all its ranks on this host). Identical on every rank of each communicator.
+// Every communicator of the group asked for the lane executor. Ranks on other
+// hosts are reached through its network bridge (net_bridge.h).
 bool laneExecutorApplies(const std::vector<Task>& tasks);
+
+// Every communicator of the group has all its ranks on this host, sharing
+// memory (what the CUDA plan kernels need for now). Alike on every rank.
+bool lanesShareMemoryWithEveryPeer(const std::vector<Task>& tasks);
 
 // Runs the group (host buffers) and returns when it is complete, or with an
 // error naming the lane, step and peer on abort, timeout, a lost peer or a

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/comm.h"
+#include "core/connect.h"
 #include "core/log.h"
 
 namespace braid {
@@ -41,9 +42,15 @@ bool sameShm(const PeerInfo& a, const PeerInfo& b) {
   return a.hostHash == b.hostHash && a.shmDomain == b.shmDomain;
 }
 
+bool remote(const ncclComm* comm, int peer) {
+  return !sameShm(comm->peers[size_t(comm->rank)], comm->peers[size_t(peer)]);
+}
+
+// Bridged FIFOs are bulk whatever the key's protocol: the proxy learns each
+// message's size from the slot (the lanes on both ends follow the FIFO).
 exec::FifoLayout layoutOf(const ncclComm* comm, const PortKey& key, const LaneLimits& limits) {
-  return exec::fifoLayout(key.protocol, uint32_t(comm->settings.nslots),
-                          payloadBytesOf(limits, key.channel, key.protocol));
+  const exec::Protocol protocol = remote(comm, key.peer) ? exec::Protocol::Bulk : key.protocol;
+  return exec::fifoLayout(protocol, uint32_t(comm->settings.nslots), payloadBytesOf(limits, key.channel, key.protocol));
 }
 
 const char* directionName(const PortKey& key) { return key.send ? "to" : "from"; }
@@ -71,7 +78,7 @@ Result PortTable::create(ncclComm* comm, const PortKey& key, const LaneLimits& l
   BRAID_TRY(comm->bootstrap->send(key.peer, kTagLaneFifo, &length, sizeof(length)));
   BRAID_TRY(comm->bootstrap->send(key.peer, kTagLaneFifo, blob.data(), blob.size()));
   entries_[key] = std::move(e);
-  logMade(comm, key);
+  logMade(comm, key, providerFor(comm, key.peer).name());
   return Result::success();
 }
 
@@ -87,21 +94,72 @@ Result PortTable::open(ncclComm* comm, const PortKey& key, const LaneLimits& lim
   BRAID_TRY(providerFor(comm, key.peer).open(blob, layout.totalBytes, &e.memory));
   BRAID_TRY(memory_->makePort(exec::fifoViewAt(e.memory->base(), layout), &e.port));
   entries_[key] = std::move(e);
-  logMade(comm, key);
+  logMade(comm, key, providerFor(comm, key.peer).name());
   return Result::success();
 }
 
-void PortTable::logMade(const ncclComm* comm, const PortKey& k) const {
+void PortTable::logMade(const ncclComm* comm, const PortKey& k, const char* how) const {
   BRAID_INFO(kLogInit, "rank %d: lane FIFO %s rank %d, channel %d, %s (%s)", comm->rank, directionName(k), k.peer,
-             k.channel, k.protocol == exec::Protocol::LL ? "LL" : "bulk", providerFor(comm, k.peer).name());
+             k.channel, k.protocol == exec::Protocol::LL ? "LL" : "bulk", how);
+}
+
+int PortTable::bridgeChannel(const PortKey& key) {
+  // Past the host executor's channels (0..kPeerChannel): one connection per
+  // lane FIFO, so the bridge never has to say which FIFO a message is for.
+  return kPeerChannel + 1 + 2 * key.channel + (key.protocol == exec::Protocol::LL ? 1 : 0);
+}
+
+std::vector<ConnectionNeed> PortTable::bridgeNeeds(ncclComm* comm, const std::vector<PortKey>& keys) const {
+  std::vector<ConnectionNeed> needs;
+  for (const PortKey& k : std::set<PortKey>(keys.begin(), keys.end()))
+    if (remote(comm, k.peer) && port(k) == nullptr) needs.push_back({comm, k.peer, bridgeChannel(k), k.send});
+  return needs;
+}
+
+Result PortTable::attachBridged(ncclComm* comm, const std::vector<PortKey>& keys, const LaneLimits& limits) {
+  for (const PortKey& k : std::set<PortKey>(keys.begin(), keys.end()))
+    if (remote(comm, k.peer) && port(k) == nullptr) BRAID_TRY(bridge(comm, k, limits));
+  return bridge_ ? bridge_->start() : Result::success();
+}
+
+Result PortTable::bridge(ncclComm* comm, const PortKey& key, const LaneLimits& limits) {
+  const exec::FifoLayout layout = layoutOf(comm, key, limits);
+  const ConnectionKey ck{key.peer, bridgeChannel(key)};
+  if (key.send ? !comm->sendConns.count(ck) : !comm->recvConns.count(ck))
+    return fail(ncclInternalError, "rank %d: no connection for the lane FIFO %s rank %d", comm->rank,
+                directionName(key), key.peer);
+  Entry e;
+  // The proxy thread reads and writes it: host memory.
+  BRAID_TRY(memory_->provider(true).create(layout, 0, &e.memory));
+  BRAID_TRY(memory_->makePort(exec::fifoViewAt(e.memory->base(), layout), &e.port));
+  if (!bridge_) bridge_ = std::make_unique<NetBridge>();
+  const exec::FifoView view = exec::fifoViewAt(e.memory->base(), layout);
+  if (key.send) bridge_->addSend(view, comm->sendConns.at(ck).get(), key.peer);
+  else bridge_->addRecv(view, comm->recvConns.at(ck).get(), key.peer);
+  entries_[key] = std::move(e);
+  const std::string how = std::string("bridged over ") + selectTransport(comm, key.peer)->name() + ", bulk slots";
+  logMade(comm, key, how.c_str());
+  return Result::success();
+}
+
+Result PortTable::bridgeError() const { return bridge_ ? bridge_->error() : Result::success(); }
+
+std::vector<std::pair<int, Result>> PortTable::closedBridges() const {
+  return bridge_ ? bridge_->closedReceivers() : std::vector<std::pair<int, Result>>();
+}
+
+Result PortTable::waitBridgeFlushed(Deadline deadline) const {
+  return bridge_ ? bridge_->waitFlushed(deadline) : Result::success();
 }
 
 namespace {
 
-std::set<PortKey> missingOf(const std::vector<PortKey>& keys, bool send, const PortTable& table) {
+// Same-host FIFOs not made yet, where this rank sends (or receives).
+std::set<PortKey> missingOf(const ncclComm* comm, const std::vector<PortKey>& keys, bool send,
+                            const PortTable& table) {
   std::set<PortKey> missing;
   for (const PortKey& k : keys)
-    if (k.send == send && table.port(k) == nullptr) missing.insert(k);
+    if (k.send == send && !remote(comm, k.peer) && table.port(k) == nullptr) missing.insert(k);
   return missing;
 }
 
@@ -113,12 +171,12 @@ std::string where(const ncclComm* comm, const PortKey& k) {
 }  // namespace
 
 Result PortTable::offer(ncclComm* comm, const std::vector<PortKey>& keys, const LaneLimits& limits) {
-  for (const PortKey& k : missingOf(keys, false, *this)) BRAID_TRY(create(comm, k, limits).context(where(comm, k)));
+  for (const PortKey& k : missingOf(comm, keys, false, *this)) BRAID_TRY(create(comm, k, limits).context(where(comm, k)));
   return Result::success();
 }
 
 Result PortTable::accept(ncclComm* comm, const std::vector<PortKey>& keys, const LaneLimits& limits) {
-  for (const PortKey& k : missingOf(keys, true, *this)) BRAID_TRY(open(comm, k, limits).context(where(comm, k)));
+  for (const PortKey& k : missingOf(comm, keys, true, *this)) BRAID_TRY(open(comm, k, limits).context(where(comm, k)));
   return Result::success();
 }
 

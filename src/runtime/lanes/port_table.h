@@ -10,10 +10,13 @@
 #include "core/result.h"
 #include "runtime/lanes/fifo_memory.h"
 #include "runtime/lanes/lane_program.h"
+#include "runtime/lanes/net_bridge.h"
 
 struct ncclComm;
 
 namespace braid {
+
+struct ConnectionNeed;  // core/connect.h
 namespace lanes {
 
 // Where one table's FIFOs and Ports live: host memory for lanes on host
@@ -39,8 +42,9 @@ class PortTable {
   PortTable(const PortTable&) = delete;
   PortTable& operator=(const PortTable&) = delete;
 
-  // Whether this communicator's ranks can all reach each other's FIFOs from
-  // host threads (one host, one /dev/shm): the same answer on every rank.
+  // Whether this communicator's ranks can all reach each other's FIFO memory
+  // (one host, one /dev/shm): the same answer on every rank. Others are
+  // bridged over the network (net_bridge.h).
   static bool reachable(const ncclComm* comm);
 
   // Makes the FIFOs among `keys` that do not exist yet, in two phases: offer
@@ -51,6 +55,20 @@ class PortTable {
   // ends of a FIFO share, so blobs pair up without naming their FIFO.
   Result offer(ncclComm* comm, const std::vector<PortKey>& keys, const LaneLimits& limits);
   Result accept(ncclComm* comm, const std::vector<PortKey>& keys, const LaneLimits& limits);
+
+  // FIFOs with ranks on other hosts: each end keeps its own FIFO (bulk) in
+  // local memory and the bridge moves the messages over a transport
+  // connection of their own, on channel bridgeChannel(key). bridgeNeeds says
+  // which connections connectAll must make (for every communicator of the
+  // group at once); attachBridged then makes the FIFOs and starts the bridge.
+  std::vector<ConnectionNeed> bridgeNeeds(ncclComm* comm, const std::vector<PortKey>& keys) const;
+  Result attachBridged(ncclComm* comm, const std::vector<PortKey>& keys, const LaneLimits& limits);
+  static int bridgeChannel(const PortKey& key);
+  // Success, or why the bridge stopped; closedBridges, waitBridgeFlushed as
+  // NetBridge's closedReceivers and waitFlushed.
+  Result bridgeError() const;
+  std::vector<std::pair<int, Result>> closedBridges() const;
+  Result waitBridgeFlushed(Deadline deadline) const;
 
   // The port of a connected FIFO end (stable address), or null.
   exec::Port* port(const PortKey& key) const;
@@ -63,10 +81,12 @@ class PortTable {
   Result create(ncclComm* comm, const PortKey& key, const LaneLimits& limits);
   Result open(ncclComm* comm, const PortKey& key, const LaneLimits& limits);
   FifoMemoryProvider& providerFor(const ncclComm* comm, int peer) const;
-  void logMade(const ncclComm* comm, const PortKey& key) const;
+  void logMade(const ncclComm* comm, const PortKey& key, const char* how) const;
+  Result bridge(ncclComm* comm, const PortKey& key, const LaneLimits& limits);
 
   std::unique_ptr<LaneMemory> memory_;  // declared first: destroyed after the FIFOs
   std::map<PortKey, Entry> entries_;
+  std::unique_ptr<NetBridge> bridge_;  // declared last: stops before the FIFOs go
 };
 
 }  // namespace lanes
