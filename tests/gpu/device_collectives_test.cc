@@ -688,26 +688,19 @@ TEST_F(DevicePath, CallsOutsideGraphsMixWithGraphLaunches) {
     for (int32_t* p : {x[r], y[r], z[r], w[r]}) cudaFree(p);
 }
 
-// A launched graph whose peer never launches its own: ncclCommAbort releases
-// the stream. The graphs outlive the communicators (their staging memory is
-// then leaked, and destroying them later is safe).
-TEST_F(DevicePath, AbortReleasesAGraphLaunchWhosePeerNeverLaunches) {
-  Ranks ranks(2);
-  NCCL_ASSERT(ranks.init());
-  const size_t count = 1024;
-  float* buf[2];
+// Two ranks connected by one in-place allreduce of `count` floats (so that a
+// later call waits in the data path, not in connection set-up), then the same
+// allreduce of each rank captured into `graphs` (one graph per rank).
+void captureConnectedPair(const Ranks& ranks, size_t count, float* buf[2], RankGraphs& graphs) {
   for (int r = 0; r < 2; ++r) {
     CUDA_ASSERT(cudaMalloc(&buf[r], count * sizeof(float)));
     CUDA_ASSERT(cudaMemset(buf[r], 0, count * sizeof(float)));
   }
-  // Connected first, so that rank 0 then waits in the data path.
   NCCL_ASSERT(ncclGroupStart());
   for (int r = 0; r < 2; ++r)
     NCCL_ASSERT(ncclAllReduce(buf[r], buf[r], count, ncclFloat32, ncclSum, ranks.comm(r), ranks.stream(r)));
   NCCL_ASSERT(ncclGroupEnd());
   for (int r = 0; r < 2; ++r) CUDA_ASSERT(cudaStreamSynchronize(ranks.stream(r)));
-
-  RankGraphs graphs(ranks, GraphShape::kOnePerRank, cudaStreamCaptureModeThreadLocal);
   CUDA_ASSERT(graphs.begin());
   ncclResult_t issued = ncclGroupStart();
   for (int r = 0; issued == ncclSuccess && r < 2; ++r)
@@ -716,6 +709,17 @@ TEST_F(DevicePath, AbortReleasesAGraphLaunchWhosePeerNeverLaunches) {
   CUDA_ASSERT(graphs.end());
   NCCL_ASSERT(issued);
   NCCL_ASSERT(ended);
+}
+
+// A launched graph whose peer never launches its own: ncclCommAbort releases
+// the stream. The graphs outlive the communicators (their staging memory is
+// then leaked, and destroying them later is safe).
+TEST_F(DevicePath, AbortReleasesAGraphLaunchWhosePeerNeverLaunches) {
+  Ranks ranks(2);
+  NCCL_ASSERT(ranks.init());
+  float* buf[2] = {};
+  RankGraphs graphs(ranks, GraphShape::kOnePerRank, cudaStreamCaptureModeThreadLocal);
+  ASSERT_NO_FATAL_FAILURE(captureConnectedPair(ranks, 1024, buf, graphs));
 
   CUDA_ASSERT(graphs.launch(0));
   EXPECT_EQ(cudaStreamQuery(ranks.stream(0)), cudaErrorNotReady) << "rank 0's launch completed without its peer";
@@ -734,28 +738,9 @@ TEST_F(DevicePath, AbortReleasesAGraphLaunchWhosePeerNeverLaunches) {
 TEST_F(DevicePath, HostWorkFailureOfALaunchReleasesTheStreamAndSetsTheAsyncError) {
   Ranks ranks(2);
   NCCL_ASSERT(ranks.init());
-  const size_t count = 1024;
-  float* buf[2];
-  for (int r = 0; r < 2; ++r) {
-    CUDA_ASSERT(cudaMalloc(&buf[r], count * sizeof(float)));
-    CUDA_ASSERT(cudaMemset(buf[r], 0, count * sizeof(float)));
-  }
-  // Connected first, so that rank 0 then times out in the data path.
-  NCCL_ASSERT(ncclGroupStart());
-  for (int r = 0; r < 2; ++r)
-    NCCL_ASSERT(ncclAllReduce(buf[r], buf[r], count, ncclFloat32, ncclSum, ranks.comm(r), ranks.stream(r)));
-  NCCL_ASSERT(ncclGroupEnd());
-  for (int r = 0; r < 2; ++r) CUDA_ASSERT(cudaStreamSynchronize(ranks.stream(r)));
-
+  float* buf[2] = {};
   RankGraphs graphs(ranks, GraphShape::kOnePerRank, cudaStreamCaptureModeGlobal);
-  CUDA_ASSERT(graphs.begin());
-  ncclResult_t issued = ncclGroupStart();
-  for (int r = 0; issued == ncclSuccess && r < 2; ++r)
-    issued = ncclAllReduce(buf[r], buf[r], count, ncclFloat32, ncclSum, ranks.comm(r), ranks.stream(r));
-  const ncclResult_t ended = ncclGroupEnd();
-  CUDA_ASSERT(graphs.end());
-  NCCL_ASSERT(issued);
-  NCCL_ASSERT(ended);
+  ASSERT_NO_FATAL_FAILURE(captureConnectedPair(ranks, 1024, buf, graphs));
 
   NCCL_ASSERT(braidCommSetTimeout(ranks.comm(0), 1.0));
   CUDA_ASSERT(graphs.launch(0));
