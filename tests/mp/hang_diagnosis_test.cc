@@ -96,8 +96,9 @@ std::string printedWhilePoked(int rank, Call call) {
 // Rank 1 joins an all-reduce 2 s late; rank 0, poked while it waits, must
 // finish it correctly and have printed what it waited for. `warm`: a first
 // all-reduce connects the ranks, so the wait is inside the collective itself;
-// otherwise it is in the connection set-up.
-void pokeRankWaitingForALateAllReduce(bool warm, void (*check)(const std::string& printed)) {
+// otherwise it is in the connection set-up. `transport` as mptest::transportOptions.
+void pokeRankWaitingForALateAllReduce(bool warm, void (*check)(const std::string& printed),
+                                      const char* transport = "shm") {
   mptest::runRanks(
       2,
       [warm, check](int rank, int nranks, const ncclUniqueId& id) {
@@ -118,7 +119,7 @@ void pokeRankWaitingForALateAllReduce(bool warm, void (*check)(const std::string
         check(printed);
         MP_NCCL_CHECK(ncclCommDestroy(comm));
       },
-      mptest::transportOptions("shm", 60));
+      mptest::transportOptions(transport, 60));
 }
 
 TEST(MpHangDiagnosis, Sigusr1PrintsWhatAWaitingRankWaitsFor) {
@@ -128,6 +129,18 @@ TEST(MpHangDiagnosis, Sigusr1PrintsWhatAWaitingRankWaitsFor) {
                   printed.find("rank 1") != std::string::npos,
               "SIGUSR1 printed no diagnosis:\n%s", printed.c_str());
   });
+}
+
+TEST(MpHangDiagnosis, Sigusr1PrintsWhatAWaitingLaneWaitsFor) {
+  pokeRankWaitingForALateAllReduce(
+      true,
+      [](const std::string& printed) {
+        MP_EXPECT(printed.find("braid diagnosis: rank 0 of 2") != std::string::npos &&
+                      printed.find("op #2 AllReduce(count=64, float32)") != std::string::npos &&
+                      printed.find("rank 1 (lane executor)") != std::string::npos,
+                  "SIGUSR1 printed no lane executor diagnosis:\n%s", printed.c_str());
+      },
+      "lanes");
 }
 
 // SIGUSR1 while a rank is still creating its communicator (the other rank is

@@ -10,6 +10,7 @@
 
 #include "core/comm.h"
 #include "core/connect.h"
+#include "core/diagnosis_signal.h"
 #include "kernels/executor/host_lane_runner.h"
 #include "runtime/lanes/comm_program.h"
 #include "runtime/lanes/lane_image.h"
@@ -36,6 +37,7 @@ struct LaneRun {
   const lanes::ProgramLane* lane = nullptr;
   exec::LaneExec* exec = nullptr;  // in owner->image
   exec::ExecStatus status = exec::ExecStatus::Ok;
+  std::atomic<bool> done{false};
 };
 
 // Plans the communicator's calls and merges them into lanes.
@@ -90,6 +92,33 @@ std::string describeLane(const LaneRun& run) {
   return d;
 }
 
+// SIGUSR1 / timeout: one "braid diagnosis:" line per lane still running, as
+// the host executor prints (runtime/host/diagnosis.h).
+std::string describeWaits(const std::vector<std::unique_ptr<LaneRun>>& runs) {
+  std::string out;
+  for (const auto& run : runs) {
+    if (run->done.load()) continue;
+    const ncclComm* comm = run->owner->comm;
+    const PeerInfo& self = comm->peers[size_t(comm->rank)];
+    const uint64_t at = __atomic_load_n(&run->exec->currentStep, __ATOMIC_RELAXED);
+    if (at >= run->lane->bound.steps.size()) continue;
+    const exec::ExecStep& s = run->lane->bound.steps[at];
+    const Task& t = *run->owner->tasks[s.op];
+    char line[400];
+    snprintf(line, sizeof line,
+             "braid diagnosis: rank %d of %d (pid %d on host %.64s): op #%llu %s(count=%zu, %s): lane on "
+             "channel %d step %llu of %zu (%s, %llu elements) waits %s rank %d (lane executor)\n",
+             comm->rank, comm->nranks, self.pid, self.hostname, static_cast<unsigned long long>(t.sequence),
+             collectiveName(t.coll), t.count, typeName(t.type), run->lane->bound.channel,
+             static_cast<unsigned long long>(at + 1), run->lane->bound.steps.size(), stepKindName(s.kind),
+             static_cast<unsigned long long>(s.count), s.recvPort >= 0 ? "for data from" : "to send to",
+             peerOfStep(*run, uint32_t(at)));
+    out += line;
+  }
+  if (out.empty()) out = "braid diagnosis: every lane is done (lane executor)\n";
+  return out;
+}
+
 // Whether the lane is stuck on `peer`: at a step that receives from it with
 // the message not (wholly) in the FIFO, or that sends to it with no free slot.
 // A lost peer's messages already in shared memory stay readable, so a rank
@@ -132,7 +161,15 @@ class LaneWatch {
     for (const auto& c : comms_)
       if (c->comm->abortFlag) return fail(ncclSystemError, "rank %d: communicator aborted", c->comm->rank);
     const Clock::time_point now = Clock::now();
-    if (now > deadline_) return fail(ncclSystemError, "timed out (BRAID_TIMEOUT)");
+    if (now > deadline_) {
+      // Printed whatever NCCL_DEBUG says: a hang is what the user needs to see.
+      fprintf(stderr, "%s", describeWaits(runs_).c_str());
+      return fail(ncclSystemError, "timed out (BRAID_TIMEOUT)");
+    }
+    if (diagnosisRequests() != diagnosisSeen_) {
+      diagnosisSeen_ = diagnosisRequests();
+      fprintf(stderr, "%s", describeWaits(runs_).c_str());
+    }
     if (now < nextPeerCheck_) return Result::success();
     nextPeerCheck_ = now + std::chrono::milliseconds(100);
     for (const auto& c : comms_) {
@@ -161,6 +198,7 @@ class LaneWatch {
   const std::vector<std::unique_ptr<LaneRun>>& runs_;
   Clock::time_point deadline_;
   Clock::time_point nextPeerCheck_ = Clock::time_point::min();
+  uint64_t diagnosisSeen_ = diagnosisRequests();
 };
 
 Result outcome(const std::vector<std::unique_ptr<LaneRun>>& runs, const Result& stopped) {
@@ -199,8 +237,13 @@ Result runLanes(std::vector<std::unique_ptr<CommRun>>& comms) {
   for (auto& c : comms) {
     BRAID_TRY(buildImage(*c, &abortWord));
     exec::LaneExec* lanes = reinterpret_cast<exec::LaneExec*>(c->image.data());
-    for (size_t i = 0; i < c->program.lanes.size(); ++i)
-      runs.push_back(std::make_unique<LaneRun>(LaneRun{c.get(), &c->program.lanes[i], &lanes[i]}));
+    for (size_t i = 0; i < c->program.lanes.size(); ++i) {
+      auto run = std::make_unique<LaneRun>();
+      run->owner = c.get();
+      run->lane = &c->program.lanes[i];
+      run->exec = &lanes[i];
+      runs.push_back(std::move(run));
+    }
   }
   std::mutex mu;
   std::condition_variable cv;
@@ -211,6 +254,7 @@ Result runLanes(std::vector<std::unique_ptr<CommRun>>& comms) {
     threads.emplace_back([&, r] {
       r->status = exec::runLaneOnHost(*r->exec);
       if (r->status != exec::ExecStatus::Ok) __atomic_store_n(&abortWord, 1u, __ATOMIC_RELAXED);
+      r->done.store(true);
       std::lock_guard<std::mutex> lock(mu);
       if (--running == 0) cv.notify_all();
     });
