@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "runtime/device/cuda_fifo_memory.h"
+#include "transports/p2p/p2p_fifo_memory.h"
 #include "runtime/device/cuda_util.h"
 
 namespace braid {

@@ -1,5 +1,5 @@
 // Where the lanes of a CUDA kernel keep their FIFOs and Ports: device memory
-// of one GPU (FIFOs from cuda_fifo_memory.h, shared by pointer or CUDA IPC).
+// of one GPU (FIFOs from transports/p2p, shared by pointer or CUDA IPC).
 // CUDA builds only.
 #pragma once
 

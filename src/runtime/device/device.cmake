@@ -1,11 +1,13 @@
 # Device buffers. Included from the top-level CMakeLists.txt after
 # kernels/cuda.cmake and before the library targets: with BRAID_CUDA on, the
 # cuda_*.cc sources of this folder (pointer classification, the staged device
-# path and its proxy thread) are built and no_cuda.cc is dropped; without it,
-# the reverse, so the host-only library has no CUDA code and answers "not built
+# path and its proxy thread, the plan kernels' launch) and the P2P transport
+# (transports/p2p) are built and no_cuda.cc is dropped; without it, the
+# reverse, so the host-only library has no CUDA code and answers "not built
 # with CUDA" (src/runtime/device/device.h).
 if(BRAID_CUDA)
   list(FILTER BRAID_SOURCES EXCLUDE REGEX "/src/runtime/device/no_cuda\\.cc$")
 else()
   list(FILTER BRAID_SOURCES EXCLUDE REGEX "/src/runtime/device/cuda_[^/]*\\.cc$")
+  list(FILTER BRAID_SOURCES EXCLUDE REGEX "/transports/p2p/")
 endif()

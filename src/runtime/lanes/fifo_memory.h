@@ -7,7 +7,7 @@
 //
 //   host threads, same process    heap memory            (fifo_memory_host.cc)
 //   host threads, same host       a POSIX shm segment    (fifo_memory_host.cc)
-//   CUDA blocks, same process     device memory, pointer (runtime/device/cuda_fifo_memory.cc)
+//   CUDA blocks, same process     device memory, pointer (transports/p2p/p2p_fifo_memory.cc)
 //   CUDA blocks, same host        device memory, CUDA IPC handle
 //
 // Ranks on other hosts need a proxy that moves slots to the network; no

@@ -1,4 +1,4 @@
-// The CUDA FIFO provider (src/runtime/device/cuda_fifo_memory.h): the blob's
+// The CUDA FIFO provider (src/transports/p2p/p2p_fifo_memory.h): the blob's
 // checks (no GPU needed), and with a GPU: the image a new FIFO holds, opening
 // in the same process (the same pointer), refusing corrupted blobs, and a
 // FIFO written by another process through CUDA IPC.
@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "kernels/executor/fifo_view.h"
-#include "runtime/device/cuda_fifo_memory.h"
+#include "transports/p2p/p2p_fifo_memory.h"
 #include "tests/gpu/gpu_env.h"
 #include "transports/common/unique_fd.h"
 
@@ -173,7 +173,7 @@ int rerunInFreshProcess() {
   const std::string filter = std::string("--gtest_filter=") + info->test_suite_name() + "." + info->name();
   const pid_t pid = fork();
   if (pid == 0) {
-    char* argv[] = {const_cast<char*>("gpu_cuda_fifo_memory_test"), const_cast<char*>(filter.c_str()), nullptr};
+    char* argv[] = {const_cast<char*>("gpu_p2p_fifo_memory_test"), const_cast<char*>(filter.c_str()), nullptr};
     execv("/proc/self/exe", argv);
     _exit(127);
   }

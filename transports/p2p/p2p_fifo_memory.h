@@ -1,8 +1,9 @@
-// FIFOs of the plan interpreter in the device memory of one CUDA device
-// (src/runtime/lanes/fifo_memory.h): the receiving rank allocates them on its
-// GPU; a sender in the same process uses the pointer (with peer access when
-// its GPU differs), a sender in another process of the host maps it through
-// a CUDA IPC handle. CUDA builds only (cuda_*.cc, device.cmake).
+// The P2P transport: FIFOs of the plan interpreter in the device memory of
+// one CUDA device (src/runtime/lanes/fifo_memory.h). The receiving rank
+// allocates them on its GPU; a sender in the same process uses the pointer
+// (with peer access when its GPU differs), a sender in another process of the
+// host maps it through a CUDA IPC handle. CUDA builds only
+// (src/runtime/device/device.cmake leaves this folder out of host-only builds).
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,6 +1,6 @@
 // The CUDA FIFO provider: device memory on one GPU, shared by pointer within
 // the process and by CUDA IPC handle across processes of the host.
-#include "runtime/device/cuda_fifo_memory.h"
+#include "transports/p2p/p2p_fifo_memory.h"
 
 #include <unistd.h>
 
