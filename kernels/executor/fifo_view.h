@@ -57,12 +57,18 @@ struct WaitControl {
   uint64_t maxPolls = 0;
 };
 
+// The abort word is read on the first poll and then once per this many: on
+// the GPU it sits in mapped host memory, and a read across PCIe per poll
+// would slow every wait.
+constexpr uint64_t kPollsPerAbortCheck = 1024;
+
 // Polls ready() until it is true, the abort word is set or the bound is hit.
 template <class Ready>
 BRAID_HD ExecStatus waitUntil(const WaitControl& w, Ready ready) {
   for (uint64_t polls = 0;; ++polls) {
     if (ready()) return ExecStatus::Ok;
-    if (w.abortFlag != nullptr && loadFlag(w.abortFlag) != 0) return ExecStatus::Aborted;
+    if (w.abortFlag != nullptr && polls % kPollsPerAbortCheck == 0 && loadFlag(w.abortFlag) != 0)
+      return ExecStatus::Aborted;
     if (w.maxPolls != 0 && polls >= w.maxPolls) return ExecStatus::TimedOut;
     pauseAfter(polls);
   }
