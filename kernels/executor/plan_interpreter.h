@@ -78,13 +78,24 @@ struct LaneExec {
   WaitControl wait;
   // Out: the index of the step that failed (nsteps when none did).
   uint32_t failedStep = 0;
-  // Out, while it runs: the step the lane is at, for a watchdog that must tell
-  // whether it waits on a lost peer.
+  // Out, while it runs: the step the lane is at (for diagnosis), and the
+  // message it waits for (waitWord; 0 when none), for a watchdog that must
+  // tell whether it waits on a lost peer. One word, so that a reader never
+  // pairs a step with another step's message.
   uint64_t currentStep = 0;
+  uint64_t waitingOn = 0;
   // Optional, shared by a communicator's lanes: the kernel raises it to the
   // worst status a lane ended with, for the host to report.
   uint32_t* failure = nullptr;
 };
+
+// LaneExec::waitingOn: bit 63 set, bit 62 send (else receive), bits 48-61 the
+// port index, bits 0-47 the message number (its low 48 bits).
+constexpr uint64_t kWaitMessageMask = (uint64_t(1) << 48) - 1;
+BRAID_HD inline uint64_t waitWord(bool send, int32_t port, uint64_t message) {
+  return (uint64_t(1) << 63) | (uint64_t(send ? 1 : 0) << 62) | ((uint64_t(port) & 0x3fff) << 48) |
+         (message & kWaitMessageMask);
+}
 
 // plan.cc's stepSends/stepReceives, usable on the device.
 BRAID_HD inline bool stepSendsKind(StepKind k) {
@@ -184,6 +195,7 @@ BRAID_HD ExecStatus runStep(const G& g, LaneExec& L, const ExecStep& s) {
 
   const T* in = nullptr;
   if (rp) {
+    if (g.tid() == 0) storeRelaxed(&L.waitingOn, waitWord(false, s.recvPort, rp->seq + 1));
     ExecStatus st;
     if (llIn) {
       st = llRecv(*rp, bytes, L.recvStage, g, L.wait);  // also releases the slot
@@ -197,6 +209,7 @@ BRAID_HD ExecStatus runStep(const G& g, LaneExec& L, const ExecStep& s) {
   }
   T* out = nullptr;
   if (sp) {
+    if (g.tid() == 0) storeRelaxed(&L.waitingOn, waitWord(true, s.sendPort, sp->seq + 1));
     const ExecStatus st = waitCredit(*sp, g, L.wait);
     if (st != ExecStatus::Ok) return st;
     out = llOut ? reinterpret_cast<T*>(L.sendStage) : reinterpret_cast<T*>(bulkSlot(*sp));
@@ -219,7 +232,10 @@ BRAID_HD ExecStatus runStep(const G& g, LaneExec& L, const ExecStep& s) {
 template <class G, class RunOne>
 BRAID_HD ExecStatus runLaneWith(const G& g, LaneExec& L, RunOne runOne) {
   for (uint32_t i = 0; i < L.nsteps; ++i) {
-    if (g.tid() == 0) storeRelaxed(&L.currentStep, i);
+    if (g.tid() == 0) {
+      storeRelaxed(&L.currentStep, i);
+      storeRelaxed(&L.waitingOn, 0);
+    }
     ExecStatus st = waitStage(g, L, L.steps[i]);
     if (st == ExecStatus::Ok) st = runOne(L.steps[i]);
     if (st == ExecStatus::Ok) st = markStageDone(g, L, L.steps[i]);

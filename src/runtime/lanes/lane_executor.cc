@@ -119,30 +119,36 @@ std::string describeWaits(const std::vector<std::unique_ptr<LaneRun>>& runs) {
   return out;
 }
 
-// Whether the lane is stuck on `peer`: at a step that receives from it with
-// the message not (wholly) in the FIFO, or that sends to it with no free slot.
-// A lost peer's messages already in shared memory stay readable, so a rank
-// that has them finishes instead of failing.
+// Whether the lane is stuck on `peer`: waiting to receive a message from it
+// that is not (wholly) in the FIFO, or to send to it with no free slot. A
+// lost peer's messages already in shared memory stay readable, so a rank that
+// has them finishes instead of failing. The lane publishes what it waits for
+// in one word (waitingOn), so a lane that just got its message is never
+// judged by the next one.
 bool waitsOn(const LaneRun& run, int peer) {
-  const uint64_t at = __atomic_load_n(&run.exec->currentStep, __ATOMIC_RELAXED);
-  if (at >= run.lane->bound.steps.size()) return false;
-  const exec::ExecStep& s = run.lane->bound.steps[at];
-  if (s.recvPort >= 0 && run.lane->bound.recvPeers[size_t(s.recvPort)] == peer) {
-    const exec::Port& p = *run.exec->recvPorts[s.recvPort];
-    const uint64_t m = __atomic_load_n(&p.seq, __ATOMIC_RELAXED) + 1;
-    if (p.fifo.protocol != exec::Protocol::LL) return int64_t(exec::loadAcquire(p.fifo.head) - m) < 0;
-    const uint64_t* lines = reinterpret_cast<const uint64_t*>(p.fifo.slot(m));
-    const uint64_t n = exec::llLinesFor(s.count * typeSize(run.owner->tasks[s.op]->type));
-    for (uint64_t i = 0; i < n; ++i)
-      if (exec::llFlag(exec::loadRelaxed(lines + i)) != uint32_t(m)) return true;
-    return false;
+  const uint64_t w = exec::loadRelaxed(&run.exec->waitingOn);
+  if ((w >> 63) == 0) return false;
+  const bool send = ((w >> 62) & 1) != 0;
+  const uint32_t port = uint32_t((w >> 48) & 0x3fff);
+  const uint64_t m = w & exec::kWaitMessageMask;
+  // 48-bit differences: counters may start anywhere.
+  auto reached = [m](uint64_t counter, uint64_t ahead) {
+    return int64_t(((counter + ahead - m) & exec::kWaitMessageMask) << 16) >= 0;
+  };
+  const auto& bound = run.lane->bound;
+  if (send) {
+    if (port >= bound.sendPeers.size() || bound.sendPeers[port] != peer) return false;
+    const exec::Port& p = *run.exec->sendPorts[port];
+    return !reached(exec::loadAcquire(p.fifo.tail), p.fifo.nslots);
   }
-  if (s.sendPort >= 0 && run.lane->bound.sendPeers[size_t(s.sendPort)] == peer) {
-    const exec::Port& p = *run.exec->sendPorts[s.sendPort];
-    const uint64_t m = __atomic_load_n(&p.seq, __ATOMIC_RELAXED) + 1;
-    return m - exec::loadAcquire(p.fifo.tail) > uint64_t(p.fifo.nslots);
-  }
-  return false;
+  if (port >= bound.recvPeers.size() || bound.recvPeers[port] != peer) return false;
+  const exec::Port& p = *run.exec->recvPorts[port];
+  if (p.fifo.protocol != exec::Protocol::LL) return !reached(exec::loadAcquire(p.fifo.head), 0);
+  // An LL message has arrived once its lines carry its flag; the first line
+  // says whether it started (a peer that died in the middle of one is left to
+  // the timeout: the message's size is not known here).
+  const uint64_t* line = reinterpret_cast<const uint64_t*>(p.fifo.slot(m));
+  return exec::llFlag(exec::loadRelaxed(line)) != uint32_t(m);
 }
 
 // Watches a running group from the calling thread: abort, the timeout, a
