@@ -138,6 +138,17 @@ PlanChoice choosePlanAmong(const TuningInput& in, uint8_t implemented, double* p
   return choice;
 }
 
+bool laneUsesLL(const TuningInput& in, uint64_t opBytes, uint64_t llPayloadBytes) {
+  if (opBytes > llPayloadBytes) return false;
+  const AlgoFilter& filter = in.filter ? *in.filter : envAlgoFilter();
+  const bool ll = filter.allows(in.coll, Protocol::LL);
+  const bool bulk = filter.allows(in.coll, Protocol::LL128) || filter.allows(in.coll, Protocol::Simple);
+  if (ll != bulk) return ll;
+  const CalibrationParams& cal = in.calibration ? *in.calibration : calibration();
+  const CostParams p = costParams(cal, in.transport, in.datatype);
+  return p.beta > 0 && double(opBytes) < p.alpha / p.beta;
+}
+
 PlanChoice choosePlan(const TuningInput& in) {
   uint8_t implemented = 0;
   for (int a = 0; a < kNumAlgorithms; ++a)

@@ -57,6 +57,14 @@ PlanChoice choosePlanAmong(const TuningInput& in, uint8_t implemented, double* p
 void formatPlanChoice(const TuningInput& in, const PlanChoice& choice, const double* perAlgorithm,
                       char* buf, size_t len);
 
+// The lane executor's (and plan kernel's) protocol for a call whose largest
+// buffer is opBytes: LL carries 4 data bytes per 8-byte line (twice the bytes
+// on the wire) but needs no flag after a fence (one alpha less per message),
+// so the model prefers it below alpha/beta bytes. NCCL_PROTO decides where it
+// names the protocols (LL alone forces it; no LL forbids it). Never LL above
+// llPayloadBytes, the LL FIFOs' slot.
+bool laneUsesLL(const TuningInput& in, uint64_t opBytes, uint64_t llPayloadBytes);
+
 // The class the model should use for a communicator: InProcess when every rank
 // is in one process, SharedMemory when all share a host and /dev/shm (and
 // shm is not disabled), Tcp otherwise. The same on every rank.

@@ -21,6 +21,7 @@ namespace {
 
 using braid::Collective;
 using braid::exec::Port;
+using braid::exec::Protocol;
 using braid::lanes::LaneLimits;
 using braid::lanes::LaneProgram;
 using braid::lanes::PortKey;
@@ -72,7 +73,7 @@ class Fifos {
 // on one stream) in one block, written for a second buffer and copied there.
 TEST(LaneImage, ACopyLaidOutForItsNewAddressRunsTheGroup) {
   LaneLimits limits;
-  limits.llMaxOpBytes = limits.llPayloadBytes = 4096;
+  limits.llPayloadBytes = 4096;
   limits.channelPayloadBytes = 1024 * sizeof(double);
   Fifos fifos(limits);
   uint32_t abortWord = 0;
@@ -88,7 +89,7 @@ TEST(LaneImage, ACopyLaidOutForItsNewAddressRunsTheGroup) {
     largeOut[r].assign(kLarge, 0);
     const std::vector<braid::Plan> plans = {ringAllReduce(r, kSmall), ringAllReduce(r, kLarge)};
     ASSERT_TRUE(
-        buildLaneProgram({{ncclFloat32, kSmall * 4}, {ncclFloat64, kLarge * 8}}, plans, limits, &programs[r]).ok());
+        buildLaneProgram({{ncclFloat32, Protocol::LL}, {ncclFloat64, Protocol::Bulk}}, plans, limits, &programs[r]).ok());
     braid::lanes::ImagePart& part = parts[size_t(r)];
     part.program = &programs[r];
     part.ops = {{reinterpret_cast<const char*>(small[r].data()), reinterpret_cast<char*>(smallOut[r].data()),

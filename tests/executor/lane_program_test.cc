@@ -32,7 +32,10 @@ braid::Plan planOf(Collective coll, Algorithm algo, int rank, int nranks, size_t
   return braid::generatePlan(s);
 }
 
-LaneOp opOf(ncclDataType_t type, size_t count) { return LaneOp{type, count * braid::typeSize(type)}; }
+// LL below 4 KiB, as a small alpha/beta would make the planner choose.
+LaneOp opOf(ncclDataType_t type, size_t count) {
+  return LaneOp{type, count * braid::typeSize(type) < 4096 ? Protocol::LL : Protocol::Bulk};
+}
 
 size_t channelLanesWithSteps(const braid::Plan& p) {
   size_t n = 0;

@@ -259,5 +259,27 @@ TEST_F(Planner, IsCheapAndDeterministic) {
   EXPECT_EQ(again.predictedSeconds, first.predictedSeconds);
 }
 
+// The lane executor's protocol: LL below alpha/beta bytes of the call's
+// transport class, bulk above; NCCL_PROTO overrides where it names one side
+// only; never LL above the LL slot.
+TEST_F(Planner, LaneProtocolFollowsAlphaOverBetaAndNcclProto) {
+  for (TransportClass tc : {TransportClass::InProcess, TransportClass::SharedMemory, TransportClass::Tcp}) {
+    SCOPED_TRACE(transportClassName(tc));
+    const TuningInput in = input(C::AllReduce, 4, 4096, tc);
+    const CostParams p = costParams(cal_, tc, ncclFloat32);
+    const double threshold = p.alpha / p.beta;
+    ASSERT_GT(threshold, 16.0) << "a calibration that never prefers LL would prove nothing";
+    EXPECT_TRUE(laneUsesLL(in, 16, uint64_t(1) << 40));
+    EXPECT_FALSE(laneUsesLL(in, uint64_t(threshold * 2) + 64, uint64_t(1) << 40));
+    EXPECT_FALSE(laneUsesLL(in, 16, 8)) << "a message larger than the LL slot";
+  }
+  useEnv(nullptr, "LL");
+  EXPECT_TRUE(laneUsesLL(input(C::AllReduce, 4, 4096), 60000, 65536)) << "NCCL_PROTO=LL forces LL";
+  useEnv(nullptr, "Simple");
+  EXPECT_FALSE(laneUsesLL(input(C::AllReduce, 4, 4096), 16, 65536)) << "NCCL_PROTO=Simple forbids LL";
+  useEnv(nullptr, "^LL");
+  EXPECT_FALSE(laneUsesLL(input(C::AllReduce, 4, 4096), 16, 65536)) << "NCCL_PROTO=^LL forbids LL";
+}
+
 }  // namespace
 }  // namespace braid

@@ -25,6 +25,11 @@ uint64_t operationBytes(const Task& t) {
   return elems * typeSize(t.type);
 }
 
+exec::Protocol protocolOf(const Task& t, const LaneLimits& limits) {
+  return laneUsesLL(tuningInputOf(t), operationBytes(t), limits.llPayloadBytes) ? exec::Protocol::LL
+                                                                                  : exec::Protocol::Bulk;
+}
+
 }  // namespace
 
 LaneLimits limitsOf(const ncclComm* comm) {
@@ -32,7 +37,6 @@ LaneLimits limitsOf(const ncclComm* comm) {
   l.channelPayloadBytes = comm->settings.slotBytes;
   l.peerPayloadBytes = comm->settings.peerSlotBytes;
   l.llPayloadBytes = std::min<uint64_t>({l.llPayloadBytes, l.channelPayloadBytes, l.peerPayloadBytes});
-  l.llMaxOpBytes = l.llPayloadBytes;
   return l;
 }
 
@@ -43,13 +47,14 @@ Result commProgramOf(const std::vector<const Task*>& tasks, CommProgram* out) {
   std::vector<Plan> plans;
   std::vector<LaneOp> ops;
   CommProgram cp;
+  const LaneLimits limits = limitsOf(tasks.front()->comm);
   for (const Task* t : tasks) {
     plans.push_back(generatePlan(shapeOf(*t)));
-    ops.push_back({t->type, operationBytes(*t)});
+    ops.push_back({t->type, protocolOf(*t, limits)});
     cp.scratchOffsets.push_back(cp.scratchBytes);
     cp.scratchBytes += (plans.back().scratchElems * typeSize(t->type) + 63) & ~size_t(63);
   }
-  BRAID_TRY(buildLaneProgram(ops, plans, limitsOf(tasks.front()->comm), &cp.program));
+  BRAID_TRY(buildLaneProgram(ops, plans, limits, &cp.program));
   *out = std::move(cp);
   return Result::success();
 }

@@ -27,9 +27,6 @@ PortKey ProgramLane::recvKey(size_t port) const {
   return PortKey{bound.recvPeers[port], bound.channel, false, bound.recvProtocols[port]};
 }
 
-exec::Protocol protocolOf(const LaneOp& op, const LaneLimits& limits) {
-  return op.bytes <= limits.llMaxOpBytes ? exec::Protocol::LL : exec::Protocol::Bulk;
-}
 
 namespace {
 
@@ -69,7 +66,7 @@ Result bindParts(const std::vector<LaneOp>& ops, const std::vector<LanePart>& pa
   }
   for (const LanePart& p : parts) {
     const size_t first = pl.bound.steps.size();
-    const exec::Protocol protocol = protocolOf(ops[p.op], limits);
+    const exec::Protocol protocol = ops[p.op].protocol;
     pl.anyLL = pl.anyLL || protocol == exec::Protocol::LL;
     const std::string why = exec::appendLane(*p.lane, p.op, protocol, typeSize(ops[p.op].type),
                                              payloadBytesOf(limits, pl.bound.channel, protocol), &pl.bound);

@@ -9,12 +9,11 @@
 //     of a lane first waits until every lane of the previous operation with
 //     channel lanes has finished (a stage counter), because lanes of two
 //     operations may use one FIFO.
-//   - An operation's messages use the low-latency protocol when it is small
-//     (LaneLimits::llMaxOpBytes), else bulk; each protocol has its own FIFOs.
-//     The choice depends only on the operation, which both ends of every
-//     FIFO share, so they always agree (a per-lane choice would not: a lane
-//     may hold an operation on one rank that is empty, hence absent, on its
-//     peer).
+//   - Each operation's messages use the protocol it names (LL or bulk, each
+//     with FIFOs of its own). The choice is per operation, which both ends of
+//     every FIFO share, so they always agree (a per-lane choice would not: a
+//     lane may hold an operation on one rank that is empty, hence absent, on
+//     its peer).
 // Pure: no I/O, no memory of the FIFOs; the runner binds ports to FIFOs.
 #pragma once
 
@@ -33,11 +32,12 @@ namespace lanes {
 
 struct LaneOp {
   ncclDataType_t type = ncclFloat32;
-  uint64_t bytes = 0;  // count x element size, in CollShape's meaning of count
+  // Its messages' protocol: alike on every rank (the planner's laneUsesLL
+  // takes only inputs all ranks share), so both ends of each FIFO agree.
+  exec::Protocol protocol = exec::Protocol::Bulk;
 };
 
 struct LaneLimits {
-  uint64_t llMaxOpBytes = 64 * 1024;      // larger operations use bulk
   uint64_t llPayloadBytes = 64 * 1024;    // most bytes of one LL message
   uint64_t channelPayloadBytes = 512 * 1024;  // bulk slot of channel FIFOs
   uint64_t peerPayloadBytes = 512 * 1024;     // bulk slot of per-peer FIFOs
@@ -77,8 +77,6 @@ struct LaneProgram {
 // oneTypePerLane.
 Result buildLaneProgram(const std::vector<LaneOp>& ops, const std::vector<Plan>& plans, const LaneLimits& limits,
                         LaneProgram* out);
-
-exec::Protocol protocolOf(const LaneOp& op, const LaneLimits& limits);
 
 // Every FIFO the program's lanes use, once each.
 std::vector<PortKey> portsOf(const LaneProgram& program);
