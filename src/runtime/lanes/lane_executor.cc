@@ -255,18 +255,30 @@ Result runLanes(std::vector<std::unique_ptr<CommRun>>& comms) {
   std::condition_variable cv;
   size_t running = runs.size();
   std::vector<std::thread> threads;
+  Result stopped;
   for (auto& run : runs) {
     LaneRun* r = run.get();
-    threads.emplace_back([&, r] {
-      r->status = exec::runLaneOnHost(*r->exec);
-      if (r->status != exec::ExecStatus::Ok) __atomic_store_n(&abortWord, 1u, __ATOMIC_RELAXED);
-      r->done.store(true);
+    try {
+      threads.emplace_back([&, r] {
+        r->status = exec::runLaneOnHost(*r->exec);
+        if (r->status != exec::ExecStatus::Ok) __atomic_store_n(&abortWord, 1u, __ATOMIC_RELAXED);
+        r->done.store(true);
+        std::lock_guard<std::mutex> lock(mu);
+        if (--running == 0) cv.notify_all();
+      });
+    } catch (const std::system_error& e) {
+      // The lanes that started stop at the abort word; their peers hear of
+      // this rank's failure or time out.
+      stopped = fail(ncclSystemError, "rank %d: could not start lane thread %zu of %zu: %s (too many lanes for "
+                     "this process; BRAID_EXECUTOR=lanes runs one thread per lane)", r->owner->comm->rank,
+                     threads.size() + 1, runs.size(), e.what());
+      __atomic_store_n(&abortWord, 1u, __ATOMIC_RELAXED);
       std::lock_guard<std::mutex> lock(mu);
-      if (--running == 0) cv.notify_all();
-    });
+      running -= runs.size() - threads.size();  // lanes that never start never count down
+      break;
+    }
   }
   LaneWatch watch(comms, runs);
-  Result stopped;
   {
     std::unique_lock<std::mutex> lock(mu);
     while (running > 0) {
