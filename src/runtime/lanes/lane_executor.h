@@ -1,6 +1,7 @@
 // The lane executor on host threads: runs a group's plans through the plan
 // interpreter of the device executor (kernels/executor), one thread per lane,
-// over FIFOs in heap or shared memory (port_table.h). With BRAID_EXECUTOR=lanes
+// over FIFOs in heap or shared memory (port_table.h), bridged over the network
+// to ranks on other hosts (net_bridge.h). With BRAID_EXECUTOR=lanes
 // it runs host buffers in place of the host executor, so the device executor's
 // plans, protocols, FIFO set-up and stage ordering run in real multi-process
 // jobs on machines without a GPU; the CUDA path runs the same lanes as blocks.

@@ -17,6 +17,7 @@ struct ncclComm;
 namespace braid {
 
 struct ConnectionNeed;  // core/connect.h
+
 namespace lanes {
 
 // Where one table's FIFOs and Ports live: host memory for lanes on host
@@ -47,9 +48,10 @@ class PortTable {
   // bridged over the network (net_bridge.h).
   static bool reachable(const ncclComm* comm);
 
-  // Makes the FIFOs among `keys` that do not exist yet, in two phases: offer
-  // creates the memory of those this rank receives on and sends their blobs
-  // over the bootstrap; accept opens the peers' blobs of those it sends on.
+  // Makes the FIFOs among `keys` with ranks of this host that do not exist
+  // yet, in two phases: offer creates the memory of those this rank receives
+  // on and sends their blobs over the bootstrap; accept opens the peers'
+  // blobs of those it sends on.
   // A thread that drives several ranks (ncclCommInitAll) offers for all of
   // them before it accepts for any. Keys are taken in sorted order, which both
   // ends of a FIFO share, so blobs pair up without naming their FIFO.
