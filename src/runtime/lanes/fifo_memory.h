@@ -10,8 +10,8 @@
 //   CUDA blocks, same process     device memory, pointer (transports/p2p/p2p_fifo_memory.cc)
 //   CUDA blocks, same host        device memory, CUDA IPC handle
 //
-// Ranks on other hosts need a proxy that moves slots to the network; no
-// provider reaches them.
+// No provider reaches ranks on other hosts: each end keeps its own FIFO and
+// the lane executor's network proxy moves the messages (net_bridge.h).
 #pragma once
 
 #include <cstdint>
