@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: installs dependencies, builds braid and runs the bundled
-# all_reduce_perf across several local ranks (on host memory without a GPU).
+# all_reduce_perf across several local ranks (on the GPU(s) when present, on
+# host memory without one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 .ci/setup-deps

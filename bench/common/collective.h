@@ -39,6 +39,7 @@ struct CollArgs {
   int rank;
   int nranks;
   ncclComm_t comm;
+  cudaStream_t stream;  // null with host memory
 };
 
 struct CollectiveSpec {

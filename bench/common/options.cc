@@ -194,8 +194,8 @@ void printUsage(const char* prog) {
       "  -N,--run_cycles <n>       run the whole sweep n times (0 = until killed; default 1)\n"
       "  -t,--nthreads <n>, -g,--ngpus <n>   ranks per process: only 1 is supported\n"
       "  -p -y -T -G -C            accepted for nccl-tests compatibility; no effect here\n"
-      "  --memory host|device|auto buffer memory (default auto: host; device needs a\n"
-      "                            later braid version)\n"
+      "  --memory host|device|auto buffer memory (default auto: the rank's GPU when one is\n"
+      "                            present and the library moves device memory, else host)\n"
       "  -h,--help\n"
       "Ranks come from the launcher (braidrun, mpirun, srun, torchrun); see bench/README.md.\n",
       prog);

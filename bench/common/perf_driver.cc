@@ -1,6 +1,7 @@
 // The driver shared by every perf tool: join the job, sweep sizes, time,
 // check, print an nccl-tests style table. Only rank 0 prints the table.
 #include <nccl.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,11 +9,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/collective.h"
+#include "common/cuda_driver.h"
 #include "common/data_check.h"
 #include "common/launch_env.h"
 #include "common/options.h"
@@ -54,7 +57,8 @@ bool progressWanted() {
 struct RankRecord {
   int32_t rank;
   int32_t pid;
-  char host[56];
+  int32_t device;  // -1: host memory
+  char host[52];
 };
 static_assert(sizeof(RankRecord) == 64, "fixed-size record for the allgather");
 
@@ -65,13 +69,27 @@ struct Measurement {
   int64_t wrong = -1;  // -1: not checked
 };
 
+// A buffer of the device (null without one) with its host mirror, where data
+// is laid out before a check and read back after it.
+struct DeviceBuffer {
+  CudaDriver* cuda = nullptr;
+  void* ptr = nullptr;
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (cuda) cuda->free(ptr);
+  }
+};
+
 class PerfRun {
  public:
   // commIdNote: how NCCL_COMM_ID came to be set, for the header (may be empty).
+  // cuda: the device whose memory the buffers are in (null: host memory).
   PerfRun(const CollectiveSpec& spec, const Options& opts, const LaunchEnv& env, const char* tool,
-          std::string commIdNote)
+          std::string commIdNote, std::unique_ptr<CudaDriver> cuda)
       : spec_(spec), opts_(opts), env_(env), tool_(tool), progress_(env.rank == 0 && progressWanted()),
-        commIdNote_(std::move(commIdNote)) {}
+        commIdNote_(std::move(commIdNote)), cuda_(std::move(cuda)) {}
 
   ~PerfRun() {
     if (comm_) ncclCommDestroy(comm_);
@@ -126,30 +144,73 @@ class PerfRun {
     if (!send_ || !recv_)
       fail("cannot allocate " + std::to_string(sendBytes + recvBytes) +
            " bytes of host buffers: lower -e");
+    if (!cuda_) return;
+    // The small calls of the driver itself (barrier, times, error counts,
+    // header) use device memory too, as NVIDIA's NCCL requires.
+    const size_t auxBytes = std::max<size_t>(64, sizeof(RankRecord) * size_t(env_.size));
+    for (auto [buf, bytes] : {std::pair<DeviceBuffer*, size_t>{&dsend_, sendBytes + kGuardBytes},
+                              {&drecv_, recvBytes + kGuardBytes}, {&daux_, auxBytes}}) {
+      std::string error;
+      buf->cuda = cuda_.get();
+      if (!cuda_->alloc(bytes, &buf->ptr, &error))
+        fail("cannot allocate " + std::to_string(bytes) + " bytes of device memory: " + error + ": lower -e");
+    }
+  }
+
+  void cudaCheck(bool ok, const std::string& error) {
+    if (!ok) fail(error);
+  }
+
+  void sync() {
+    std::string error;
+    if (cuda_) cudaCheck(cuda_->synchronize(&error), error);
+  }
+
+  cudaStream_t stream() const { return cuda_ ? cuda_->stream() : nullptr; }
+
+  // Host memory: the value in place. Device memory: through the aux buffer.
+  void auxCall(void* value, size_t bytes, const std::function<ncclResult_t(void* buf)>& call, const char* what) {
+    if (!cuda_) {
+      check(call(value), what);
+      return;
+    }
+    std::string error;
+    cudaCheck(cuda_->toDevice(daux_.ptr, value, bytes, &error), error);
+    check(call(daux_.ptr), what);
+    sync();
+    cudaCheck(cuda_->toHost(value, daux_.ptr, bytes, &error), error);
+  }
+
+  void allReduceAux(void* value, ncclDataType_t type, ncclRedOp_t op, size_t bytes, const char* what) {
+    auxCall(value, bytes,
+            [&](void* buf) { return ncclAllReduce(buf, buf, 1, type, op, comm_, stream()); }, what);
   }
 
   void barrier() {
-    check(ncclAllReduce(&barrierWord_, &barrierWord_, 1, ncclInt32, ncclSum, comm_, nullptr),
-          "ncclAllReduce (barrier)");
+    allReduceAux(&barrierWord_, ncclInt32, ncclSum, sizeof barrierWord_, "ncclAllReduce (barrier)");
   }
 
   double combineTime(double seconds) {
     double v = seconds;
     switch (opts_.average) {
-      case 0: check(ncclBroadcast(&v, &v, 1, ncclFloat64, 0, comm_, nullptr), "ncclBroadcast (time)"); break;
+      case 0:
+        auxCall(&v, sizeof v,
+                [&](void* b) { return ncclBroadcast(b, b, 1, ncclFloat64, 0, comm_, stream()); },
+                "ncclBroadcast (time)");
+        break;
       case 1:
-        check(ncclAllReduce(&v, &v, 1, ncclFloat64, ncclSum, comm_, nullptr), "ncclAllReduce (time)");
+        allReduceAux(&v, ncclFloat64, ncclSum, sizeof v, "ncclAllReduce (time)");
         v /= env_.size;
         break;
-      case 2: check(ncclAllReduce(&v, &v, 1, ncclFloat64, ncclMin, comm_, nullptr), "ncclAllReduce (time)"); break;
-      default: check(ncclAllReduce(&v, &v, 1, ncclFloat64, ncclMax, comm_, nullptr), "ncclAllReduce (time)"); break;
+      case 2: allReduceAux(&v, ncclFloat64, ncclMin, sizeof v, "ncclAllReduce (time)"); break;
+      default: allReduceAux(&v, ncclFloat64, ncclMax, sizeof v, "ncclAllReduce (time)"); break;
     }
     return v;
   }
 
   int64_t sumAcrossRanks(int64_t local) {
     int64_t v = local;
-    check(ncclAllReduce(&v, &v, 1, ncclInt64, ncclSum, comm_, nullptr), "ncclAllReduce (error count)");
+    allReduceAux(&v, ncclInt64, ncclSum, sizeof v, "ncclAllReduce (error count)");
     return v;
   }
 
@@ -158,8 +219,17 @@ class PerfRun {
     mine.rank = env_.rank;
     mine.pid = static_cast<int32_t>(getpid());
     std::snprintf(mine.host, sizeof mine.host, "%s", hostName().c_str());
+    mine.device = cuda_ ? cuda_->device() : -1;
     std::vector<RankRecord> all(static_cast<size_t>(env_.size));
-    check(ncclAllGather(&mine, all.data(), sizeof mine, ncclUint8, comm_, nullptr), "ncclAllGather (header)");
+    all[size_t(env_.rank)] = mine;
+    // In place (this rank's record already in its block): one buffer serves
+    // host and device memory alike.
+    auxCall(all.data(), all.size() * sizeof(RankRecord),
+            [&](void* b) {
+              return ncclAllGather(static_cast<char*>(b) + size_t(env_.rank) * sizeof(RankRecord), b,
+                                   sizeof(RankRecord), ncclUint8, comm_, stream());
+            },
+            "ncclAllGather (header)");
     if (env_.rank != 0) return;
     std::printf("# %s: %s\n", tool_, spec_.name);
     std::printf("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d "
@@ -176,10 +246,14 @@ class PerfRun {
     std::printf("# Ranks: %d from %s%s%s\n", env_.size, env_.source.c_str(), commId ? ", NCCL_COMM_ID=" : "",
                 commId ? commId : "");
     if (!commIdNote_.empty()) std::printf("# Set %s\n", commIdNote_.c_str());
-    std::printf("# Memory: host\n");
+    std::printf("# Memory: %s\n", cuda_ ? "device" : "host");
     std::printf("# Using devices\n");
-    for (const RankRecord& r : all)
-      std::printf("#  Rank %2d Group  0 Pid %6d on %10.56s memory host\n", r.rank, r.pid, r.host);
+    for (const RankRecord& r : all) {
+      if (r.device >= 0)
+        std::printf("#  Rank %2d Group  0 Pid %6d on %10.52s device %2d\n", r.rank, r.pid, r.host, r.device);
+      else
+        std::printf("#  Rank %2d Group  0 Pid %6d on %10.52s memory host\n", r.rank, r.pid, r.host);
+    }
     std::printf("#\n");
     std::printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place\n", "", "", "",
                 "", "");
@@ -190,24 +264,45 @@ class PerfRun {
     std::fflush(stdout);
   }
 
+  // Where a call's data is: `send`/`recv` in the host buffers (or their
+  // mirrors), `runSend`/`runRecv` what the call gets (the same, or device
+  // memory at the same offsets).
   struct Pointers {
     unsigned char* send;
     unsigned char* recv;
     size_t usedRecvBytes;  // the receive allocation's used prefix (guard behind it)
+    void* runSend;
+    void* runRecv;
   };
 
   Pointers pointersFor(const CollCounts& c, size_t elt, bool inPlace) const {
     const size_t rank = static_cast<size_t>(env_.rank);
-    if (!inPlace) return {send_.get(), recv_.get(), c.recvCount * elt};
+    unsigned char* dsend = static_cast<unsigned char*>(cuda_ ? dsend_.ptr : send_.get());
+    unsigned char* drecv = static_cast<unsigned char*>(cuda_ ? drecv_.ptr : recv_.get());
+    if (!inPlace) return {send_.get(), recv_.get(), c.recvCount * elt, dsend, drecv};
     const size_t sendAt = c.sendInPlaceOffset * rank * elt;
     const size_t recvAt = c.recvInPlaceOffset * rank * elt;
     return {recv_.get() + sendAt, recv_.get() + recvAt,
-            std::max(sendAt + c.sendCount * elt, recvAt + c.recvCount * elt)};
+            std::max(sendAt + c.sendCount * elt, recvAt + c.recvCount * elt), drecv + sendAt, drecv + recvAt};
   }
 
   void runOnce(const TypeInfo& t, ncclRedOp_t op, int root, const CollCounts& c, const Pointers& p) {
-    const CollArgs args{p.send, p.recv, c.paramCount, t.type, op, root, env_.rank, env_.size, comm_};
+    const CollArgs args{p.runSend, p.runRecv, c.paramCount, t.type, op, root, env_.rank, env_.size, comm_, stream()};
     check(spec_.run(args), spec_.name);
+  }
+
+  // Device memory: the host mirrors' first bytes to the device, or back.
+  void upload(bool recv, size_t bytes) {
+    if (!cuda_) return;
+    std::string error;
+    cudaCheck(cuda_->toDevice(recv ? drecv_.ptr : dsend_.ptr, recv ? recv_.get() : send_.get(), bytes, &error),
+              error);
+  }
+  void download(bool recv, size_t bytes) {
+    if (!cuda_) return;
+    std::string error;
+    cudaCheck(cuda_->toHost(recv ? recv_.get() : send_.get(), recv ? drecv_.ptr : dsend_.ptr, bytes, &error),
+              error);
   }
 
   void warmup(const TypeInfo& t, ncclRedOp_t op, int root, size_t bytes) {
@@ -224,7 +319,12 @@ class PerfRun {
     fillGuard(recv_.get(), p.usedRecvBytes + kGuardBytes);
     if (!inPlace) fillGuard(p.send + sendBytes, kGuardBytes);
     fillInput(pat, env_.rank, p.send, c.sendCount);
+    upload(true, p.usedRecvBytes + kGuardBytes);
+    if (!inPlace) upload(false, sendBytes + kGuardBytes);
     runOnce(t, op, root, c, p);
+    sync();
+    download(true, p.usedRecvBytes + kGuardBytes);
+    if (!inPlace) download(false, sendBytes + kGuardBytes);
 
     const int rank = env_.rank, n = env_.size;
     const auto expectAt = [&](size_t i) { return spec_.expect(rank, n, root, i, c); };
@@ -242,6 +342,7 @@ class PerfRun {
   Measurement measure(const TypeInfo& t, ncclRedOp_t op, int root, const CollCounts& c, bool inPlace) {
     const Pointers p = pointersFor(c, t.size, inPlace);
     runOnce(t, op, root, c, p);
+    sync();
     barrier();
 
     const auto start = std::chrono::steady_clock::now();
@@ -251,6 +352,7 @@ class PerfRun {
       if (opts_.aggIters > 1) check(ncclGroupEnd(), "ncclGroupEnd");
       if (opts_.blocking) barrier();
     }
+    sync();  // device memory: the calls only enqueued their work
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const int ops = std::max(1, opts_.iters * opts_.aggIters);
     const double seconds = combineTime(opts_.iters > 0 ? elapsed / ops : 0.0);
@@ -295,6 +397,8 @@ class PerfRun {
     const DataPattern pat{&t, op, spec_.hasOp, env_.size, 0};
     fillInput(pat, env_.rank, send_.get(), sendBytes_ / t.size);
     fillInput(pat, env_.rank, recv_.get(), recvBytes_ / t.size);
+    upload(false, sendBytes_);
+    upload(true, recvBytes_);
   }
 
   void sweep(const TypeInfo& t, ncclRedOp_t op, const char* opLabel, int root) {
@@ -302,6 +406,7 @@ class PerfRun {
     barrier();
     warmup(t, op, root, opts_.maxBytes);
     warmup(t, op, root, opts_.minBytes);
+    sync();
     const std::vector<size_t> all = sizes();
     for (size_t i = 0; i < all.size(); ++i) {
       const CollCounts c = spec_.counts(all[i] / t.size, env_.size);
@@ -353,8 +458,10 @@ class PerfRun {
   const bool progress_;
   const std::string commIdNote_;
   ncclComm_t comm_ = nullptr;
-  HostBuffer send_;
+  std::unique_ptr<CudaDriver> cuda_;  // device memory; null for host memory
+  HostBuffer send_;                   // the buffers, or the device buffers' mirrors
   HostBuffer recv_;
+  DeviceBuffer dsend_, drecv_, daux_;  // declared after cuda_: freed before it goes
   size_t sendBytes_ = 0;  // used parts of the allocations (guards not counted)
   size_t recvBytes_ = 0;
   int32_t barrierWord_ = 0;
@@ -363,6 +470,38 @@ class PerfRun {
   double busbwSum_ = 0;
   int busbwCount_ = 0;
 };
+
+// Whether the loaded library moves device buffers: braid says so
+// (braidSupportsDeviceBuffers); NVIDIA's NCCL always does.
+bool libraryMovesDeviceMemory() {
+  void* sym = dlsym(RTLD_DEFAULT, "braidSupportsDeviceBuffers");
+  return sym == nullptr || reinterpret_cast<int (*)()>(sym)() == 1;
+}
+
+// --memory: host, device (the rank's local GPU, round robin), or auto:
+// device where a GPU is present and the library moves device memory, as
+// nccl-tests always do; host otherwise. False (after saying why) when device
+// memory was asked for and cannot be had.
+bool chooseMemory(MemoryKind kind, const LaunchEnv& env, const char* tool, std::unique_ptr<CudaDriver>* out) {
+  if (kind == MemoryKind::kHost) return true;
+  const bool gpu = cudaDeviceCount() > 0;
+  if (kind == MemoryKind::kAuto && !gpu) return true;
+  std::string error;
+  if (!gpu) {
+    error = "no CUDA device (or no CUDA driver) in this process";
+  } else if (!libraryMovesDeviceMemory()) {
+    error = "the loaded libbraid was built without CUDA";
+  } else {
+    *out = CudaDriver::open(env.localRank, &error);
+    if (*out) return true;
+  }
+  if (kind == MemoryKind::kAuto) {
+    if (env.rank == 0) std::fprintf(stderr, "%s: note: using host memory: %s\n", tool, error.c_str());
+    return true;
+  }
+  std::fprintf(stderr, "%s: rank %d: --memory device: %s. Use --memory host.\n", tool, env.rank, error.c_str());
+  return false;
+}
 
 }  // namespace
 
@@ -397,25 +536,14 @@ int runPerfTool(const CollectiveSpec& spec, int argc, char** argv) {
       std::fprintf(stderr, "%s: root %d does not exist in a job of %d ranks\n", tool, opts.root, env.size);
     return 2;
   }
-  if (opts.memory == MemoryKind::kDevice) {
-    if (env.rank == 0)
-      std::fprintf(stderr, "%s: --memory device: this braid version moves host memory only; device memory needs "
-                   "a later braid version. Use --memory host.\n", tool);
-    return 2;
-  }
-  if (opts.memory == MemoryKind::kAuto) {
-    const int gpus = cudaDeviceCount();
-    if (gpus > 0 && env.rank == 0)
-      std::fprintf(stderr, "%s: note: %d CUDA device(s) found, but this braid version moves host memory only: "
-                   "using host memory (--memory host says so explicitly)\n", tool, gpus);
-  }
-
+  std::unique_ptr<CudaDriver> cuda;
+  if (!chooseMemory(opts.memory, env, tool, &cuda)) return 2;
   std::string note;
   if (!ensureCommId(env, &note, &error)) {
     std::fprintf(stderr, "%s: rank %d: %s\n", tool, env.rank, error.c_str());
     return 2;
   }
-  PerfRun run(spec, opts, env, tool, note);
+  PerfRun run(spec, opts, env, tool, note, std::move(cuda));
   return run.run();
 }
 

@@ -14,7 +14,7 @@ CollCounts counts(size_t count, int n) {
 }
 
 ncclResult_t run(const CollArgs& a) {
-  return ncclAllGather(a.send, a.recv, a.count, a.type, a.comm, nullptr);
+  return ncclAllGather(a.send, a.recv, a.count, a.type, a.comm, a.stream);
 }
 
 Expect expect(int, int, int, size_t i, const CollCounts& c) {

@@ -11,7 +11,7 @@ CollCounts counts(size_t count, int) {
 }
 
 ncclResult_t run(const CollArgs& a) {
-  return ncclAllReduce(a.send, a.recv, a.count, a.type, a.op, a.comm, nullptr);
+  return ncclAllReduce(a.send, a.recv, a.count, a.type, a.op, a.comm, a.stream);
 }
 
 Expect expect(int, int, int, size_t i, const CollCounts&) { return {Expect::kReduce, 0, i}; }

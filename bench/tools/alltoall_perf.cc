@@ -14,7 +14,7 @@ CollCounts counts(size_t count, int n) {
 }
 
 ncclResult_t run(const CollArgs& a) {
-  return ncclAlltoAll(a.send, a.recv, a.count, a.type, a.comm, nullptr);
+  return ncclAlltoAll(a.send, a.recv, a.count, a.type, a.comm, a.stream);
 }
 
 // Block j of my output is block `rank` of rank j's input.

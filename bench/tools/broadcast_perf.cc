@@ -11,7 +11,7 @@ CollCounts counts(size_t count, int) {
 }
 
 ncclResult_t run(const CollArgs& a) {
-  return ncclBroadcast(a.send, a.recv, a.count, a.type, a.root, a.comm, nullptr);
+  return ncclBroadcast(a.send, a.recv, a.count, a.type, a.root, a.comm, a.stream);
 }
 
 Expect expect(int, int, int root, size_t i, const CollCounts&) { return {Expect::kCopy, root, i}; }

@@ -12,7 +12,7 @@ CollCounts counts(size_t count, int) {
 }
 
 ncclResult_t run(const CollArgs& a) {
-  return ncclReduce(a.send, a.recv, a.count, a.type, a.op, a.root, a.comm, nullptr);
+  return ncclReduce(a.send, a.recv, a.count, a.type, a.op, a.root, a.comm, a.stream);
 }
 
 Expect expect(int rank, int, int root, size_t i, const CollCounts&) {

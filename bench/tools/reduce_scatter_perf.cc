@@ -14,7 +14,7 @@ CollCounts counts(size_t count, int n) {
 }
 
 ncclResult_t run(const CollArgs& a) {
-  return ncclReduceScatter(a.send, a.recv, a.count, a.type, a.op, a.comm, nullptr);
+  return ncclReduceScatter(a.send, a.recv, a.count, a.type, a.op, a.comm, a.stream);
 }
 
 Expect expect(int rank, int, int, size_t i, const CollCounts& c) {

@@ -14,7 +14,7 @@ CollCounts counts(size_t count, int n) {
 }
 
 ncclResult_t run(const CollArgs& a) {
-  return ncclScatter(a.send, a.recv, a.count, a.type, a.root, a.comm, nullptr);
+  return ncclScatter(a.send, a.recv, a.count, a.type, a.root, a.comm, a.stream);
 }
 
 Expect expect(int rank, int, int root, size_t i, const CollCounts& c) {
