@@ -10,6 +10,8 @@
 # BRAID_CUDA_ARCHS (e.g. "80;90") overrides the SM versions built.
 # A missing GPU fails the tests here rather than skipping them (BRAID_REQUIRE_GPU,
 # default 1; set it to 0 to allow skips, e.g. to try the script without a GPU).
+# Then every perf tool runs on device memory, checked, with both executors
+# (BRAID_GPU_PERF_CHECK=0 skips that).
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -51,9 +53,33 @@ fi
 arch_args=()
 if [ -n "${BRAID_CUDA_ARCHS:-}" ]; then arch_args=(-DBRAID_CUDA_ARCHS="$BRAID_CUDA_ARCHS"); fi
 
-cmake -S "$repo" -B "$build" -G Ninja -DBRAID_CUDA=ON -DBRAID_BUILD_BENCH=OFF \
+tools=(all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf reduce_perf alltoall_perf
+       sendrecv_perf gather_perf scatter_perf)
+cmake -S "$repo" -B "$build" -G Ninja -DBRAID_CUDA=ON -DBRAID_BUILD_BENCH=ON \
   ${gtest_args[@]+"${gtest_args[@]}"} ${arch_args[@]+"${arch_args[@]}"}
-cmake --build "$build" -j "$jobs" --target braid_gpu_tests
+cmake --build "$build" -j "$jobs" --target braid_gpu_tests braidrun "${tools[@]}"
 export BRAID_REQUIRE_GPU=${BRAID_REQUIRE_GPU:-1}
 cd "$build"
-ctest -L gpu --output-on-failure
+status=0
+ctest -L gpu --output-on-failure || status=1
+
+# Every perf tool on device memory, checked (#wrong must be 0), 2 and 4 ranks
+# sharing the GPU(s), with the staged path and with the plan kernels. Set
+# BRAID_GPU_PERF_CHECK=0 to skip.
+if [ "${BRAID_GPU_PERF_CHECK:-1}" != 0 ]; then
+  for executor in host lanes; do
+    for n in 2 4; do
+      for tool in "${tools[@]}"; do
+        if BRAID_EXECUTOR=$executor BRAID_PROGRESS=0 ./bench/braidrun -n "$n" "./bench/$tool" \
+             -b 8 -e 8M -f 8 -n 5 -w 2 -c 1 --memory device >"perf-$tool-$executor-$n.log" 2>&1; then
+          echo "run.sh: ok: $tool, $n ranks, BRAID_EXECUTOR=$executor"
+        else
+          echo "run.sh: FAILED: $tool, $n ranks, BRAID_EXECUTOR=$executor (see $build/perf-$tool-$executor-$n.log)"
+          tail -20 "perf-$tool-$executor-$n.log"
+          status=1
+        fi
+      done
+    done
+  done
+fi
+exit $status
