@@ -22,11 +22,18 @@ struct CudaDriver::Api {
   int (*streamDestroy)(void*);
   int (*streamSynchronize)(void*);
   int (*getErrorString)(int, const char**);
+  int (*streamBeginCapture)(void*, int);
+  int (*streamEndCapture)(void*, void**);
+  int (*graphInstantiate)(void**, void*, unsigned long long);
+  int (*graphLaunch)(void*, void*);
+  int (*graphExecDestroy)(void*);
+  int (*graphDestroy)(void*);
 };
 
 namespace {
 
 constexpr unsigned int kStreamNonBlocking = 1;  // CU_STREAM_NON_BLOCKING
+constexpr int kCaptureThreadLocal = 1;          // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
 
 template <class F>
 bool bind(void* lib, const char* name, F* out) {
@@ -50,7 +57,12 @@ bool loadApi(CudaDriver::Api* a, std::string* error) {
                   bind(lib, "cuMemcpyDtoHAsync_v2", &a->memcpyDtoHAsync) && bind(lib, "cuStreamCreate", &a->streamCreate) &&
                   bind(lib, "cuStreamDestroy_v2", &a->streamDestroy) &&
                   bind(lib, "cuStreamSynchronize", &a->streamSynchronize) &&
-                  bind(lib, "cuGetErrorString", &a->getErrorString);
+                  bind(lib, "cuGetErrorString", &a->getErrorString) &&
+                  bind(lib, "cuStreamBeginCapture_v2", &a->streamBeginCapture) &&
+                  bind(lib, "cuStreamEndCapture", &a->streamEndCapture) &&
+                  bind(lib, "cuGraphInstantiateWithFlags", &a->graphInstantiate) &&
+                  bind(lib, "cuGraphLaunch", &a->graphLaunch) && bind(lib, "cuGraphExecDestroy", &a->graphExecDestroy) &&
+                  bind(lib, "cuGraphDestroy", &a->graphDestroy);
   if (!ok) *error = "the CUDA driver lacks an entry point the perf tools need (driver too old?)";
   return ok;
 }
@@ -122,6 +134,31 @@ bool CudaDriver::toHost(void* dst, const void* src, size_t bytes, std::string* e
 
 bool CudaDriver::synchronize(std::string* error) {
   return !failed(api_->streamSynchronize(stream_), "cuStreamSynchronize", error);
+}
+
+CudaDriver::Graph::~Graph() {
+  if (exec_) api_->graphExecDestroy(exec_);
+  if (graph_) api_->graphDestroy(graph_);
+}
+
+bool CudaDriver::capture(const std::function<bool(std::string*)>& enqueue, Graph* out, std::string* error) {
+  if (failed(api_->streamBeginCapture(stream_, kCaptureThreadLocal), "cuStreamBeginCapture", error)) return false;
+  const bool enqueued = enqueue(error);
+  void* graph = nullptr;
+  std::string endError;
+  const bool ended = !failed(api_->streamEndCapture(stream_, &graph), "cuStreamEndCapture", &endError);
+  out->api_ = api_.get();
+  out->graph_ = graph;
+  if (!enqueued) return false;
+  if (!ended) {
+    *error = endError;
+    return false;
+  }
+  return !failed(api_->graphInstantiate(&out->exec_, graph, 0), "cuGraphInstantiateWithFlags", error);
+}
+
+bool CudaDriver::launch(const Graph& graph, std::string* error) {
+  return !failed(api_->graphLaunch(graph.exec_, stream_), "cuGraphLaunch", error);
 }
 
 }  // namespace braid::bench

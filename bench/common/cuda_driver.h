@@ -7,6 +7,7 @@
 #include <nccl.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -14,6 +15,8 @@ namespace braid::bench {
 
 class CudaDriver {
  public:
+  struct Api;  // the driver entry points (cuda_driver.cc)
+
   // Loads the driver, makes `device`'s primary context current and creates a
   // non-blocking stream; null with *error set when there is no usable GPU.
   static std::unique_ptr<CudaDriver> open(int device, std::string* error);
@@ -32,7 +35,25 @@ class CudaDriver {
   bool toHost(void* dst, const void* src, size_t bytes, std::string* error);
   bool synchronize(std::string* error);
 
-  struct Api;  // the driver entry points (cuda_driver.cc)
+  // A CUDA graph captured from stream(): what `enqueue` put on the stream
+  // between the start and the end of the capture, ready to launch there.
+  class Graph {
+   public:
+    Graph() = default;
+    ~Graph();
+    Graph(const Graph&) = delete;
+    Graph& operator=(const Graph&) = delete;
+
+   private:
+    friend class CudaDriver;
+    const Api* api_ = nullptr;
+    void* graph_ = nullptr;
+    void* exec_ = nullptr;
+  };
+  // `enqueue` returns false (with *error set) to abandon the capture.
+  bool capture(const std::function<bool(std::string*)>& enqueue, Graph* out, std::string* error);
+  bool launch(const Graph& graph, std::string* error);
+
 
  private:
   CudaDriver() = default;

@@ -130,7 +130,10 @@ ParseStatus parseOptions(int argc, char** argv, Options* out, std::string* error
           ok = parseInt("-r", optarg, 0, 1 << 24, &o.root, error);
         }
         break;
-      case 'p': case 'y': case 'T': case 'G': case 'C':
+      case 'G':
+        ok = parseInt("-G", optarg, 0, 1 << 20, &o.graphLaunches, error);
+        break;
+      case 'p': case 'y': case 'T': case 'C':
         ok = parseInt((std::string("-") + static_cast<char>(c)).c_str(), optarg, 0, 1 << 30, &dummy, error);
         if (ok && dummy != 0) o.ignored.push_back(std::string("-") + static_cast<char>(c) + " " + optarg);
         break;
@@ -193,7 +196,9 @@ void printUsage(const char* prog) {
       "  -z,--blocking <0/1>       barrier after every operation (default 0)\n"
       "  -N,--run_cycles <n>       run the whole sweep n times (0 = until killed; default 1)\n"
       "  -t,--nthreads <n>, -g,--ngpus <n>   ranks per process: only 1 is supported\n"
-      "  -p -y -T -G -C            accepted for nccl-tests compatibility; no effect here\n"
+      "  -G,--cudagraph <n>        device memory: capture the timed iterations in a CUDA\n"
+      "                            graph and launch it n times (0: no graph; default 0)\n"
+      "  -p -y -T -C               accepted for nccl-tests compatibility; no effect here\n"
       "  --memory host|device|auto buffer memory (default auto: the rank's GPU when one is\n"
       "                            present and the library moves device memory, else host)\n"
       "  -h,--help\n"

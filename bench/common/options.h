@@ -29,6 +29,7 @@ struct Options {
   std::vector<TypeInfo> types;
   std::vector<OpInfo> ops;
   MemoryKind memory = MemoryKind::kAuto;
+  int graphLaunches = 0;  // -G n: capture the timed iterations in a CUDA graph, launch it n times
   std::vector<std::string> ignored;  // accepted nccl-tests flags that do nothing here
 };
 

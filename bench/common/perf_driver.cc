@@ -233,11 +233,11 @@ class PerfRun {
     if (env_.rank != 0) return;
     std::printf("# %s: %s\n", tool_, spec_.name);
     std::printf("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d "
-                "agg iters: %d validation: %d graph: 0\n",
+                "agg iters: %d validation: %d graph: %d\n",
                 opts_.nThreads, opts_.nGpus, opts_.minBytes, opts_.maxBytes,
                 opts_.stepFactor > 1 ? opts_.stepFactor : opts_.stepBytes,
                 opts_.stepFactor > 1 ? "factor" : "bytes", opts_.warmupIters, opts_.iters, opts_.aggIters,
-                opts_.check);
+                opts_.check, useGraph() ? opts_.graphLaunches : 0);
     if (opts_.blocking) std::printf("# Blocking Enabled: barrier after each collective\n");
     for (const std::string& flag : opts_.ignored) std::printf("# Ignored (no effect here): %s\n", flag.c_str());
     std::printf("#\n");
@@ -339,22 +339,40 @@ class PerfRun {
     return wrong;
   }
 
-  Measurement measure(const TypeInfo& t, ncclRedOp_t op, int root, const CollCounts& c, bool inPlace) {
-    const Pointers p = pointersFor(c, t.size, inPlace);
-    runOnce(t, op, root, c, p);
-    sync();
-    barrier();
+  bool useGraph() const { return cuda_ && opts_.graphLaunches > 0; }
 
-    const auto start = std::chrono::steady_clock::now();
+  // The timed calls: iters iterations of aggIters calls (one group), with a
+  // barrier after each under -z.
+  void timedCalls(const TypeInfo& t, ncclRedOp_t op, int root, const CollCounts& c, const Pointers& p) {
     for (int it = 0; it < opts_.iters; ++it) {
       if (opts_.aggIters > 1) check(ncclGroupStart(), "ncclGroupStart");
       for (int a = 0; a < opts_.aggIters; ++a) runOnce(t, op, root, c, p);
       if (opts_.aggIters > 1) check(ncclGroupEnd(), "ncclGroupEnd");
       if (opts_.blocking) barrier();
     }
+  }
+
+  Measurement measure(const TypeInfo& t, ncclRedOp_t op, int root, const CollCounts& c, bool inPlace) {
+    const Pointers p = pointersFor(c, t.size, inPlace);
+    runOnce(t, op, root, c, p);
+    sync();
+    barrier();
+
+    // -G: the timed calls are captured once, and the graph launched n times.
+    CudaDriver::Graph graph;
+    std::string error;
+    if (useGraph())
+      cudaCheck(cuda_->capture([&](std::string*) { timedCalls(t, op, root, c, p); return true; }, &graph, &error),
+                "capturing the timed calls in a CUDA graph: " + error);
+    const auto start = std::chrono::steady_clock::now();
+    if (useGraph()) {
+      for (int g = 0; g < opts_.graphLaunches; ++g) cudaCheck(cuda_->launch(graph, &error), error);
+    } else {
+      timedCalls(t, op, root, c, p);
+    }
     sync();  // device memory: the calls only enqueued their work
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const int ops = std::max(1, opts_.iters * opts_.aggIters);
+    const int ops = std::max(1, opts_.iters * opts_.aggIters * (useGraph() ? opts_.graphLaunches : 1));
     const double seconds = combineTime(opts_.iters > 0 ? elapsed / ops : 0.0);
 
     Measurement m;
@@ -538,6 +556,13 @@ int runPerfTool(const CollectiveSpec& spec, int argc, char** argv) {
   }
   std::unique_ptr<CudaDriver> cuda;
   if (!chooseMemory(opts.memory, env, tool, &cuda)) return 2;
+  if (opts.graphLaunches > 0 && !cuda && env.rank == 0)
+    std::fprintf(stderr, "%s: note: -G %d ignored: CUDA graphs need device memory\n", tool, opts.graphLaunches);
+  if (opts.graphLaunches > 0 && cuda && opts.blocking) {
+    if (env.rank == 0)
+      std::fprintf(stderr, "%s: -G with -z 1: a barrier after each call cannot be captured in a graph\n", tool);
+    return 2;
+  }
   std::string note;
   if (!ensureCommId(env, &note, &error)) {
     std::fprintf(stderr, "%s: rank %d: %s\n", tool, env.rank, error.c_str());
