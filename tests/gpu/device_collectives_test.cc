@@ -203,22 +203,27 @@ bool streamFinishes(cudaStream_t s) {
   return false;
 }
 
-// A peer that never joins: ncclCommAbort releases the waiting stream.
-TEST_F(DevicePath, AbortReleasesAStreamWhosePeerNeverJoins) {
-  Ranks ranks(2);
-  NCCL_ASSERT(ranks.init());
-  const size_t count = 1024;
-  float* buf[2];
+// Two ranks connected by one in-place allreduce of `count` floats in buf[r],
+// so that a later call waits in the data path, not in connection set-up.
+void connectedPair(const Ranks& ranks, size_t count, float* buf[2]) {
   for (int r = 0; r < 2; ++r) {
     CUDA_ASSERT(cudaMalloc(&buf[r], count * sizeof(float)));
     CUDA_ASSERT(cudaMemset(buf[r], 0, count * sizeof(float)));
   }
-  // Connected first, so that rank 0 then waits in the data path.
   NCCL_ASSERT(ncclGroupStart());
   for (int r = 0; r < 2; ++r)
     NCCL_ASSERT(ncclAllReduce(buf[r], buf[r], count, ncclFloat32, ncclSum, ranks.comm(r), ranks.stream(r)));
   NCCL_ASSERT(ncclGroupEnd());
   for (int r = 0; r < 2; ++r) CUDA_ASSERT(cudaStreamSynchronize(ranks.stream(r)));
+}
+
+// A peer that never joins: ncclCommAbort releases the waiting stream.
+TEST_F(DevicePath, AbortReleasesAStreamWhosePeerNeverJoins) {
+  Ranks ranks(2);
+  NCCL_ASSERT(ranks.init());
+  const size_t count = 1024;
+  float* buf[2] = {};
+  ASSERT_NO_FATAL_FAILURE(connectedPair(ranks, count, buf));
 
   NCCL_ASSERT(ncclAllReduce(buf[0], buf[0], count, ncclFloat32, ncclSum, ranks.comm(0), ranks.stream(0)));
   EXPECT_EQ(cudaStreamQuery(ranks.stream(0)), cudaErrorNotReady) << "rank 0's call completed without its peer";
@@ -236,17 +241,8 @@ TEST_F(DevicePath, HostWorkFailureReleasesTheStreamAndSetsTheAsyncError) {
   Ranks ranks(2);
   NCCL_ASSERT(ranks.init());
   const size_t count = 1024;
-  float* bufs[2];
-  for (int r = 0; r < 2; ++r) {
-    CUDA_ASSERT(cudaMalloc(&bufs[r], count * sizeof(float)));
-    CUDA_ASSERT(cudaMemset(bufs[r], 0, count * sizeof(float)));
-  }
-  // Connected first, so that rank 0 then times out in the data path.
-  NCCL_ASSERT(ncclGroupStart());
-  for (int r = 0; r < 2; ++r)
-    NCCL_ASSERT(ncclAllReduce(bufs[r], bufs[r], count, ncclFloat32, ncclSum, ranks.comm(r), ranks.stream(r)));
-  NCCL_ASSERT(ncclGroupEnd());
-  for (int r = 0; r < 2; ++r) CUDA_ASSERT(cudaStreamSynchronize(ranks.stream(r)));
+  float* bufs[2] = {};
+  ASSERT_NO_FATAL_FAILURE(connectedPair(ranks, count, bufs));
   float* buf = bufs[0];
   NCCL_ASSERT(braidCommSetTimeout(ranks.comm(0), 1.0));
   NCCL_ASSERT(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, ranks.comm(0), ranks.stream(0)));
@@ -688,19 +684,11 @@ TEST_F(DevicePath, CallsOutsideGraphsMixWithGraphLaunches) {
     for (int32_t* p : {x[r], y[r], z[r], w[r]}) cudaFree(p);
 }
 
-// Two ranks connected by one in-place allreduce of `count` floats (so that a
-// later call waits in the data path, not in connection set-up), then the same
-// allreduce of each rank captured into `graphs` (one graph per rank).
+// connectedPair, then the same allreduce of each rank captured into `graphs`
+// (one graph per rank).
 void captureConnectedPair(const Ranks& ranks, size_t count, float* buf[2], RankGraphs& graphs) {
-  for (int r = 0; r < 2; ++r) {
-    CUDA_ASSERT(cudaMalloc(&buf[r], count * sizeof(float)));
-    CUDA_ASSERT(cudaMemset(buf[r], 0, count * sizeof(float)));
-  }
-  NCCL_ASSERT(ncclGroupStart());
-  for (int r = 0; r < 2; ++r)
-    NCCL_ASSERT(ncclAllReduce(buf[r], buf[r], count, ncclFloat32, ncclSum, ranks.comm(r), ranks.stream(r)));
-  NCCL_ASSERT(ncclGroupEnd());
-  for (int r = 0; r < 2; ++r) CUDA_ASSERT(cudaStreamSynchronize(ranks.stream(r)));
+  connectedPair(ranks, count, buf);
+  if (::testing::Test::HasFatalFailure()) return;
   CUDA_ASSERT(graphs.begin());
   ncclResult_t issued = ncclGroupStart();
   for (int r = 0; issued == ncclSuccess && r < 2; ++r)
