@@ -568,10 +568,8 @@ void runGraphCase(const Ranks& ranks, GraphShape shape, cudaStreamCaptureMode mo
   graphs.destroy();
 }
 
-class DeviceGraphs : public ::testing::TestWithParam<int> {
- protected:
-  void SetUp() override { GPU_REQUIRE_OR_SKIP(gputest::noGpuReasonHere()); }
-};
+// The graph suite: DeviceCollectives' skip-without-a-GPU set-up, its own name.
+class DeviceGraphs : public DeviceCollectives {};
 
 // One graph over all ranks, captured in the default (global) mode, in which
 // braid's own allocations during the capture must not invalidate it.
