@@ -103,6 +103,10 @@ class Transport {
   virtual const char* name() const = 0;
   // Whether this transport can join the two ranks (they may be the same rank).
   virtual bool canConnect(const PeerInfo& self, const PeerInfo& peer) const = 0;
+  // Whether the ranks it joins reach each other's memory (one process, or one
+  // /dev/shm): the engine then puts their FIFOs in memory both map, and bridges
+  // the others' over a connection.
+  virtual bool sharesMemory() const { return false; }
   virtual Result listen(const ConnectRequest& req, std::unique_ptr<RecvEndpoint>* out) = 0;
   virtual Result connect(const ConnectRequest& req, const Blob& blob,
                          std::unique_ptr<SendConnection>* out) = 0;

@@ -32,6 +32,9 @@ enum class Protocol : uint32_t { Bulk = 0, LL = 1 };
 // How a lane's run ended. Larger is worse: a group of threads reports the
 // largest code any of them saw (Group::agree).
 enum class ExecStatus : int32_t {
+  // A resumable lane (WaitControl::resumable, one host thread) reached a wait
+  // that is not ready: it kept its place and runs on when called again.
+  WouldBlock = -1,
   Ok = 0,
   SizeMismatch = 1,  // bulk: the sender posted another size than the step expects
   BadStep = 2,       // a step larger than a slot, or naming a port the lane lacks
@@ -41,6 +44,7 @@ enum class ExecStatus : int32_t {
 
 BRAID_HD inline const char* execStatusName(ExecStatus s) {
   switch (s) {
+    case ExecStatus::WouldBlock: return "would block";
     case ExecStatus::Ok: return "ok";
     case ExecStatus::SizeMismatch: return "size mismatch";
     case ExecStatus::BadStep: return "bad step";
@@ -52,9 +56,13 @@ BRAID_HD inline const char* execStatusName(ExecStatus s) {
 
 // Every wait loop polls `abortFlag` (when not null) and gives up after
 // `maxPolls` polls (0: never; production relies on the abort word).
+// `resumable`: a wait that is not ready returns WouldBlock at once instead of
+// polling, so that one host thread can take turns over many lanes (the host
+// runner); a CUDA block runs its lane to the end and never sets it.
 struct WaitControl {
   const uint32_t* abortFlag = nullptr;
   uint64_t maxPolls = 0;
+  bool resumable = false;
 };
 
 // The abort word is read on the first poll and then once per this many: on
@@ -69,6 +77,7 @@ BRAID_HD ExecStatus waitUntil(const WaitControl& w, Ready ready) {
     if (ready()) return ExecStatus::Ok;
     if (w.abortFlag != nullptr && polls % kPollsPerAbortCheck == 0 && loadFlag(w.abortFlag) != 0)
       return ExecStatus::Aborted;
+    if (w.resumable) return ExecStatus::WouldBlock;
     if (w.maxPolls != 0 && polls >= w.maxPolls) return ExecStatus::TimedOut;
     pauseAfter(polls);
   }

@@ -16,20 +16,26 @@ namespace exec {
 // releases the slot. A line is consumed only once its flag is the message's:
 // data and flag arrive in one 8-byte store, so a matching flag means the data
 // beside it is this message's.
+// `linesDone` (resumable lanes, one thread): lines already in `stage` from an
+// earlier call that returned WouldBlock; updated when it returns so again.
 template <class G>
 BRAID_HD ExecStatus llRecv(Port& port, uint64_t bytes, uint32_t* stage, const G& g,
-                           const WaitControl& w) {
+                           const WaitControl& w, uint64_t* linesDone = nullptr) {
   const uint64_t m = port.seq + 1;
   const uint32_t flag = uint32_t(m);
   const uint64_t* lines = reinterpret_cast<const uint64_t*>(port.fifo.slot(m));
   const uint64_t n = llLinesFor(bytes);
   ExecStatus st = ExecStatus::Ok;
-  for (uint64_t i = g.tid(); i < n && st == ExecStatus::Ok; i += g.size()) {
+  for (uint64_t i = (linesDone ? *linesDone : 0) + g.tid(); i < n && st == ExecStatus::Ok; i += g.size()) {
     uint64_t v = 0;
     st = waitUntil(w, [&] {
       v = loadRelaxed(lines + i);
       return llFlag(v) == flag;
     });
+    if (st == ExecStatus::WouldBlock) {
+      if (linesDone) *linesDone = i;
+      return st;
+    }
     stage[i] = llData(v);
   }
   st = ExecStatus(g.agree(int32_t(st)));

@@ -3,10 +3,13 @@
 // Header-only and BRAID_HD: the host tests run a lane per thread
 // (HostGroup), the kernel of plan_kernel.cu a lane per block (BlockGroup).
 //
-// A step does exactly what the host executor's tryStep does (same functors,
-// same operand order, PreMulSum on srcIsContribution, SumPostDiv on final), but
-// blocks until its message and its send slot are there instead of returning
-// to try later: a lane here is a thread or a block of its own.
+// A step applies the reduction functors of src/reduce (PreMulSum on
+// srcIsContribution, SumPostDiv on final). How a lane waits depends on who
+// runs it: a CUDA block polls until its message and its send slot are there
+// and runs its lane to the end; a host thread runs many lanes in turns, so
+// there a lane is resumable (WaitControl::resumable): a wait that is not ready
+// returns WouldBlock and the next call continues exactly where it stopped
+// (LaneExec::currentStep and the resume fields below).
 #pragma once
 
 #include <cstddef>
@@ -23,6 +26,7 @@ namespace exec {
 
 constexpr uint8_t kStepContribution = 1;  // Step::srcIsContribution
 constexpr uint8_t kStepFinal = 2;         // Step::final
+constexpr uint32_t kReceivedLL = 1;       // LaneExec::resumePhase
 
 // A Step with its peers resolved to the lane's ports (lane_binding.h).
 struct ExecStep {
@@ -84,6 +88,11 @@ struct LaneExec {
   // pairs a step with another step's message.
   uint64_t currentStep = 0;
   uint64_t waitingOn = 0;
+  // Resumable lanes only: what of the step at currentStep is done already.
+  // kReceivedLL: its LL message is in recvStage and its slot released;
+  // resumeLines: LL lines of that message already copied into recvStage.
+  uint32_t resumePhase = 0;
+  uint64_t resumeLines = 0;
   // Optional, shared by a communicator's lanes: the kernel raises it to the
   // worst status a lane ended with, for the host to report.
   uint32_t* failure = nullptr;
@@ -194,11 +203,17 @@ BRAID_HD ExecStatus runStep(const G& g, LaneExec& L, const ExecStep& s) {
     return ExecStatus::BadStep;
 
   const T* in = nullptr;
-  if (rp) {
+  // A resumable lane that got its LL message before it had to wait for its
+  // send slot does not receive it again.
+  if (rp && L.wait.resumable && (L.resumePhase & kReceivedLL) != 0) {
+    in = reinterpret_cast<const T*>(L.recvStage);
+  } else if (rp) {
     if (g.tid() == 0) storeRelaxed(&L.waitingOn, waitWord(false, s.recvPort, rp->seq + 1));
     ExecStatus st;
     if (llIn) {
-      st = llRecv(*rp, bytes, L.recvStage, g, L.wait);  // also releases the slot
+      // also releases the slot
+      st = llRecv(*rp, bytes, L.recvStage, g, L.wait, L.wait.resumable ? &L.resumeLines : nullptr);
+      if (st == ExecStatus::Ok && L.wait.resumable) L.resumePhase |= kReceivedLL;
       in = reinterpret_cast<const T*>(L.recvStage);
     } else {
       const char* slot = nullptr;
@@ -226,12 +241,14 @@ BRAID_HD ExecStatus runStep(const G& g, LaneExec& L, const ExecStep& s) {
   return ExecStatus::Ok;
 }
 
-// Runs every step of the lane in order, each through runOne(step). Every
-// thread of the group returns the same status; on failure L.failedStep names
-// the step.
+// Runs the lane's steps in order, each through runOne(step). Every thread of
+// the group returns the same status; on failure L.failedStep names the step.
+// A resumable lane starts at L.currentStep and returns WouldBlock with its
+// place kept; a block always starts at step 0 (its image is fresh).
 template <class G, class RunOne>
 BRAID_HD ExecStatus runLaneWith(const G& g, LaneExec& L, RunOne runOne) {
-  for (uint32_t i = 0; i < L.nsteps; ++i) {
+  const uint32_t first = L.wait.resumable ? uint32_t(L.currentStep) : 0;
+  for (uint32_t i = first; i < L.nsteps; ++i) {
     if (g.tid() == 0) {
       storeRelaxed(&L.currentStep, i);
       storeRelaxed(&L.waitingOn, 0);
@@ -239,13 +256,32 @@ BRAID_HD ExecStatus runLaneWith(const G& g, LaneExec& L, RunOne runOne) {
     ExecStatus st = waitStage(g, L, L.steps[i]);
     if (st == ExecStatus::Ok) st = runOne(L.steps[i]);
     if (st == ExecStatus::Ok) st = markStageDone(g, L, L.steps[i]);
+    if (st == ExecStatus::WouldBlock) return st;
     if (st != ExecStatus::Ok) {
       if (g.tid() == 0) L.failedStep = i;
       return st;
     }
+    if (L.wait.resumable) {
+      L.resumePhase = 0;
+      L.resumeLines = 0;
+    }
   }
-  if (g.tid() == 0) L.failedStep = L.nsteps;
+  if (g.tid() == 0) {
+    L.failedStep = L.nsteps;
+    storeRelaxed(&L.currentStep, L.nsteps);
+    storeRelaxed(&L.waitingOn, 0);
+  }
   return ExecStatus::Ok;
+}
+
+// Sets a resumable lane back to its first step, to run its program again
+// (its stage counters are the runner's to zero).
+BRAID_HD inline void rewindLane(LaneExec& L) {
+  L.currentStep = 0;
+  L.waitingOn = 0;
+  L.failedStep = 0;
+  L.resumePhase = 0;
+  L.resumeLines = 0;
 }
 
 // A lane whose operations all have element type T.

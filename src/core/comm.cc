@@ -91,6 +91,13 @@ Transport* selectTransport(ncclComm* comm, int peer) {
   return nullptr;
 }
 
+Transport* selectStreamTransport(ncclComm* comm, int peer) {
+  const PeerInfo& self = comm->peers[comm->rank];
+  for (auto& t : comm->transports)
+    if (!t->sharesMemory() && t->canConnect(self, comm->peers[peer])) return t.get();
+  return nullptr;
+}
+
 Deadline deadlineFromNow(const ncclComm* comm) {
   return Clock::now() + std::chrono::microseconds(
                             static_cast<int64_t>(comm->settings.timeoutSeconds * 1e6));

@@ -40,10 +40,10 @@ struct CommSettings {
   int64_t sleepNanos = 50000;
   int spinPolls = 64;  // polls before the first yield; set at init from ranks per core
   bool checkCalls = false;  // BRAID_CHECK=1: ranks compare their collectives before running them
-  // BRAID_EXECUTOR=lanes: host buffers run through the plan interpreter of the
-  // device executor (src/runtime/lanes) on host threads, where every rank is on
-  // this host; otherwise (and by default) the host executor runs them.
-  bool laneExecutor = false;
+  // BRAID_DEVICE_ENGINE=kernels: device buffers of communicators whose ranks
+  // share a host run as plan kernels; by default (staged) they are staged
+  // through pinned memory and run by the host runner.
+  bool deviceKernels = false;
   std::string name;
 };
 
@@ -99,7 +99,7 @@ struct ncclComm {
   std::string initError;   // message of a failed nonblocking init
   std::string failure;     // what put the communicator in error (the first failure)
 
-  // The lane executor's FIFOs (BRAID_EXECUTOR=lanes), made by its first group.
+  // The engine's FIFOs and their ports, made by the first group that needs them.
   std::unique_ptr<braid::lanes::PortTable> lanePorts;
 
   // Device buffers: the proxy thread and staging memory, made by the first call
@@ -128,6 +128,8 @@ void setCommError(ncclComm* comm, const Result& r);
 
 // The transport for a pair of ranks: the first of comm->transports that can join them.
 Transport* selectTransport(ncclComm* comm, int peer);
+// The first transport that joins the pair by a byte stream (TCP, IB), or null.
+Transport* selectStreamTransport(ncclComm* comm, int peer);
 
 Deadline deadlineFromNow(const ncclComm* comm);
 

@@ -39,8 +39,8 @@ ConnectRequest makeRequest(ncclComm* comm, int peer, int channel) {
 
 uint32_t tagFor(int channel) { return kTagConnectBase + static_cast<uint32_t>(channel); }
 
-Result transportFor(ncclComm* comm, int peer, Transport** out, uint32_t* index) {
-  Transport* t = selectTransport(comm, peer);
+Result transportFor(ncclComm* comm, int peer, bool stream, Transport** out, uint32_t* index) {
+  Transport* t = stream ? selectStreamTransport(comm, peer) : selectTransport(comm, peer);
   if (!t) return fail(ncclInternalError, "no transport can connect rank %d to rank %d", comm->rank, peer);
   for (uint32_t i = 0; i < comm->transports.size(); ++i)
     if (comm->transports[i].get() == t) *index = i;
@@ -75,7 +75,7 @@ Result listenPhase(const ConnectionNeed& n, std::vector<PendingRecv>* pending) {
   ncclComm* comm = n.comm;
   Transport* t = nullptr;
   uint32_t index = 0;
-  BRAID_TRY(transportFor(comm, n.peer, &t, &index));
+  BRAID_TRY(transportFor(comm, n.peer, n.stream, &t, &index));
   PendingRecv p{comm, n.peer, n.channel, nullptr};
   BRAID_TRY(listenWithFallback(comm, n, &t, &index, &p.endpoint));
   const Blob& blob = p.endpoint->blob();
@@ -94,29 +94,12 @@ Result listenPhase(const ConnectionNeed& n, std::vector<PendingRecv>* pending) {
 }
 
 // Waits for the receiver's connection message, and meanwhile watches what the
-// executor watches: abort, a failure notice from another rank, and whether the
+// engine watches: abort, a failure notice from another rank, and whether the
 // peer's process is still there, so that a rank killed during set-up is noticed
 // within a moment rather than at BRAID_TIMEOUT.
 Result awaitBlob(ncclComm* comm, const ConnectionNeed& n) {
-  const Deadline deadline = deadlineFromNow(comm);
-  const PeerInfo& self = comm->peers[comm->rank];
-  WaitDiagnosis diagnosis;
-  for (;;) {
-    diagnosis.poll([&] {
-      return "rank " + std::to_string(comm->rank) + " of " + std::to_string(comm->nranks) +
-             ": setting up connections, waiting for rank " + std::to_string(n.peer) + "'s connection message (channel " +
-             std::to_string(n.channel) + ")";
-    });
-    bool ready = false;
-    BRAID_TRY(comm->bootstrap->waitFor(n.peer, tagFor(n.channel), 100, &ready));
-    if (ready || Clock::now() >= deadline) return Result::success();  // recv() has the message or the error
-    if (comm->abortFlag) return fail(ncclSystemError, "rank %d: communicator aborted while connecting to rank %d", comm->rank, n.peer);
-    std::string notice;
-    if (comm->bootstrap->pollFailure(&notice))
-      return failureNoticeError(comm->rank, notice);
-    BRAID_TRY(checkPeerProcess(self, comm->peers[n.peer],
-                               "rank " + std::to_string(comm->rank) + " waited to connect to it"));
-  }
+  return awaitSetUpMessage(comm, n.peer, tagFor(n.channel),
+                           "connection message (channel " + std::to_string(n.channel) + ")");
 }
 
 // Phase 2: the sender attaches to the receiver's end.
@@ -131,7 +114,7 @@ Result connectPhase(const ConnectionNeed& n, const std::vector<PendingRecv>& pen
         memcpy(msg.blob, b.data(), b.size());
         uint32_t index = 0;
         Transport* t = nullptr;
-        BRAID_TRY(transportFor(comm, n.peer, &t, &index));
+        BRAID_TRY(transportFor(comm, n.peer, n.stream, &t, &index));
         msg.transport = index;
       }
   } else {
@@ -154,6 +137,25 @@ bool alreadyConnected(const ConnectionNeed& n) {
 }
 
 }  // namespace
+
+Result awaitSetUpMessage(ncclComm* comm, int peer, uint32_t tag, const std::string& what) {
+  const Deadline deadline = deadlineFromNow(comm);
+  const PeerInfo& self = comm->peers[comm->rank];
+  WaitDiagnosis diagnosis;
+  for (;;) {
+    diagnosis.poll([&] {
+      return "rank " + std::to_string(comm->rank) + " of " + std::to_string(comm->nranks) +
+             ": setting up connections, waiting for rank " + std::to_string(peer) + "'s " + what;
+    });
+    bool ready = false;
+    BRAID_TRY(comm->bootstrap->waitFor(peer, tag, 100, &ready));
+    if (ready || Clock::now() >= deadline) return Result::success();  // recv() has the message or the error
+    if (comm->abortFlag) return fail(ncclSystemError, "rank %d: communicator aborted while connecting to rank %d", comm->rank, peer);
+    std::string notice;
+    if (comm->bootstrap->pollFailure(&notice)) return failureNoticeError(comm->rank, notice);
+    BRAID_TRY(checkPeerProcess(self, comm->peers[peer], "rank " + std::to_string(comm->rank) + " waited to connect to it"));
+  }
+}
 
 Result connectAll(const std::vector<ConnectionNeed>& needs) {
   std::vector<ConnectionNeed> todo;

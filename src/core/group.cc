@@ -3,19 +3,14 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
-#include <set>
 #include <thread>
-#include <tuple>
 
 #include "core/comm.h"
-#include "core/connect.h"
 #include "core/call_check.h"
 #include "core/task_plan.h"
 #include "core/log.h"
 #include "runtime/device/device.h"
-#include "runtime/host/executor.h"
 #include "runtime/lanes/lane_executor.h"
-#include "schedule/generate.h"
 #include "tuning/planner.h"
 
 namespace braid {
@@ -30,139 +25,6 @@ struct GroupState {
 };
 
 thread_local GroupState tlsGroup;
-
-// Everything one group asks of one communicator.
-struct CommWork {
-  int index = 0;
-  size_t scratchBytes = 0;
-  std::map<LaneKey, LaneWork> peerLanes;  // concatenated across operations
-  std::vector<LaneWork> channelLanes;     // stage = the operation's position
-  int stages = 0;
-};
-
-void noteNeeds(ncclComm* comm, const Lane& lane, std::set<std::tuple<ncclComm*, int, int, bool>>* seen,
-               std::vector<ConnectionNeed>* needs) {
-  for (const Step& s : lane.steps) {
-    if (stepSends(s.kind) && seen->insert({comm, s.sendPeer, lane.channel, true}).second)
-      needs->push_back({comm, s.sendPeer, lane.channel, true});
-    if (stepReceives(s.kind) && seen->insert({comm, s.recvPeer, lane.channel, false}).second)
-      needs->push_back({comm, s.recvPeer, lane.channel, false});
-  }
-}
-
-LaneWork makeLaneWork(ncclComm* comm, const CommWork& cw, const Lane& lane, uint32_t opIndex, int stage) {
-  LaneWork lw;
-  lw.comm = comm;
-  lw.channel = lane.channel;
-  lw.stage = stage;
-  lw.commIndex = cw.index;
-  for (const Step& s : lane.steps) lw.steps.push_back({s, opIndex, nullptr, nullptr});
-  return lw;
-}
-
-// Plans every task and records the connections the plans need.
-void planTasks(const std::vector<Task>& tasks, HostWork* work, std::map<ncclComm*, CommWork>* perComm,
-               std::vector<ConnectionNeed>* needs) {
-  std::set<std::tuple<ncclComm*, int, int, bool>> seen;
-  std::vector<size_t> scratchOffset;
-  for (const Task& t : tasks) {
-    auto [it, added] = perComm->try_emplace(t.comm);
-    CommWork& cw = it->second;
-    if (added) cw.index = static_cast<int>(perComm->size()) - 1;
-    const uint32_t opIndex = static_cast<uint32_t>(work->ops.size());
-    Plan plan = generatePlan(shapeOf(t));
-    if (logEnabled(LogLevel::Trace, kLogColl))
-      BRAID_TRACE(kLogColl, "%s plan:\n%s", collectiveName(t.coll), describePlan(plan).c_str());
-    work->ops.push_back({static_cast<const char*>(t.sendbuff), static_cast<char*>(t.recvbuff), nullptr,
-                         typeSize(t.type), t.op, t.coll, t.count, t.type, t.sequence});
-    scratchOffset.push_back(cw.scratchBytes);
-    cw.scratchBytes += (plan.scratchElems * typeSize(t.type) + 63) & ~size_t(63);
-    bool usesChannels = false;
-    for (const Lane& lane : plan.lanes) {
-      noteNeeds(t.comm, lane, &seen, needs);
-      if (lane.key.kind == LaneKind::Channel) {
-        cw.channelLanes.push_back(makeLaneWork(t.comm, cw, lane, opIndex, cw.stages));
-        usesChannels = true;
-        continue;
-      }
-      auto [pl, fresh] = cw.peerLanes.try_emplace(lane.key, makeLaneWork(t.comm, cw, lane, opIndex, -1));
-      if (!fresh)
-        for (const Step& s : lane.steps) pl->second.steps.push_back({s, opIndex, nullptr, nullptr});
-    }
-    if (usesChannels) ++cw.stages;
-  }
-  // Scratch lives in the communicator and is reused by later groups.
-  for (auto& [comm, cw] : *perComm)
-    if (comm->scratch.size() < cw.scratchBytes) comm->scratch.resize(cw.scratchBytes);
-  for (size_t i = 0; i < tasks.size(); ++i)
-    work->ops[i].scratch = tasks[i].comm->scratch.data() + scratchOffset[i];
-}
-
-// Resolves every step's connections, now that they all exist.
-void bindConnections(HostWork* work, std::map<ncclComm*, CommWork>* perComm) {
-  std::set<SendConnection*> sends;
-  auto bind = [&](ncclComm* comm, LaneWork& lane) {
-    for (BoundStep& b : lane.steps) {
-      if (stepSends(b.step.kind)) {
-        b.send = comm->sendConns.at({b.step.sendPeer, lane.channel}).get();
-        sends.insert(b.send);
-      }
-      if (stepReceives(b.step.kind)) b.recv = comm->recvConns.at({b.step.recvPeer, lane.channel}).get();
-    }
-    work->lanes.push_back(std::move(lane));
-  };
-  for (auto& [comm, cw] : *perComm) {
-    for (auto& [key, lane] : cw.peerLanes) bind(comm, lane);
-    for (LaneWork& lane : cw.channelLanes) bind(comm, lane);
-  }
-  work->sends.assign(sends.begin(), sends.end());
-  work->ncomms = static_cast<int>(perComm->size());
-}
-
-Result prepareWork(const std::vector<Task>& tasks, HostWork* work) {
-  std::map<ncclComm*, CommWork> perComm;
-  std::vector<ConnectionNeed> needs;
-  planTasks(tasks, work, &perComm, &needs);
-  BRAID_TRY(connectAll(needs));
-  bindConnections(work, &perComm);
-  return Result::success();
-}
-
-// A rank that lost a peer tells the others, so that ranks waiting on someone
-// else fail within moments instead of at their timeout. A notice this rank only
-// received (no failed step of its own) is not passed on.
-Result runAndReport(HostWork& work) {
-  Result r = runHostWork(work);
-  if (!r.ok() && r.code() == ncclRemoteError && work.failedComm && work.failedComm->bootstrap)
-    work.failedComm->bootstrap->notifyFailure(r.message(), work.failedPeer, Clock::now() + std::chrono::seconds(1));
-  return r;
-}
-
-// A lone operation (the common case: no group around it) runs from the
-// communicator's plan cache; the first call of a shape plans and connects.
-Result runSingleTask(const Task& t) {
-  ncclComm* comm = t.comm;
-  const PlanKey key = planKeyOf(t);
-  CachedWork* cached = comm->planCache.find(key);
-  if (!cached) {
-    HostWork work;
-    BRAID_TRY(prepareWork({t}, &work));
-    cached = comm->planCache.insert(key, std::move(work));
-  }
-  // Planning sized comm->scratch for this plan (offset 0), and it never shrinks;
-  // a later group may have moved it, hence the rebinding.
-  rebindSingleOp(cached, t, comm->scratch.data());
-  return runAndReport(cached->work);
-}
-
-Result runTasks(const std::vector<Task>& tasks) {
-  // With NCCL_DEBUG_SUBSYS=TUNING every call is planned afresh, so that each one
-  // logs its choice.
-  if (tasks.size() == 1 && !logEnabled(LogLevel::Info, kLogTuning)) return runSingleTask(tasks.front());
-  HostWork work;
-  BRAID_TRY(prepareWork(tasks, &work));
-  return runAndReport(work);
-}
 
 Result runInits(std::vector<std::function<Result()>>& inits) {
   if (inits.size() == 1) return inits[0]();
@@ -223,17 +85,11 @@ class DeviceWorkPause {
 };
 
 // What a communicator's proxy thread runs for the staged copies of its calls
-// on device buffers (src/runtime/device): the host path, on pinned memory.
-// Runs a group's work on host memory (host buffers, or device buffers staged in
-// pinned memory) with one choice of executor for both: the peers of one
-// collective may pass either kind of buffer.
-Result runHostExecutor(const std::vector<Task>& tasks) {
-  return laneExecutorApplies(tasks) ? runLaneGroup(tasks) : runTasks(tasks);
-}
-
+// on device buffers (src/runtime/device): the same engine as host buffers, on
+// pinned memory (the peers of one collective may pass either kind of buffer).
 Result runStagedTasks(const std::vector<Task>& tasks) {
   BRAID_TRY(checkCallsMatch(tasks));
-  return runHostExecutor(tasks);
+  return runLaneGroup(tasks);
 }
 
 // Ends the group: its state is reset whatever happens, its first recorded
@@ -275,7 +131,7 @@ Result runGroup(GroupState& g) {
     // connections are used by one call at a time, in issue order.
     DeviceWorkPause pause(tasks);
     r = checkCallsMatch(tasks);
-    if (r.ok()) r = runHostExecutor(tasks);
+    if (r.ok()) r = runLaneGroup(tasks);
   }
   if (!r.ok()) {
     for (const Task& t : tasks) setCommError(t.comm, r);

@@ -7,13 +7,13 @@
 #include <cstring>
 
 #include "core/env.h"
+#include "core/diagnosis_signal.h"
 #include "core/log.h"
 #include "core/peer_info.h"
 #include "transports/ib/ib_transport.h"
 #include "transports/inproc/inproc_transport.h"
 #include "transports/shm/shm_transport.h"
 #include "transports/tcp/tcp_transport.h"
-#include "runtime/host/diagnosis.h"
 #include "tuning/planner.h"
 
 namespace braid {
@@ -51,10 +51,11 @@ Result makeCommSettings(const ncclConfig_t* config, CommSettings* out) {
   s.yieldMicros = std::max<int64_t>(0, envInt("BRAID_YIELD_US", 5000));
   s.checkCalls = envInt("BRAID_CHECK", 0) != 0;
   s.sleepNanos = std::clamp<int64_t>(envInt("BRAID_SLEEP_NS", 50000), 0, 999999999);
-  const std::string executor = envString("BRAID_EXECUTOR", "host");
-  if (executor != "host" && executor != "lanes")
-    return fail(ncclInvalidArgument, "BRAID_EXECUTOR=%s: expected host (the default) or lanes", executor.c_str());
-  s.laneExecutor = executor == "lanes";
+  const std::string deviceEngine = envString("BRAID_DEVICE_ENGINE", "staged");
+  if (deviceEngine != "staged" && deviceEngine != "kernels")
+    return fail(ncclInvalidArgument, "BRAID_DEVICE_ENGINE=%s: expected staged (the default) or kernels",
+                deviceEngine.c_str());
+  s.deviceKernels = deviceEngine == "kernels";
   if (config) {
     if (config->magic != kConfigMagic || config->size < offsetof(ncclConfig_t, blocking) + sizeof(int))
       return fail(ncclInvalidArgument,

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "core/comm.h"
-
 namespace braid {
 
 PlanKey planKeyOf(const Task& t) {
@@ -15,40 +13,27 @@ PlanKey planKeyOf(const Task& t) {
   return k;
 }
 
-CachedWork* PlanCache::find(const PlanKey& key) {
-  for (auto& e : entries_) {
-    if (!(e->key == key)) continue;
-    e->lastUse = ++clock_;
-    for (LaneWork& lane : e->work.lanes) lane.next = 0;
-    return e.get();
+lanes::LaneGroup* PlanCache::find(const PlanKey& key) {
+  for (Entry& e : entries_) {
+    if (!(e.key == key)) continue;
+    e.lastUse = ++clock_;
+    return e.group.get();
   }
   return nullptr;
 }
 
-CachedWork* PlanCache::insert(const PlanKey& key, HostWork&& work) {
-  std::unique_ptr<CachedWork>* slot = nullptr;
+lanes::LaneGroup* PlanCache::insert(const PlanKey& key, std::unique_ptr<lanes::LaneGroup> group) {
+  Entry* slot = nullptr;
   if (entries_.size() < kEntries) {
-    slot = &entries_.emplace_back(std::make_unique<CachedWork>());
+    slot = &entries_.emplace_back();
   } else {
     slot = &*std::min_element(entries_.begin(), entries_.end(),
-                              [](const auto& a, const auto& b) { return a->lastUse < b->lastUse; });
-    *slot = std::make_unique<CachedWork>();
+                              [](const Entry& a, const Entry& b) { return a.lastUse < b.lastUse; });
   }
-  CachedWork& e = **slot;
-  e.key = key;
-  e.work = std::move(work);
-  e.lastUse = ++clock_;
-  for (LaneWork& lane : e.work.lanes) lane.next = 0;
-  return &e;
-}
-
-void rebindSingleOp(CachedWork* cached, const Task& t, char* scratch) {
-  BoundOp& op = cached->work.ops.front();
-  op.input = static_cast<const char*>(t.sendbuff);
-  op.output = static_cast<char*>(t.recvbuff);
-  op.scratch = scratch;
-  op.op = t.op;
-  op.sequence = t.sequence;
+  slot->key = key;
+  slot->group = std::move(group);
+  slot->lastUse = ++clock_;
+  return slot->group.get();
 }
 
 }  // namespace braid

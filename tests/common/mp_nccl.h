@@ -16,23 +16,20 @@ namespace mptest {
 constexpr int kBraidNcclVersion = 22707;
 
 // "shm": same-host shared memory (the default between processes of one host);
-// "tcp": shared memory disabled, so peers talk over sockets.
-// "shm", "tcp", or "lanes": shared memory run by the lane executor
-// (BRAID_EXECUTOR=lanes: the device executor's plan interpreter on host
-// threads); "lanes-2hosts" is "lanes" for ranks that put themselves on two
-// hosts (hostIdForTransport), bridged over TCP between them.
+// "tcp": shared memory disabled, so peers talk over sockets; "2hosts": ranks
+// that put themselves on two hosts (hostIdForTransport), shared memory within
+// one, FIFOs bridged over TCP between them.
 inline RankOptions transportOptions(const std::string& transport, int timeoutSeconds = 120) {
   RankOptions o;
   o.timeoutSeconds = timeoutSeconds;
   o.env.push_back({"NCCL_SHM_DISABLE", transport == "tcp" ? "1" : "0"});
-  if (transport == "lanes" || transport == "lanes-2hosts") o.env.push_back({"BRAID_EXECUTOR", "lanes"});
   return o;
 }
 
-// Inside a rank, before ncclCommInitRank: for "lanes-2hosts", even and odd
+// Inside a rank, before ncclCommInitRank: for "2hosts", even and odd
 // ranks on two hosts (BRAID_HOSTID).
 inline void hostIdForTransport(const std::string& transport, int rank) {
-  if (transport == "lanes-2hosts") setenv("BRAID_HOSTID", rank % 2 ? "mp-host-b" : "mp-host-a", 1);
+  if (transport == "2hosts") setenv("BRAID_HOSTID", rank % 2 ? "mp-host-b" : "mp-host-a", 1);
 }
 
 // Inside a rank: fail unless the NCCL in this process is braid.

@@ -252,6 +252,34 @@ struct LaneRun {
   int rank = 0;
 };
 
+// Every lane in turn on this thread until all are done; a lane whose turn
+// returns WouldBlock keeps its place. maxRounds rounds in which no lane
+// moved count as a hang (the lanes still running end TimedOut).
+void runInTurns(std::vector<std::unique_ptr<LaneRun>>& runs, uint64_t maxRounds) {
+  std::vector<bool> done(runs.size(), false);
+  size_t remaining = runs.size();
+  for (uint64_t idle = 0; remaining > 0 && idle < maxRounds;) {
+    bool moved = false;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      if (done[i]) continue;
+      exec::LaneExec& L = runs[i]->exec;
+      const uint64_t step = L.currentStep, lines = L.resumeLines;
+      const uint32_t phase = L.resumePhase;
+      runs[i]->status = exec::runLaneOnHost(L);
+      if (runs[i]->status != exec::ExecStatus::WouldBlock) {
+        done[i] = true;
+        --remaining;
+        moved = true;
+      } else if (L.currentStep != step || L.resumeLines != lines || L.resumePhase != phase) {
+        moved = true;
+      }
+    }
+    idle = moved ? 0 : idle + 1;
+  }
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (!done[i]) runs[i]->status = exec::ExecStatus::TimedOut;
+}
+
 }  // namespace
 
 std::string runInterpreter(const CollCase& c, const RunConfig& cfg, const std::vector<Plan>& plans,
@@ -313,17 +341,22 @@ std::string runInterpreter(const CollCase& c, const RunConfig& cfg, const std::v
       L.stageBytes = stageWords * 8;
       L.wait.maxPolls = cfg.maxPolls;
       L.wait.abortFlag = cfg.abortFlag;
+      L.wait.resumable = cfg.oneThread && cfg.resumable;
       runs.push_back(std::move(run));
     }
   }
 
-  std::vector<std::thread> threads;
-  threads.reserve(runs.size());
-  for (auto& run : runs) {
-    LaneRun* lr = run.get();
-    threads.emplace_back([lr] { lr->status = exec::runLaneOnHost(lr->exec); });
+  if (cfg.oneThread) {
+    runInTurns(runs, cfg.maxPolls);
+  } else {
+    std::vector<std::thread> threads;
+    threads.reserve(runs.size());
+    for (auto& run : runs) {
+      LaneRun* lr = run.get();
+      threads.emplace_back([lr] { lr->status = exec::runLaneOnHost(lr->exec); });
+    }
+    for (std::thread& t : threads) t.join();
   }
-  for (std::thread& t : threads) t.join();
 
   std::string err;
   if (statuses) statuses->clear();

@@ -78,11 +78,34 @@ TEST_P(ScheduleSweep, MatchesHostExecutorBitForBit) {
         cfg.protocol = proto;
         cfg.nslots = 2 + uint32_t(p % 2);
         EXPECT_EQ(runAndCompare(c, cfg, uint64_t(p) * 1000 + sz.count), "");
+        // The host runner's way: every lane of every rank taking turns on one
+        // thread, resuming where it stopped; as few slots as the schedules
+        // allow (bulk holds its received slot while it waits to send).
+        cfg.oneThread = true;
+        cfg.nslots = proto == Protocol::LL ? 1 : 2;
+        EXPECT_EQ(runAndCompare(c, cfg, uint64_t(p) * 1000 + sz.count), "") << "in turns on one thread";
         ++runs;
       }
     }
   }
   EXPECT_EQ(runs, 8 * 2 * 2);
+}
+
+// Turns on one thread work only because a lane gives its turn back where it
+// would wait: with lanes that wait in place the first wait never ends.
+TEST(PlanInterpreter, TurnsOnOneThreadNeedResumableLanes) {
+  CollCase c;
+  c.coll = Collective::AllReduce;
+  c.algorithm = Algorithm::Ring;
+  c.nranks = 3;
+  c.count = 300;
+  c.chunkElems = 16;
+  RunConfig cfg;
+  cfg.oneThread = true;
+  cfg.maxPolls = 1000;
+  EXPECT_EQ(runAndCompare(c, cfg, 7), "");
+  cfg.resumable = false;
+  EXPECT_NE(runAndCompare(c, cfg, 7).find("timed out"), std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllSchedules, ScheduleSweep, ::testing::ValuesIn(kSchedules),

@@ -10,7 +10,7 @@
 # BRAID_CUDA_ARCHS (e.g. "80;90") overrides the SM versions built.
 # A missing GPU fails the tests here rather than skipping them (BRAID_REQUIRE_GPU,
 # default 1; set it to 0 to allow skips, e.g. to try the script without a GPU).
-# Then every perf tool runs on device memory, checked, with both executors
+# Then every perf tool runs on device memory, checked, with both device engines
 # (BRAID_GPU_PERF_CHECK=0 skips that).
 set -euo pipefail
 
@@ -67,15 +67,15 @@ ctest -L gpu --output-on-failure || status=1
 # sharing the GPU(s), with the staged path and with the plan kernels. Set
 # BRAID_GPU_PERF_CHECK=0 to skip.
 if [ "${BRAID_GPU_PERF_CHECK:-1}" != 0 ]; then
-  for executor in host lanes; do
+  for engine in staged kernels; do
     for n in 2 4; do
       for tool in "${tools[@]}"; do
-        if BRAID_EXECUTOR=$executor BRAID_PROGRESS=0 ./bench/braidrun -n "$n" "./bench/$tool" \
-             -b 8 -e 8M -f 8 -n 5 -w 2 -c 1 --memory device >"perf-$tool-$executor-$n.log" 2>&1; then
-          echo "run.sh: ok: $tool, $n ranks, BRAID_EXECUTOR=$executor"
+        if BRAID_DEVICE_ENGINE=$engine BRAID_PROGRESS=0 ./bench/braidrun -n "$n" "./bench/$tool" \
+             -b 8 -e 8M -f 8 -n 5 -w 2 -c 1 --memory device >"perf-$tool-$engine-$n.log" 2>&1; then
+          echo "run.sh: ok: $tool, $n ranks, BRAID_DEVICE_ENGINE=$engine"
         else
-          echo "run.sh: FAILED: $tool, $n ranks, BRAID_EXECUTOR=$executor (see $build/perf-$tool-$executor-$n.log)"
-          tail -20 "perf-$tool-$executor-$n.log"
+          echo "run.sh: FAILED: $tool, $n ranks, BRAID_DEVICE_ENGINE=$engine (see $build/perf-$tool-$engine-$n.log)"
+          tail -20 "perf-$tool-$engine-$n.log"
           status=1
         fi
       done

@@ -9,7 +9,6 @@
 # block: rank r lives on host r / RANKS_PER_HOST; interleaved: on host r % HOSTS,
 # and the rings must then be reordered so that each host's ranks are adjacent.
 # Exit 77 (skip) where namespaces cannot be made (no privilege, no iproute2).
-# The environment passes on: BRAID_EXECUTOR=lanes runs the lane executor.
 set -u
 HOSTS=$1 PER=$2 BRAIDRUN=$3 TOOLS=$4 PLACE=${5:-block}
 N=$((HOSTS * PER))
@@ -65,8 +64,8 @@ for tool in all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf r
       if (r != p && ((same && t != "shm") || (!same && t != "tcp"))) print "rank " r " <- rank " p " via " t
     }' "$ERR" | sort -u)
   pairs=$(grep -c ' <- rank ' "$ERR")
-  # With BRAID_EXECUTOR=lanes, ranks of a host share lane FIFOs in shared
-  # memory ("lane FIFO ... (shm)") and connections only bridge hosts.
+  # Ranks of a host share lane FIFOs in shared memory ("lane FIFO ...
+  # (shm)"); connections only bridge hosts.
   shm=$(grep -cE ' via shm|lane FIFO .*\(shm\)' "$ERR") tcp=$(grep -c ' via tcp' "$ERR")
   # Both kinds must really occur where the layout has them.
   [ "$PER" -gt 1 ] && [ "$shm" -eq 0 ] && bad="$bad no shm connection within a host"

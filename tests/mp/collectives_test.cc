@@ -511,8 +511,8 @@ class CollectiveSuite {
 
 // ---- the GoogleTest cases -----------------------------------------------------------
 
-// transport "lanes": shared memory, run by the lane executor; "lanes-2hosts":
-// the same with ranks on two hosts, bridged over TCP (mp_nccl.h).
+// transport "2hosts": ranks on two hosts, shared memory within each, bridged
+// over TCP between them (mp_nccl.h).
 struct Case {
   const char* transport;
   int nranks;
@@ -542,9 +542,9 @@ TEST_P(MpCollectives, EveryCollectiveTypeOpCountAndLayout) {
 
 std::vector<Case> allCases() {
   std::vector<Case> cases;
-  for (const char* transport : {"shm", "tcp", "lanes"})
+  for (const char* transport : {"shm", "tcp"})
     for (int n : {1, 2, 3, 4, 8}) cases.push_back({transport, n});
-  for (int n : {2, 3, 4}) cases.push_back({"lanes-2hosts", n});
+  for (int n : {2, 3, 4}) cases.push_back({"2hosts", n});
   return cases;
 }
 

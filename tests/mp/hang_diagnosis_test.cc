@@ -131,18 +131,6 @@ TEST(MpHangDiagnosis, Sigusr1PrintsWhatAWaitingRankWaitsFor) {
   });
 }
 
-TEST(MpHangDiagnosis, Sigusr1PrintsWhatAWaitingLaneWaitsFor) {
-  pokeRankWaitingForALateAllReduce(
-      true,
-      [](const std::string& printed) {
-        MP_EXPECT(printed.find("braid diagnosis: rank 0 of 2") != std::string::npos &&
-                      printed.find("op #2 AllReduce(count=64, float32)") != std::string::npos &&
-                      printed.find("rank 1 (lane executor)") != std::string::npos,
-                  "SIGUSR1 printed no lane executor diagnosis:\n%s", printed.c_str());
-      },
-      "lanes");
-}
-
 // SIGUSR1 while a rank is still creating its communicator (the other rank is
 // late): it must neither kill the rank nor be lost, but say where it waits.
 TEST(MpHangDiagnosis, Sigusr1DuringCreationPrintsAndDoesNotKill) {

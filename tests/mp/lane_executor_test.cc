@@ -1,9 +1,9 @@
-// The lane executor (BRAID_EXECUTOR=lanes, src/runtime/lanes): what its
-// correctness suites (mp_collectives_test, mp_algorithms_test,
-// mp_peer_failure_test and threads_collectives_test with "lanes") cannot show:
-// that it really runs (its FIFOs, of both protocols, appear in the log), that it
-// bridges FIFOs between hosts over TCP, that a bad value is refused, and
-// that one thread driving every rank of ncclCommInitAll through one group works.
+// The engine's host runner (src/runtime/lanes): what the correctness suites
+// (mp_collectives_test, mp_algorithms_test, mp_peer_failure_test,
+// threads_collectives_test) cannot show: that its FIFOs, of both protocols,
+// appear in the log, that it bridges FIFOs between hosts over TCP, that a
+// bad BRAID_DEVICE_ENGINE is refused, and that one thread driving every rank
+// of ncclCommInitAll through one group works.
 #include <gtest/gtest.h>
 #include <nccl.h>
 
@@ -35,13 +35,12 @@ void twoAllReduces(ncclComm_t comm, int rank, int nranks) {
   }
 }
 
-// Runs twoAllReduces on `nranks` ranks with the lane executor asked for and
-// INIT logging on; `twoHosts` puts odd and even ranks on two "hosts"
+// Runs twoAllReduces on `nranks` ranks with INIT logging on; `twoHosts` puts odd and even ranks on two "hosts"
 // (BRAID_HOSTID). Returns every rank's log lines.
 std::vector<std::string> runLogged(int nranks, bool twoHosts) {
   char dir[] = "/tmp/braid_lanes_log_XXXXXX";
   if (mkdtemp(dir) == nullptr) return {};
-  mptest::RankOptions o = mptest::transportOptions("lanes", 60);
+  mptest::RankOptions o = mptest::transportOptions("shm", 60);
   o.env.push_back({"NCCL_DEBUG", "INFO"});
   o.env.push_back({"NCCL_DEBUG_SUBSYS", "INIT"});
   o.env.push_back({"NCCL_DEBUG_FILE", std::string(dir) + "/rank.%p.log"});
@@ -72,9 +71,9 @@ TEST(MpLaneExecutor, JobsSpanningHostsBridgeFifosOverTheNetwork) {
   EXPECT_GT(countContaining(lines, "(shm)"), 0u) << "no lane FIFO within a host used shared memory";
 }
 
-TEST(MpLaneExecutor, UnknownExecutorIsRefusedAtInit) {
+TEST(MpLaneExecutor, UnknownDeviceEngineIsRefusedAtInit) {
   mptest::RankOptions o = mptest::transportOptions("shm", 60);
-  o.env.push_back({"BRAID_EXECUTOR", "gpu-please"});
+  o.env.push_back({"BRAID_DEVICE_ENGINE", "gpu-please"});
   mptest::runRanks(
       2,
       [](int rank, int nranks, const ncclUniqueId& id) {
@@ -82,7 +81,7 @@ TEST(MpLaneExecutor, UnknownExecutorIsRefusedAtInit) {
         const ncclResult_t r = ncclCommInitRank(&comm, nranks, id, rank);
         MP_CHECK(r == ncclInvalidArgument, "ncclCommInitRank returned %d, want ncclInvalidArgument", int(r));
         const std::string message = ncclGetLastError(nullptr);
-        MP_EXPECT(message.find("BRAID_EXECUTOR") != std::string::npos, "the error does not name the variable: %s",
+        MP_EXPECT(message.find("BRAID_DEVICE_ENGINE") != std::string::npos, "the error does not name the variable: %s",
                   message.c_str());
       },
       o);
@@ -92,7 +91,7 @@ TEST(MpLaneExecutor, UnknownExecutorIsRefusedAtInit) {
 // bulk), datatypes and point-to-point calls: lanes of different operations share
 // FIFOs, so each operation's lanes must wait for the one before.
 TEST(MpLaneExecutor, GroupMixingSchedulesProtocolsAndTypes) {
-  mptest::RankOptions o = mptest::transportOptions("lanes", 60);
+  mptest::RankOptions o = mptest::transportOptions("shm", 60);
   o.env.push_back({"NCCL_ALGO", "allreduce:tree;allgather:ring"});
   o.env.push_back({"BRAID_NCHANNELS", "2"});
   mptest::runRanks(
@@ -131,10 +130,8 @@ TEST(MpLaneExecutor, GroupMixingSchedulesProtocolsAndTypes) {
 TEST(LaneExecutorOneThread, GroupOverEveryRankOfCommInitAll) {
   constexpr int kRanks = 4;
   constexpr size_t kSmall = 13, kLarge = 70001;
-  ASSERT_EQ(setenv("BRAID_EXECUTOR", "lanes", 1), 0);
   std::vector<ncclComm_t> comms(kRanks);
   ASSERT_EQ(ncclCommInitAll(comms.data(), kRanks, nullptr), ncclSuccess) << ncclGetLastError(nullptr);
-  unsetenv("BRAID_EXECUTOR");
   std::vector<std::vector<float>> in(kRanks), sum(kRanks);
   std::vector<std::vector<int32_t>> mine(kRanks), all(kRanks);
   for (int r = 0; r < kRanks; ++r) {

@@ -151,7 +151,7 @@ TEST_P(MpPeerFailure, AbortFromAnotherThreadEndsAWaitingCall) {
       opts);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, MpPeerFailure, ::testing::Values("shm", "tcp", "lanes", "lanes-2hosts"),
+INSTANTIATE_TEST_SUITE_P(Transports, MpPeerFailure, ::testing::Values("shm", "tcp", "2hosts"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');

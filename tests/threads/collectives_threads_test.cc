@@ -185,32 +185,6 @@ INSTANTIATE_TEST_SUITE_P(Forms, ThreadAlgoSyntax,
                            return name + "_" + std::to_string(info.index);
                          });
 
-// ---- the lane executor -----------------------------------------------------------------
-
-// BRAID_EXECUTOR=lanes: the same calls run by the device executor's plan
-// interpreter on host threads, over FIFOs in this process's heap.
-const int kLaneRankCounts[] = {1, 2, 3, 5, 8};
-
-class ThreadLaneExecutor : public ::testing::TestWithParam<std::tuple<Coll, int>> {};
-
-TEST_P(ThreadLaneExecutor, MatchesLocalReference) {
-  const Coll coll = std::get<0>(GetParam());
-  const int nranks = std::get<1>(GetParam());
-  const std::vector<Call> calls = callsFor(coll, nranks);
-  threadtest::ThreadOptions o = optionsFor(nranks);
-  o.env.push_back({"BRAID_EXECUTOR", "lanes"});
-  threadtest::runThreadRanks(
-      nranks, [&calls](ncclComm_t comm, int rank, int n) { runCalls(comm, rank, n, calls); }, o);
-}
-
-INSTANTIATE_TEST_SUITE_P(All, ThreadLaneExecutor,
-                         ::testing::Combine(::testing::ValuesIn(kAllColls),
-                                            ::testing::ValuesIn(kLaneRankCounts)),
-                         [](const ::testing::TestParamInfo<std::tuple<Coll, int>>& info) {
-                           return nameOf(std::get<0>(info.param)) + "_P" +
-                                  std::to_string(std::get<1>(info.param));
-                         });
-
 // ---- repeated shapes --------------------------------------------------------------------
 
 // A lone call runs from its communicator's plan cache (src/core/plan_cache.h) from

@@ -129,6 +129,7 @@ class InprocTransport final : public Transport {
  public:
   const char* name() const override { return "inproc"; }
 
+  bool sharesMemory() const override { return true; }
   bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override {
     return self.processId == peer.processId;
   }

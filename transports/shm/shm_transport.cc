@@ -137,6 +137,7 @@ class ShmTransport final : public Transport {
 
   const char* name() const override { return "shm"; }
 
+  bool sharesMemory() const override { return true; }
   bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override {
     return !disabled_ && self.hostHash == peer.hostHash && self.shmDomain == peer.shmDomain &&
            self.processId != peer.processId;

@@ -59,7 +59,7 @@ Result proxyFor(ncclComm* comm, int device, DeviceProxy** out) {
     BRAID_TRY(proxy->start());
     comm->deviceProxy = std::move(proxy);
     BRAID_INFO(kLogInit, "rank %d: device calls on CUDA device %d (%s)", comm->rank, device,
-               comm->settings.laneExecutor ? "plan kernels where every rank is on this host, else staged"
+               comm->settings.deviceKernels ? "plan kernels where every rank is on this host, else staged"
                                            : "staged through pinned host memory");
   }
   if (comm->deviceProxy->device() != device)
@@ -194,7 +194,9 @@ Result captureOut(DeviceProxy* proxy, const CapturedJob& job, const std::vector<
 }  // namespace
 
 Result submitDeviceGroup(const std::vector<Task>& tasks, const StagedRunner& run) {
-  if (laneExecutorApplies(tasks) && lanesShareMemoryWithEveryPeer(tasks)) return launchDeviceLanes(tasks);
+  const bool kernels =
+      std::all_of(tasks.begin(), tasks.end(), [](const Task& t) { return t.comm->settings.deviceKernels; });
+  if (kernels && lanesShareMemoryWithEveryPeer(tasks)) return launchDeviceLanes(tasks);
   // Pinned allocations and event queries below are no stream work: they must
   // not fail (nor invalidate) a graph capture of this thread or another.
   CaptureModeRelaxed relaxed;

@@ -37,7 +37,7 @@ Result prepare(const std::vector<Task>& tasks, const std::vector<size_t>& mine, 
   c->stream = tasks[mine.front()].stream;
   for (size_t i : mine) {
     if (tasks[i].stream != c->stream)
-      return fail(ncclInvalidUsage, "rank %d: with BRAID_EXECUTOR=lanes a communicator's device calls in one "
+      return fail(ncclInvalidUsage, "rank %d: with BRAID_DEVICE_ENGINE=kernels a communicator's device calls in one "
                   "group must be on one stream", c->comm->rank);
     c->tasks.push_back(&tasks[i]);
   }
@@ -45,7 +45,7 @@ Result prepare(const std::vector<Task>& tasks, const std::vector<size_t>& mine, 
   BRAID_TRY(captureOf(c->stream, &capture));
   if (capture.active)
     return fail(ncclInvalidUsage, "rank %d: CUDA graph capture of device calls is not supported with "
-                "BRAID_EXECUTOR=lanes yet (unset it to capture the staged path)", c->comm->rank);
+                "BRAID_DEVICE_ENGINE=kernels yet (unset BRAID_DEVICE_ENGINE to capture the staged path)", c->comm->rank);
   return lanes::commProgramOf(c->tasks, &c->cp);
 }
 
@@ -75,7 +75,7 @@ void CUDART_CB checkFailures(void* arg) {
   for (const auto& [comm, proxy] : check->comms) {
     const uint32_t worst = proxy->words().takeLaneFailure();
     if (worst == 0) continue;
-    setCommError(comm, fail(ncclSystemError, "rank %d: a plan kernel lane ended with '%s' (BRAID_EXECUTOR=lanes)",
+    setCommError(comm, fail(ncclSystemError, "rank %d: a plan kernel lane ended with '%s' (BRAID_DEVICE_ENGINE=kernels)",
                             comm->rank, exec::execStatusName(exec::ExecStatus(worst))));
   }
 }

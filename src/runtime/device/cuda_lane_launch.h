@@ -1,4 +1,4 @@
-// Device buffers under BRAID_EXECUTOR=lanes where every rank is on this host:
+// Device buffers under BRAID_DEVICE_ENGINE=kernels where every rank is on this host:
 // the group's plans run as plan kernels (kernels/executor/plan_kernel.h) on
 // the users' streams, over FIFOs in device memory shared by pointer or CUDA
 // IPC. One launch per stream runs the lanes of every communicator whose calls

@@ -22,6 +22,8 @@ class CudaLaneMemory : public lanes::LaneMemory {
 
   // One provider: it shares by pointer within the process and by IPC beyond.
   lanes::FifoMemoryProvider& provider(bool) override { return *fifos_; }
+  // CUDA IPC reaches every GPU of the host, whatever NCCL_SHM_DISABLE says.
+  bool reaches(ncclComm* comm, int) const override { return lanes::PortTable::reachable(comm); }
 
   Result makePort(const exec::FifoView& fifo, exec::Port** out) override {
     const DeviceGuard guard(device_);

@@ -113,7 +113,7 @@ class DeviceProxy {
   // From a launch's host function (through its LaunchPort): no CUDA call.
   void submitLaunch(CapturedJob& job) noexcept;
 
-  // BRAID_EXECUTOR=lanes: the FIFOs of this communicator's plan kernels, in
+  // BRAID_DEVICE_ENGINE=kernels: the FIFOs of this communicator's plan kernels, in
   // device memory (made on first use), and their order: a kernel launched on
   // another stream than the previous one first waits for it, since both use
   // the same FIFOs and Ports.

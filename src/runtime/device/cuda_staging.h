@@ -56,7 +56,7 @@ class MappedWords {
   uint64_t launchPublished() const;  // the host's view
   void setAbort();
   // The worst status a device lane ended with since the last take (0: none);
-  // plan kernels raise it (BRAID_EXECUTOR=lanes).
+  // plan kernels raise it (BRAID_DEVICE_ENGINE=kernels).
   uint32_t takeLaneFailure() const;
   void leak() { host_ = nullptr; }  // a kernel may still read them
   const volatile uint64_t* devicePublished() const { return devicePublished_; }

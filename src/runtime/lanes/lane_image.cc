@@ -95,6 +95,7 @@ exec::LaneExec writeLane(const ImagePart& part, const PartLayout& pl, size_t i, 
     L.stageBytes = llStageBytes;
   }
   L.wait.abortFlag = part.abortWord;
+  L.wait.resumable = part.resumable;
   L.failure = part.failureWord;
   return L;
 }

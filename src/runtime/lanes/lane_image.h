@@ -27,6 +27,7 @@ struct ImagePart {
   std::vector<exec::OpBuffers> ops;  // buffers and reductions, at addresses the runner reaches
   PortOf portOf;
   const uint32_t* abortWord = nullptr;  // polled by every wait
+  bool resumable = false;               // host runner: waits return WouldBlock (WaitControl)
   uint32_t* failureWord = nullptr;      // optional: the worst failed status (CUDA kernel)
 };
 

@@ -42,16 +42,21 @@ bool sameShm(const PeerInfo& a, const PeerInfo& b) {
   return a.hostHash == b.hostHash && a.shmDomain == b.shmDomain;
 }
 
-bool remote(const ncclComm* comm, int peer) {
-  return !sameShm(comm->peers[size_t(comm->rank)], comm->peers[size_t(peer)]);
+}  // namespace
+
+bool LaneMemory::reaches(ncclComm* comm, int peer) const {
+  const Transport* t = selectTransport(comm, peer);
+  return t != nullptr && t->sharesMemory();
 }
 
 // Bridged FIFOs are bulk whatever the key's protocol: the proxy learns each
 // message's size from the slot (the lanes on both ends follow the FIFO).
-exec::FifoLayout layoutOf(const ncclComm* comm, const PortKey& key, const LaneLimits& limits) {
-  const exec::Protocol protocol = remote(comm, key.peer) ? exec::Protocol::Bulk : key.protocol;
+exec::FifoLayout PortTable::layoutOf(ncclComm* comm, const PortKey& key, const LaneLimits& limits) const {
+  const exec::Protocol protocol = isRemote(comm, key) ? exec::Protocol::Bulk : key.protocol;
   return exec::fifoLayout(protocol, uint32_t(comm->settings.nslots), payloadBytesOf(limits, key.channel, key.protocol));
 }
+
+namespace {
 
 const char* directionName(const PortKey& key) { return key.send ? "to" : "from"; }
 
@@ -68,28 +73,47 @@ FifoMemoryProvider& PortTable::providerFor(const ncclComm* comm, int peer) const
   return memory_->provider(sameProcess(comm->peers[size_t(comm->rank)], comm->peers[size_t(peer)]));
 }
 
+// The receiver makes the FIFO's memory and sends its blob. Where it cannot (a
+// full /dev/shm, say) it sends an empty blob instead, and both ends bridge
+// the FIFO over a network transport, with a warning rather than a failed job.
 Result PortTable::create(ncclComm* comm, const PortKey& key, const LaneLimits& limits) {
   const exec::FifoLayout layout = layoutOf(comm, key, limits);
   Entry e;
-  BRAID_TRY(providerFor(comm, key.peer).create(layout, 0, &e.memory));
-  BRAID_TRY(memory_->makePort(exec::fifoViewAt(e.memory->base(), layout), &e.port));
-  const std::string blob = e.memory->blob();
+  Result made = providerFor(comm, key.peer).create(layout, 0, &e.memory);
+  if (made.ok()) made = memory_->makePort(exec::fifoViewAt(e.memory->base(), layout), &e.port);
+  if (!made.ok()) BRAID_TRY(fallBackToBridge(comm, key, made));
+  const std::string blob = made.ok() ? e.memory->blob() : std::string();
   const uint32_t length = uint32_t(blob.size());
   BRAID_TRY(comm->bootstrap->send(key.peer, kTagLaneFifo, &length, sizeof(length)));
+  if (!made.ok()) return Result::success();
   BRAID_TRY(comm->bootstrap->send(key.peer, kTagLaneFifo, blob.data(), blob.size()));
   entries_[key] = std::move(e);
   logMade(comm, key, providerFor(comm, key.peer).name());
   return Result::success();
 }
 
+Result PortTable::fallBackToBridge(ncclComm* comm, const PortKey& key, const Result& why) {
+  const Transport* t = selectStreamTransport(comm, key.peer);
+  if (t == nullptr) return why;
+  BRAID_WARN("rank %d: %s; using the %s transport from rank %d instead (slower)", comm->rank, why.message().c_str(),
+             t->name(), key.peer);
+  bridged_.insert(key);
+  return Result::success();
+}
+
 Result PortTable::open(ncclComm* comm, const PortKey& key, const LaneLimits& limits) {
-  const exec::FifoLayout layout = layoutOf(comm, key, limits);
+  BRAID_TRY(awaitSetUpMessage(comm, key.peer, kTagLaneFifo, "lane FIFO (channel " + std::to_string(key.channel) + ")"));
   const Deadline deadline = deadlineFromNow(comm);
   uint32_t length = 0;
   BRAID_TRY(comm->bootstrap->recv(key.peer, kTagLaneFifo, &length, sizeof(length), deadline));
   if (length > 4096) return fail(ncclInternalError, "rank %d sent a lane FIFO blob of %u bytes", key.peer, length);
+  if (length == 0) {  // the receiver could not make it: bridged
+    bridged_.insert(key);
+    return Result::success();
+  }
   std::string blob(length, '\0');
   BRAID_TRY(comm->bootstrap->recv(key.peer, kTagLaneFifo, blob.data(), length, deadline));
+  const exec::FifoLayout layout = layoutOf(comm, key, limits);
   Entry e;
   BRAID_TRY(providerFor(comm, key.peer).open(blob, layout.totalBytes, &e.memory));
   BRAID_TRY(memory_->makePort(exec::fifoViewAt(e.memory->base(), layout), &e.port));
@@ -112,13 +136,13 @@ int PortTable::bridgeChannel(const PortKey& key) {
 std::vector<ConnectionNeed> PortTable::bridgeNeeds(ncclComm* comm, const std::vector<PortKey>& keys) const {
   std::vector<ConnectionNeed> needs;
   for (const PortKey& k : std::set<PortKey>(keys.begin(), keys.end()))
-    if (remote(comm, k.peer) && port(k) == nullptr) needs.push_back({comm, k.peer, bridgeChannel(k), k.send});
+    if (isRemote(comm, k) && port(k) == nullptr) needs.push_back({comm, k.peer, bridgeChannel(k), k.send, true});
   return needs;
 }
 
 Result PortTable::attachBridged(ncclComm* comm, const std::vector<PortKey>& keys, const LaneLimits& limits) {
   for (const PortKey& k : std::set<PortKey>(keys.begin(), keys.end()))
-    if (remote(comm, k.peer) && port(k) == nullptr) BRAID_TRY(bridge(comm, k, limits));
+    if (isRemote(comm, k) && port(k) == nullptr) BRAID_TRY(bridge(comm, k, limits));
   return bridge_ ? bridge_->start() : Result::success();
 }
 
@@ -137,7 +161,8 @@ Result PortTable::bridge(ncclComm* comm, const PortKey& key, const LaneLimits& l
   if (key.send) bridge_->addSend(view, comm->sendConns.at(ck).get(), key.peer);
   else bridge_->addRecv(view, comm->recvConns.at(ck).get(), key.peer);
   entries_[key] = std::move(e);
-  const std::string how = std::string("bridged over ") + selectTransport(comm, key.peer)->name() + ", bulk slots";
+  const std::string how = std::string("bridged over ") +
+                          selectStreamTransport(comm, key.peer)->name() + ", bulk slots";
   logMade(comm, key, how.c_str());
   return Result::success();
 }
@@ -155,11 +180,11 @@ Result PortTable::waitBridgeFlushed(Deadline deadline) const {
 namespace {
 
 // Same-host FIFOs not made yet, where this rank sends (or receives).
-std::set<PortKey> missingOf(const ncclComm* comm, const std::vector<PortKey>& keys, bool send,
+std::set<PortKey> missingOf(ncclComm* comm, const std::vector<PortKey>& keys, bool send,
                             const PortTable& table) {
   std::set<PortKey> missing;
   for (const PortKey& k : keys)
-    if (k.send == send && !remote(comm, k.peer) && table.port(k) == nullptr) missing.insert(k);
+    if (k.send == send && table.port(k) == nullptr && !table.isRemote(comm, k)) missing.insert(k);
   return missing;
 }
 

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "core/result.h"
@@ -31,6 +32,10 @@ class LaneMemory {
   // A Port (message count 0) for a FIFO end, in memory the lanes reach; it
   // lives as long as this object.
   virtual Result makePort(const exec::FifoView& fifo, exec::Port** out) = 0;
+  // Whether a FIFO with `peer` can live in memory both reach; else it is
+  // bridged over the network (host threads: where the pair's transport
+  // shares memory, so NCCL_SHM_DISABLE=1 sends it over TCP).
+  virtual bool reaches(ncclComm* comm, int peer) const;
 };
 
 // Heap or shm FIFOs and heap Ports, for host threads.
@@ -72,6 +77,12 @@ class PortTable {
   std::vector<std::pair<int, Result>> closedBridges() const;
   Result waitBridgeFlushed(Deadline deadline) const;
 
+  // Whether the FIFO is bridged over the network: its peer's memory is out of
+  // reach, or could not be made (fallBackToBridge).
+  bool isRemote(ncclComm* comm, const PortKey& key) const {
+    return !memory_->reaches(comm, key.peer) || bridged_.count(key) != 0;
+  }
+
   // The port of a connected FIFO end (stable address), or null.
   exec::Port* port(const PortKey& key) const;
 
@@ -83,11 +94,14 @@ class PortTable {
   Result create(ncclComm* comm, const PortKey& key, const LaneLimits& limits);
   Result open(ncclComm* comm, const PortKey& key, const LaneLimits& limits);
   FifoMemoryProvider& providerFor(const ncclComm* comm, int peer) const;
+  exec::FifoLayout layoutOf(ncclComm* comm, const PortKey& key, const LaneLimits& limits) const;
   void logMade(const ncclComm* comm, const PortKey& key, const char* how) const;
   Result bridge(ncclComm* comm, const PortKey& key, const LaneLimits& limits);
+  Result fallBackToBridge(ncclComm* comm, const PortKey& key, const Result& why);
 
   std::unique_ptr<LaneMemory> memory_;  // declared first: destroyed after the FIFOs
   std::map<PortKey, Entry> entries_;
+  std::set<PortKey> bridged_;  // same-host FIFOs whose memory could not be made
   std::unique_ptr<NetBridge> bridge_;  // declared last: stops before the FIFOs go
 };
 

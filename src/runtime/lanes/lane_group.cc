@@ -1,0 +1,111 @@
+#include "runtime/lanes/lane_group.h"
+
+#include <map>
+
+#include "core/comm.h"
+#include "core/connect.h"
+#include "runtime/lanes/comm_program.h"
+#include "runtime/lanes/lane_image.h"
+#include "runtime/lanes/port_table.h"
+
+namespace braid {
+namespace lanes {
+
+namespace {
+
+// Plans the communicator's calls and merges them into lanes.
+Result plan(CommRun& run) {
+  ncclComm* comm = run.comm;
+  std::vector<const Task*> tasks;
+  for (const Task& t : run.tasks) tasks.push_back(&t);
+  CommProgram cp;
+  BRAID_TRY(commProgramOf(tasks, &cp));
+  if (comm->scratch.size() < cp.scratchBytes) comm->scratch.resize(cp.scratchBytes);
+  run.scratchOffsets = std::move(cp.scratchOffsets);
+  run.program = std::move(cp.program);
+  if (!comm->lanePorts) comm->lanePorts = std::make_unique<PortTable>(makeHostLaneMemory());
+  return Result::success();
+}
+
+exec::OpBuffers opBuffersOf(const CommRun& run, size_t i) {
+  const Task& t = run.tasks[i];
+  return {static_cast<const char*>(t.sendbuff), static_cast<char*>(t.recvbuff),
+          run.comm->scratch.data() + run.scratchOffsets[i], t.op};
+}
+
+// Same-host FIFOs (offer, then accept, for every communicator), then the
+// connections and FIFOs of ranks on other hosts.
+Result connect(std::vector<std::unique_ptr<CommRun>>& comms) {
+  for (auto& c : comms) BRAID_TRY(c->comm->lanePorts->offer(c->comm, portsOf(c->program), limitsOf(c->comm)));
+  for (auto& c : comms) BRAID_TRY(c->comm->lanePorts->accept(c->comm, portsOf(c->program), limitsOf(c->comm)));
+  std::vector<ConnectionNeed> needs;
+  for (auto& c : comms) {
+    const auto more = c->comm->lanePorts->bridgeNeeds(c->comm, portsOf(c->program));
+    needs.insert(needs.end(), more.begin(), more.end());
+  }
+  if (!needs.empty()) BRAID_TRY(connectAll(needs));
+  for (auto& c : comms)
+    BRAID_TRY(c->comm->lanePorts->attachBridged(c->comm, portsOf(c->program), limitsOf(c->comm)));
+  return Result::success();
+}
+
+// Lays the communicator's lanes out in host memory, resumable, to run in
+// place. Every wait polls the communicator's abort flag itself.
+Result buildImage(CommRun& c) {
+  const PortTable& ports = *c.comm->lanePorts;
+  const uint64_t stage = llStageBytesOf(c.comm);
+  for (size_t i = 0; i < c.tasks.size(); ++i) c.ops.push_back(opBuffersOf(c, i));
+  ImagePart part;
+  part.program = &c.program;
+  part.ops = c.ops;
+  part.portOf = [&ports](const PortKey& k) { return ports.port(k); };
+  part.abortWord = const_cast<const uint32_t*>(&c.comm->abortFlag);
+  part.resumable = true;
+  const std::vector<ImagePart> parts = {part};
+  c.image.assign((laneImageBytes(parts, stage) + 7) / 8, 0);
+  c.opsOffset = opBuffersOffset(parts, stage, 0, 0);
+  return writeLaneImage(parts, stage, reinterpret_cast<uintptr_t>(c.image.data()), c.image.data());
+}
+
+}  // namespace
+
+Result prepareLaneGroup(const std::vector<Task>& tasks, LaneGroup* group) {
+  std::map<ncclComm*, CommRun*> byComm;
+  for (const Task& t : tasks) {
+    CommRun*& run = byComm[t.comm];
+    if (!run) {
+      group->comms.push_back(std::make_unique<CommRun>());
+      run = group->comms.back().get();
+      run->comm = t.comm;
+    }
+    run->tasks.push_back(t);
+  }
+  for (auto& c : group->comms) BRAID_TRY(plan(*c));
+  BRAID_TRY(connect(group->comms));
+  for (auto& c : group->comms) {
+    BRAID_TRY(buildImage(*c));
+    auto* lanes = reinterpret_cast<exec::LaneExec*>(c->image.data());
+    for (size_t i = 0; i < c->program.lanes.size(); ++i)
+      group->runs.push_back({c.get(), &c->program.lanes[i], &lanes[i]});
+  }
+  return Result::success();
+}
+
+void rebindLaneGroup(LaneGroup& group, const Task& t) {
+  CommRun& c = *group.comms.front();
+  c.tasks.front() = t;
+  // comm->scratch may have moved since (a larger group grew it).
+  c.ops.front() = opBuffersOf(c, 0);
+  *reinterpret_cast<exec::OpBuffers*>(reinterpret_cast<char*>(c.image.data()) + c.opsOffset) = c.ops.front();
+}
+
+int peerOfStep(const LaneRun& run, uint64_t step) {
+  if (step >= run.lane->bound.steps.size()) return -1;
+  const exec::ExecStep& s = run.lane->bound.steps[step];
+  if (s.recvPort >= 0) return run.lane->bound.recvPeers[size_t(s.recvPort)];
+  if (s.sendPort >= 0) return run.lane->bound.sendPeers[size_t(s.sendPort)];
+  return -1;
+}
+
+}  // namespace lanes
+}  // namespace braid
