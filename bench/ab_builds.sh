@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Same-run A/B of two builds of braid: all_reduce_perf of build A and build B
+# alternating, R rounds, each size's best out-of-place time kept per build;
+# prints time A, time B and B/A per size (below 1: B is faster).
+# Usage: bench/ab_builds.sh BUILD_A BUILD_B [--ranks N] [--mode shm|tcp|netns]
+#                           [--rounds R] [--min S] [--max S]
+# netns: ranks alternate between two network namespaces joined by a veth pair
+# (two "hosts", TCP between them; needs root and iproute2).
+set -euo pipefail
+A=$1 B=$2; shift 2
+RANKS=2 MODE=shm ROUNDS=2 MIN=8 MAX=64M
+while (($#)); do
+  case "$1" in
+    --ranks) RANKS=$2; shift 2 ;;
+    --mode) MODE=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
+    --min) MIN=$2; shift 2 ;;
+    --max) MAX=$2; shift 2 ;;
+    *) echo "ab_builds.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+out=$(mktemp -d)
+trap 'rm -rf "$out"; [ "$MODE" = netns ] && { ip netns del braidabA; ip netns del braidabB; } 2>/dev/null || true' EXIT
+if [ "$MODE" = netns ]; then
+  ip netns add braidabA; ip netns add braidabB
+  ip link add abva netns braidabA type veth peer name abvb netns braidabB
+  ip -n braidabA addr add 10.78.0.1/24 dev abva; ip -n braidabB addr add 10.78.0.2/24 dev abvb
+  for n in braidabA braidabB; do ip -n $n link set lo up; done
+  ip -n braidabA link set abva up; ip -n braidabB link set abvb up
+fi
+run() {  # build, output file
+  local bench=$1/bench args=(-b "$MIN" -e "$MAX" -f 2 -c 0 --memory host)
+  case "$MODE" in
+    shm) BRAID_PROGRESS=0 "$bench/braidrun" -n "$RANKS" "$bench/all_reduce_perf" "${args[@]}" ;;
+    tcp) NCCL_SHM_DISABLE=1 BRAID_PROGRESS=0 "$bench/braidrun" -n "$RANKS" "$bench/all_reduce_perf" "${args[@]}" ;;
+    netns) BRAID_PROGRESS=0 "$bench/braidrun" -n "$RANKS" sh -c 'export NCCL_COMM_ID=10.78.0.1:29878
+      [ $((BRAID_RANK % 2)) = 0 ] && ns=braidabA || ns=braidabB; exec ip netns exec $ns "$@"' sh \
+      "$bench/all_reduce_perf" "${args[@]}" ;;
+  esac >"$2" 2>&1
+}
+for r in $(seq "$ROUNDS"); do
+  run "$A" "$out/a$r"
+  run "$B" "$out/b$r"
+done
+best() { cat "$out"/$1* | awk '/^ +[0-9]/ { if (!($1 in t) || $6 < t[$1]) t[$1] = $6 } END { for (s in t) print s, t[s] }' | sort -n; }
+join <(best a) <(best b) | awk -v mode="$MODE" -v n="$RANKS" '
+  BEGIN { printf "%s, %d ranks: best out-of-place time (us)\n%12s %12s %12s %8s\n", mode, n, "bytes", "A", "B", "B/A" }
+  { printf "%12d %12.2f %12.2f %8.3f\n", $1, $2, $3, $3 / $2 }'
