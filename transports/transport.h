@@ -1,7 +1,7 @@
 // The one interface every transport implements.
 //
 // A connection is a one-way FIFO of `nslots` slots of `slotBytes` bytes between a
-// sender rank and a receiver rank, for one channel. The host executor fills
+// sender rank and a receiver rank, for one channel. The engine's network bridge fills
 // slots on the sending side and drains them on the receiving side; where memory
 // is shared (same process, same host) the slot lives where the receiver reads
 // it and the sender writes it in place; otherwise (TCP) progress() moves bytes.

@@ -4,7 +4,7 @@
 // Every benchmark run forks a peer process and connects two FIFOs:
 //   A: this process (rank 0) -> peer (rank 1): data / pings
 //   B: peer -> this process: acknowledgements / pongs
-// Both sides busy-poll progress(), as the host executor does while waiting.
+// Both sides busy-poll progress(), as the network bridge does.
 #include <arpa/inet.h>
 #include <benchmark/benchmark.h>
 #include <netinet/in.h>

@@ -8,12 +8,21 @@ namespace braid {
 namespace exec {
 
 // Receiver: waits for message port.seq+1 and checks it holds `bytes`.
+// A head seen earlier that already covers it saves the load (Port::seen).
 template <class G>
-BRAID_HD ExecStatus bulkWaitRecv(const Port& port, uint64_t bytes, const char** data, const G& g,
+BRAID_HD ExecStatus bulkWaitRecv(Port& port, uint64_t bytes, const char** data, const G& g,
                                  const WaitControl& w) {
   const uint64_t m = port.seq + 1;
   const FifoView& f = port.fifo;
-  ExecStatus st = waitUntil(w, [&] { return int64_t(loadAcquire(f.head) - m) >= 0; });
+  uint64_t head = port.seen;
+  ExecStatus st = ExecStatus::Ok;
+  if (int64_t(head - m) < 0) {
+    st = ExecStatus(g.agree(int32_t(waitUntil(w, [&] {
+      head = loadAcquire(f.head);
+      return int64_t(head - m) >= 0;
+    }))));
+    if (st == ExecStatus::Ok && g.tid() == 0) port.seen = head;
+  }
   // The size was stored before head's release, so the acquire above covers it.
   if (st == ExecStatus::Ok && f.sizes[m % f.nslots] != bytes) st = ExecStatus::SizeMismatch;
   *data = f.slot(m);

@@ -1,10 +1,11 @@
 // The arithmetic of one step, spread over a lane's threads, with the functor
 // src/reduce/op_dispatch.h chooses for the host loops too, so the bits agree
-// with the host executor's.
+// with theirs.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "reduce/op_dispatch.h"
 
@@ -24,6 +25,14 @@ BRAID_HD void forEach1(const G& g, T* d, const T* s, uint64_t n, F f) {
 
 template <class T, class G>
 BRAID_HD void copyElems(const G& g, T* d, const T* s, uint64_t n) {
+#if !defined(__CUDA_ARCH__)
+  // One host thread moves the whole step: libc's copy (no arithmetic, so the
+  // bits are those of the loop below).
+  if (g.size() == 1) {
+    if (d != s && n != 0) memmove(d, s, n * sizeof(T));
+    return;
+  }
+#endif
   for (uint64_t i = g.tid(); i < n; i += g.size()) d[i] = s[i];
 }
 

@@ -111,10 +111,15 @@ struct FifoView {
 };
 
 // One end of a FIFO, owned by the single lane that uses it: `seq` counts the
-// messages this end has moved (starts at the FIFO's base).
+// messages this end has moved (starts at the FIFO's base). `seen` is the
+// other end's counter as this end last loaded it (tail for a sender, head
+// for a bulk receiver; starts at the base too): while it already shows room
+// or a message, the counter's cache line, which the other end writes, is not
+// read again.
 struct Port {
   FifoView fifo;
   uint64_t seq = 0;
+  uint64_t seen = 0;
 };
 
 // Byte layout of one FIFO in a single allocation: counters on their own cache
@@ -178,14 +183,21 @@ inline void initFifoImage(char* image, const FifoLayout& l, uint64_t base) {
   }
 }
 
-// Sender: waits until message port.seq+1 has a free slot.
+// Sender: waits until message port.seq+1 has a free slot. Thread 0 keeps
+// the tail it saw (every thread reads `seen` before the barriers that come
+// before its next write).
 template <class G>
-BRAID_HD ExecStatus waitCredit(const Port& port, const G& g, const WaitControl& w) {
+BRAID_HD ExecStatus waitCredit(Port& port, const G& g, const WaitControl& w) {
   const uint64_t m = port.seq + 1;
   const FifoView& f = port.fifo;
-  const ExecStatus st =
-      waitUntil(w, [&] { return m - loadAcquire(f.tail) <= uint64_t(f.nslots); });
-  return ExecStatus(g.agree(int32_t(st)));
+  if (m - port.seen <= uint64_t(f.nslots)) return ExecStatus::Ok;
+  uint64_t tail = 0;
+  const ExecStatus st = ExecStatus(g.agree(int32_t(waitUntil(w, [&] {
+    tail = loadAcquire(f.tail);
+    return m - tail <= uint64_t(f.nslots);
+  }))));
+  if (st == ExecStatus::Ok && g.tid() == 0) port.seen = tail;
+  return st;
 }
 
 }  // namespace exec

@@ -106,6 +106,30 @@ BRAID_HD inline uint64_t waitWord(bool send, int32_t port, uint64_t message) {
          (message & kWaitMessageMask);
 }
 
+// Whether the message a lane published it waits for (waitingOn) is there:
+// its send slot is free, or its bulk message (its next LL line) arrived.
+// True when it published none (it waits for a stage, or has not started).
+// The host runner re-enters a waiting lane only then (a cheap poll), and the
+// watchdog judges a lost peer by it.
+BRAID_HD inline bool awaitedReady(const LaneExec& L) {
+  const uint64_t w = loadRelaxed(&L.waitingOn);
+  if ((w >> 63) == 0) return true;
+  const uint32_t port = uint32_t((w >> 48) & 0x3fff);
+  const uint64_t m = w & kWaitMessageMask;
+  // 48-bit differences: counters may start anywhere.
+  auto reached = [m](uint64_t counter) { return int64_t(((counter - m) & kWaitMessageMask) << 16) >= 0; };
+  if (((w >> 62) & 1) != 0) {
+    if (port >= L.nsendPorts) return true;
+    const Port& p = *L.sendPorts[port];
+    return reached(loadAcquire(p.fifo.tail) + p.fifo.nslots);
+  }
+  if (port >= L.nrecvPorts) return true;
+  const Port& p = *L.recvPorts[port];
+  if (p.fifo.protocol != Protocol::LL) return reached(loadAcquire(p.fifo.head));
+  const uint64_t* line = reinterpret_cast<const uint64_t*>(p.fifo.slot(m)) + L.resumeLines;
+  return llFlag(loadRelaxed(line)) == uint32_t(m);
+}
+
 // plan.cc's stepSends/stepReceives, usable on the device.
 BRAID_HD inline bool stepSendsKind(StepKind k) {
   return k == StepKind::Send || k == StepKind::RecvReduceSend || k == StepKind::RecvReduceCopySend ||
@@ -119,7 +143,7 @@ BRAID_HD T* bufferAt(const OpBuffers& o, Buffer b, uint64_t offset) {
   return reinterpret_cast<T*>(base) + offset;
 }
 
-// The step's arithmetic, as tryStep: `in` is the received message (null when
+// The step's arithmetic: `in` is the received message (null when
 // it receives nothing), `out` where its message goes (null when it sends).
 template <class T, class G>
 BRAID_HD void computeStep(const G& g, const OpBuffers& L, const ExecStep& s, const T* in, T* out) {

@@ -36,7 +36,7 @@ enum BootstrapTag : uint32_t {
   kTagSplit = 3,
   kTagFailure = 4,  // a rank tells the others that the job lost a peer
   kTagDiagnosis = 5,  // after a timeout, each rank tells rank 0 where it is
-  kTagLaneFifo = 6,   // the lane executor's FIFO blobs (src/runtime/lanes)
+  kTagLaneFifo = 6,   // the engine's FIFO blobs (src/runtime/lanes)
   kTagConnectBase = 0x1000,  // + channel, for transport blobs
 };
 

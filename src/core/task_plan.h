@@ -1,6 +1,6 @@
 // How one recorded call becomes a plan: the planner's inputs (identical on
 // every rank, so that all choose alike) and the schedule at the rank's
-// position. Shared by the host executor's group runner and the lane executor.
+// position. Used by the engine's lane programs and the cost model.
 #pragma once
 
 #include "core/task.h"

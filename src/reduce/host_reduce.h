@@ -1,5 +1,5 @@
 // Reductions on host memory for every NCCL datatype, and the description of a
-// reduction operator shared by the host and device executors.
+// reduction operator shared by the host loops and the plan interpreter.
 #pragma once
 
 #include <nccl.h>

@@ -1,6 +1,6 @@
 // A plan is the data a collective becomes: per rank, lanes of ordered steps.
-// Generators (pure functions, no I/O) produce it; the host executor (and later
-// the device executor) runs it; the symbolic checker proves it.
+// Generators (pure functions, no I/O) produce it; the plan interpreter
+// (kernels/executor) runs it; the symbolic checker proves it.
 #pragma once
 
 #include <cstddef>

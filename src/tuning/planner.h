@@ -57,7 +57,7 @@ PlanChoice choosePlanAmong(const TuningInput& in, uint8_t implemented, double* p
 void formatPlanChoice(const TuningInput& in, const PlanChoice& choice, const double* perAlgorithm,
                       char* buf, size_t len);
 
-// The lane executor's (and plan kernel's) protocol for a call whose largest
+// The plan interpreter's protocol for a call whose largest
 // buffer is opBytes: LL carries 4 data bytes per 8-byte line (twice the bytes
 // on the wire) but needs no flag after a fence (one alpha less per message),
 // so the model prefers it below alpha/beta bytes. NCCL_PROTO decides where it

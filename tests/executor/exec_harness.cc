@@ -157,7 +157,7 @@ std::vector<RankData> makeData(const CollCase& c, const std::vector<Plan>& plans
   return data;
 }
 
-// ---- the reference: tryStep's arithmetic over unbounded queues ----
+// ---- the reference: each step's arithmetic over unbounded queues ----
 
 std::string runReference(const CollCase& c, const std::vector<Plan>& plans, std::vector<RankData>* data) {
   const braid::RedOp op = redOpOf(c);
@@ -309,13 +309,13 @@ std::string runInterpreter(const CollCase& c, const RunConfig& cfg, const std::v
       for (int32_t peer : run->bound.sendPeers) {
         exec::Port p;
         p.fifo = fifo(r, peer, lane.channel);
-        p.seq = cfg.fifoBase;
+        p.seq = p.seen = cfg.fifoBase;
         run->sendPorts.push_back(p);
       }
       for (int32_t peer : run->bound.recvPeers) {
         exec::Port p;
         p.fifo = fifo(peer, r, lane.channel);
-        p.seq = cfg.fifoBase;
+        p.seq = p.seen = cfg.fifoBase;
         run->recvPorts.push_back(p);
       }
       const uint64_t stageWords = (payload + 7) / 8;

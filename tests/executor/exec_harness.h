@@ -1,10 +1,10 @@
 // Test harness of the plan interpreter (kernels/executor): generates the plans
 // of every rank of a collective, fills the ranks' buffers, and runs them
-//  - through the interpreter, one host thread per lane per rank, over FIFOs
-//    in heap memory (either protocol), and
-//  - through a reference that performs every step exactly as the host
-//    executor's tryStep (src/runtime/host/executor.cc) does, with hostCopy and
-//    hostReduce, over unbounded message queues,
+//  - through the interpreter, one host thread per lane per rank (as CUDA
+//    blocks run) or every lane in turns on one thread (as the host runner
+//    does), over FIFOs in heap memory (either protocol), and
+//  - through a reference that applies every step with hostCopy and
+//    hostReduce over unbounded message queues,
 // so that tests compare the two bit for bit.
 #pragma once
 
@@ -63,7 +63,7 @@ std::vector<braid::Plan> makePlans(const CollCase& c);
 // NaN, infinities and other bit patterns for floating types).
 std::vector<RankData> makeData(const CollCase& c, const std::vector<braid::Plan>& plans, uint64_t seed);
 
-// Runs the plans the host executor's way; "" or what went wrong.
+// Runs the plans through the reference; "" or what went wrong.
 std::string runReference(const CollCase& c, const std::vector<braid::Plan>& plans, std::vector<RankData>* data);
 
 // Runs the plans through the interpreter; "" when every lane returned Ok,

@@ -1,4 +1,4 @@
-// The lane executor's program builder (src/runtime/lanes/lane_program.h): how
+// The engine's lane program builder (src/runtime/lanes/lane_program.h): how
 // a group's plans become lanes. Pure code: plans from generatePlan, no FIFOs.
 #include <gtest/gtest.h>
 

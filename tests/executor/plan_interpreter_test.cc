@@ -1,4 +1,4 @@
-// The plan interpreter (kernels/executor) against the host executor's
+// The plan interpreter (kernels/executor) against the reference's
 // arithmetic (tests/executor/exec_harness.h), bit for bit: generated plans of
 // every collective and algorithm for 1..8 ranks, both protocols, odd counts
 // and chunks, all 12 datatypes for AllReduce with several operators.
@@ -54,7 +54,7 @@ class ScheduleSweep : public ::testing::TestWithParam<CollAlgo> {};
 // one and two channels, roots at both ends; float32 sum and int8 with the
 // reduction most likely to show a misplaced operand (max, or avg where it
 // means SumPostDiv at the final step).
-TEST_P(ScheduleSweep, MatchesHostExecutorBitForBit) {
+TEST_P(ScheduleSweep, MatchesReferenceBitForBit) {
   const CollAlgo ca = GetParam();
   struct Size {
     size_t count, chunk;
@@ -123,7 +123,7 @@ class AllReduceTypes : public ::testing::TestWithParam<ncclDataType_t> {};
 
 // Every datatype with sum, avg (PreMulSum for floating types, SumPostDiv for
 // integers), prod, max and min over the four allreduce schedules.
-TEST_P(AllReduceTypes, EveryOpMatchesHostExecutor) {
+TEST_P(AllReduceTypes, EveryOpMatchesReference) {
   const ncclDataType_t type = GetParam();
   const ncclRedOp_t ops[] = {ncclSum, ncclAvg, ncclProd, ncclMax, ncclMin};
   const Algorithm algos[] = {Algorithm::Ring, Algorithm::Tree, Algorithm::RecursiveDoubling,

@@ -2,7 +2,7 @@
 // wrapping and slots reused across many messages, partial lines never
 // consumed, abort and the wait bound ending waits, one and two slots, bulk
 // size checks; and a cross-check of the harness's reference against the real
-// host executor through the public API.
+// engine through the public API.
 #include <gtest/gtest.h>
 #include <nccl.h>
 
@@ -31,7 +31,7 @@ struct TestFifo {
     words.resize(layout.totalBytes / 8);
     initFifoImage(reinterpret_cast<char*>(words.data()), layout, base);
     send.fifo = recv.fifo = fifoViewAt(reinterpret_cast<char*>(words.data()), layout);
-    send.seq = recv.seq = base;
+    send.seq = recv.seq = send.seen = recv.seen = base;
   }
   uint64_t* line(uint64_t message, uint64_t i) {
     return reinterpret_cast<uint64_t*>(send.fifo.slot(message)) + i;
@@ -90,7 +90,7 @@ TEST(Protocol, LLOneSlotEverySchedule) {
 
 // Bulk reads the received slot in place, so a step that receives and sends
 // holds its slot while it waits to send: with one slot a ring deadlocks (as
-// the host executor would; it requires two). The wait bound turns that into
+// a bulk ring needs two). The wait bound turns that into
 // an error on every lane instead of a hang.
 TEST(Protocol, BulkOneSlotRingEndsByWaitBound) {
   CollCase c;
@@ -255,8 +255,8 @@ TEST(Protocol, LLLinePacking) {
   EXPECT_EQ(fifoLayout(Protocol::LL, 2, 20).slotStride, 64u);  // 5 lines, padded to a cache line
 }
 
-// The reference is the host executor's arithmetic: check it against the real
-// host executor (ncclCommInitAll, host buffers) where the result cannot depend
+// The reference's arithmetic: check it against the real engine
+// (ncclCommInitAll, host buffers) where the result cannot depend
 // on the schedule: integer sums and an allgather.
 TEST(Reference, AgreesWithPublicApi) {
   const int P = 4;

@@ -1,7 +1,7 @@
 // The plan interpreter's kernel (kernels/executor/plan_kernel.cu): the two
 // ranks of an allreduce run as blocks of one launch, on device buffers, over
 // FIFOs in device memory, with each protocol, for several datatypes (fp8 on
-// sm_90+; refused below); the outputs must equal the host executor's
+// sm_90+; refused below); the outputs must equal the reference's
 // arithmetic bit for bit (tests/executor/exec_harness.h). The GPU cases skip
 // without a GPU.
 #include <gtest/gtest.h>

@@ -26,7 +26,7 @@ size_t countContaining(const std::vector<std::string>& lines, const std::string&
 
 // A small (LL) and a large (bulk) allreduce, checked.
 void twoAllReduces(ncclComm_t comm, int rank, int nranks) {
-  for (size_t count : {size_t{16}, size_t{1} << 20}) {
+  for (size_t count : {size_t{4}, size_t{1} << 20}) {
     std::vector<float> send(count, float(rank + 1)), recv(count, -1.0f);
     MP_NCCL_CHECK(ncclAllReduce(send.data(), recv.data(), count, ncclFloat32, ncclSum, comm, nullptr));
     const float want = float(nranks * (nranks + 1) / 2);

@@ -259,7 +259,7 @@ TEST_F(Planner, IsCheapAndDeterministic) {
   EXPECT_EQ(again.predictedSeconds, first.predictedSeconds);
 }
 
-// The lane executor's protocol: LL below alpha/beta bytes of the call's
+// The plan interpreter's protocol: LL below alpha/beta bytes of the call's
 // transport class, bulk above; NCCL_PROTO overrides where it names one side
 // only; never LL above the LL slot.
 TEST_F(Planner, LaneProtocolFollowsAlphaOverBetaAndNcclProto) {

@@ -46,7 +46,7 @@ Result prepare(const std::vector<Task>& tasks, const std::vector<size_t>& mine, 
   if (capture.active)
     return fail(ncclInvalidUsage, "rank %d: CUDA graph capture of device calls is not supported with "
                 "BRAID_DEVICE_ENGINE=kernels yet (unset BRAID_DEVICE_ENGINE to capture the staged path)", c->comm->rank);
-  return lanes::commProgramOf(c->tasks, &c->cp);
+  return lanes::commProgramOf(c->tasks, lanes::LaneRunner::Device, &c->cp);
 }
 
 // Makes the FIFOs: every communicator offers before any accepts, as one

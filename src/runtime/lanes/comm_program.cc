@@ -25,9 +25,15 @@ uint64_t operationBytes(const Task& t) {
   return elems * typeSize(t.type);
 }
 
-exec::Protocol protocolOf(const Task& t, const LaneLimits& limits) {
-  return laneUsesLL(tuningInputOf(t), operationBytes(t), limits.llPayloadBytes) ? exec::Protocol::LL
-                                                                                  : exec::Protocol::Bulk;
+// On host threads an LL line costs a poll of its own and twice the bytes,
+// while a bulk slot's counter is one coherent cache line: measured on 2 ranks
+// over shm (docs/performance.md, "One engine"), LL is faster only up to 32 B.
+constexpr uint64_t kHostLLOpBytes = 32;
+
+exec::Protocol protocolOf(const Task& t, const LaneLimits& limits, LaneRunner runner) {
+  const uint64_t most = runner == LaneRunner::Host ? std::min(kHostLLOpBytes, limits.llPayloadBytes)
+                                                   : limits.llPayloadBytes;
+  return laneUsesLL(tuningInputOf(t), operationBytes(t), most) ? exec::Protocol::LL : exec::Protocol::Bulk;
 }
 
 }  // namespace
@@ -42,7 +48,7 @@ LaneLimits limitsOf(const ncclComm* comm) {
 
 uint64_t llStageBytesOf(const ncclComm* comm) { return (limitsOf(comm).llPayloadBytes + 7) / 8 * 8; }
 
-Result commProgramOf(const std::vector<const Task*>& tasks, CommProgram* out) {
+Result commProgramOf(const std::vector<const Task*>& tasks, LaneRunner runner, CommProgram* out) {
   if (tasks.empty()) return fail(ncclInternalError, "lane program of no call");
   std::vector<Plan> plans;
   std::vector<LaneOp> ops;
@@ -50,7 +56,7 @@ Result commProgramOf(const std::vector<const Task*>& tasks, CommProgram* out) {
   const LaneLimits limits = limitsOf(tasks.front()->comm);
   for (const Task* t : tasks) {
     plans.push_back(generatePlan(shapeOf(*t)));
-    ops.push_back({t->type, protocolOf(*t, limits)});
+    ops.push_back({t->type, protocolOf(*t, limits, runner)});
     cp.scratchOffsets.push_back(cp.scratchBytes);
     cp.scratchBytes += (plans.back().scratchElems * typeSize(t->type) + 63) & ~size_t(63);
   }

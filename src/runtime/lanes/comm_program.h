@@ -23,8 +23,12 @@ LaneLimits limitsOf(const ncclComm* comm);
 // Bytes of each LL staging buffer of a lane.
 uint64_t llStageBytesOf(const ncclComm* comm);
 
-// Plans `tasks` (one communicator's, in call order) and merges them into lanes.
-Result commProgramOf(const std::vector<const Task*>& tasks, CommProgram* out);
+// Who runs the lanes: host threads (the host runner) or CUDA blocks.
+enum class LaneRunner { Host, Device };
+
+// Plans `tasks` (one communicator's, in call order) and merges them into lanes
+// with the protocol that suits `runner` (alike on every rank).
+Result commProgramOf(const std::vector<const Task*>& tasks, LaneRunner runner, CommProgram* out);
 
 }  // namespace lanes
 }  // namespace braid

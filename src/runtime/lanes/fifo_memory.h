@@ -11,7 +11,7 @@
 //   CUDA blocks, same host        device memory, CUDA IPC handle
 //
 // No provider reaches ranks on other hosts: each end keeps its own FIFO and
-// the lane executor's network proxy moves the messages (net_bridge.h).
+// the engine's network bridge moves the messages (net_bridge.h).
 #pragma once
 
 #include <cstdint>

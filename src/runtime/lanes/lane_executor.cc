@@ -64,9 +64,11 @@ void rewind(lanes::LaneGroup& group) {
   }
 }
 
-// Runs the lane until it ends or would wait; true when it got anywhere.
+// Runs the lane until it ends or would wait; true when it got anywhere. A
+// lane that waits is only re-entered once what it waits for is there.
 bool turn(lanes::LaneRun& run) {
   exec::LaneExec& L = *run.exec;
+  if (!exec::awaitedReady(L)) return false;
   const uint64_t step = L.currentStep, lines = L.resumeLines;
   const uint32_t phase = L.resumePhase;
   run.status = exec::runLaneOnHost(L);
@@ -89,7 +91,7 @@ lanes::Stop laneFailure(const lanes::LaneRun& run) {
       return {fail(ncclInvalidUsage, "%s: rank %d sent a message of another size than this step expects: the "
                    "ranks called different operations or counts", where.c_str(), lanes::peerOfStep(run, at)), comm};
     default:
-      return {fail(ncclInternalError, "lane executor: %s: %s", where.c_str(), exec::execStatusName(run.status)),
+      return {fail(ncclInternalError, "engine: %s: %s", where.c_str(), exec::execStatusName(run.status)),
               comm};
   }
 }
@@ -131,7 +133,7 @@ Result runPrepared(lanes::LaneGroup& group) {
     return stop.why;
   }
   // A group ends once every message has left this process.
-  for (const auto& c : group.comms) BRAID_TRY(c->comm->lanePorts->waitBridgeFlushed(deadlineFromNow(c->comm)));
+  for (const auto& c : group.comms) BRAID_TRY(c->comm->lanePorts->waitBridgeFlushed(c->comm));
   return Result::success();
 }
 

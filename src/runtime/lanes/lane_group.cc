@@ -19,7 +19,7 @@ Result plan(CommRun& run) {
   std::vector<const Task*> tasks;
   for (const Task& t : run.tasks) tasks.push_back(&t);
   CommProgram cp;
-  BRAID_TRY(commProgramOf(tasks, &cp));
+  BRAID_TRY(commProgramOf(tasks, LaneRunner::Host, &cp));
   if (comm->scratch.size() < cp.scratchBytes) comm->scratch.resize(cp.scratchBytes);
   run.scratchOffsets = std::move(cp.scratchOffsets);
   run.program = std::move(cp.program);
@@ -93,10 +93,16 @@ Result prepareLaneGroup(const std::vector<Task>& tasks, LaneGroup* group) {
 
 void rebindLaneGroup(LaneGroup& group, const Task& t) {
   CommRun& c = *group.comms.front();
-  c.tasks.front() = t;
+  // The cache key fixed the rest of the call.
+  Task& mine = c.tasks.front();
+  mine.sendbuff = t.sendbuff;
+  mine.recvbuff = t.recvbuff;
+  mine.op = t.op;
+  mine.sequence = t.sequence;
   // comm->scratch may have moved since (a larger group grew it).
-  c.ops.front() = opBuffersOf(c, 0);
-  *reinterpret_cast<exec::OpBuffers*>(reinterpret_cast<char*>(c.image.data()) + c.opsOffset) = c.ops.front();
+  exec::OpBuffers& o = *reinterpret_cast<exec::OpBuffers*>(reinterpret_cast<char*>(c.image.data()) + c.opsOffset);
+  o = opBuffersOf(c, 0);
+  c.ops.front() = o;
 }
 
 int peerOfStep(const LaneRun& run, uint64_t step) {

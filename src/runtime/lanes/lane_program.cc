@@ -70,7 +70,7 @@ Result bindParts(const std::vector<LaneOp>& ops, const std::vector<LanePart>& pa
     pl.anyLL = pl.anyLL || protocol == exec::Protocol::LL;
     const std::string why = exec::appendLane(*p.lane, p.op, protocol, typeSize(ops[p.op].type),
                                              payloadBytesOf(limits, pl.bound.channel, protocol), &pl.bound);
-    if (!why.empty()) return fail(ncclInternalError, "lane executor: %s", why.c_str());
+    if (!why.empty()) return fail(ncclInternalError, "lane program: %s", why.c_str());
     const int32_t stage = stages.stageOf[p.op];
     if (p.lane->key.kind != LaneKind::Channel || stage < 0) continue;
     if (stage > 0) {

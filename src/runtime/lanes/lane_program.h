@@ -3,7 +3,7 @@
 // host thread or a CUDA block each run from start to end.
 //
 //   - Peer lanes (send/recv, all-to-all, gather, scatter) with equal keys are
-//     concatenated in call order, as the host executor does, so FIFO order
+//     concatenated in call order, so FIFO order
 //     matches on both ends.
 //   - Channel lanes with equal keys and channels are concatenated too; each operation's part
 //     of a lane first waits until every lane of the previous operation with

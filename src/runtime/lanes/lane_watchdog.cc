@@ -23,32 +23,15 @@ bool running(const LaneRun& run) { return !run.done && stepOf(run) < run.lane->b
 // lost peer's messages already in shared memory stay readable, so a rank that
 // has them finishes instead of failing. The lane publishes what it waits for
 // in one word (waitingOn), so a lane that just got its message is never
-// judged by the next one.
+// judged by the next one. (An LL message whose sender died halfway is left to
+// the timeout when the line the lane polls is one of those that came.)
 bool waitsOn(const LaneRun& run, int peer) {
   if (run.done) return false;
   const uint64_t w = exec::loadRelaxed(&run.exec->waitingOn);
   if ((w >> 63) == 0) return false;
-  const bool send = ((w >> 62) & 1) != 0;
-  const uint32_t port = uint32_t((w >> 48) & 0x3fff);
-  const uint64_t m = w & exec::kWaitMessageMask;
-  // 48-bit differences: counters may start anywhere.
-  auto reached = [m](uint64_t counter, uint64_t ahead) {
-    return int64_t(((counter + ahead - m) & exec::kWaitMessageMask) << 16) >= 0;
-  };
-  const auto& bound = run.lane->bound;
-  if (send) {
-    if (port >= bound.sendPeers.size() || bound.sendPeers[port] != peer) return false;
-    const exec::Port& p = *run.exec->sendPorts[port];
-    return !reached(exec::loadAcquire(p.fifo.tail), p.fifo.nslots);
-  }
-  if (port >= bound.recvPeers.size() || bound.recvPeers[port] != peer) return false;
-  const exec::Port& p = *run.exec->recvPorts[port];
-  if (p.fifo.protocol != exec::Protocol::LL) return !reached(exec::loadAcquire(p.fifo.head), 0);
-  // An LL message has arrived once its lines carry its flag; the first line
-  // says whether it started (a peer that died in the middle of one is left to
-  // the timeout: the message's size is not known here).
-  const uint64_t* line = reinterpret_cast<const uint64_t*>(p.fifo.slot(m));
-  return exec::llFlag(exec::loadRelaxed(line)) != uint32_t(m);
+  const size_t port = size_t((w >> 48) & 0x3fff);
+  const auto& peers = ((w >> 62) & 1) != 0 ? run.lane->bound.sendPeers : run.lane->bound.recvPeers;
+  return port < peers.size() && peers[port] == peer && !exec::awaitedReady(*run.exec);
 }
 
 // When one rank fails, it tells the others and then usually aborts, which

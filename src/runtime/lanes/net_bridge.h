@@ -42,7 +42,7 @@ class NetBridge {
   std::vector<std::pair<int, Result>> closedReceivers() const;
   // Returns once every message the lanes had posted when it was called has
   // left this process (or with the bridge's error, or at `deadline`): a group
-  // ends only then, as the host executor's does.
+  // ends only then.
   Result waitFlushed(std::chrono::steady_clock::time_point deadline) const;
 
  private:

@@ -128,7 +128,7 @@ void PortTable::logMade(const ncclComm* comm, const PortKey& k, const char* how)
 }
 
 int PortTable::bridgeChannel(const PortKey& key) {
-  // Past the host executor's channels (0..kPeerChannel): one connection per
+  // Past the plans' channels (0..kPeerChannel): one connection per
   // lane FIFO, so the bridge never has to say which FIFO a message is for.
   return kPeerChannel + 1 + 2 * key.channel + (key.protocol == exec::Protocol::LL ? 1 : 0);
 }
@@ -173,8 +173,8 @@ std::vector<std::pair<int, Result>> PortTable::closedBridges() const {
   return bridge_ ? bridge_->closedReceivers() : std::vector<std::pair<int, Result>>();
 }
 
-Result PortTable::waitBridgeFlushed(Deadline deadline) const {
-  return bridge_ ? bridge_->waitFlushed(deadline) : Result::success();
+Result PortTable::waitBridgeFlushed(const ncclComm* comm) const {
+  return bridge_ ? bridge_->waitFlushed(deadlineFromNow(comm)) : Result::success();
 }
 
 namespace {

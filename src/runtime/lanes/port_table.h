@@ -1,4 +1,4 @@
-// One communicator's FIFOs of the lane executor, made on first use and kept
+// One communicator's FIFOs of the engine, made on first use and kept
 // until the communicator goes: each FIFO end's Port (its message count) lives
 // here, so lanes of later groups continue where earlier ones stopped.
 #pragma once
@@ -75,7 +75,9 @@ class PortTable {
   // NetBridge's closedReceivers and waitFlushed.
   Result bridgeError() const;
   std::vector<std::pair<int, Result>> closedBridges() const;
-  Result waitBridgeFlushed(Deadline deadline) const;
+  // The deadline is the communicator's timeout, taken only when there is a
+  // bridge to wait for (a clock read per call costs small calls).
+  Result waitBridgeFlushed(const ncclComm* comm) const;
 
   // Whether the FIFO is bridged over the network: its peer's memory is out of
   // reach, or could not be made (fallBackToBridge).
