@@ -57,6 +57,16 @@ struct ConnectRequest {
 
 using Blob = std::vector<uint8_t>;
 
+// Slot memory a connection may move messages from, or into, in place of a ring
+// of its own: the engine's FIFO slots. The connection's slot k (k = 0, 1, ...
+// in posting or arrival order) is at base + ((k + first) % nslots) * stride.
+struct SlotMemory {
+  uint8_t* base = nullptr;
+  size_t stride = 0;
+  uint32_t nslots = 0;
+  uint32_t first = 0;
+};
+
 class SendConnection {
  public:
   virtual ~SendConnection() = default;
@@ -73,6 +83,13 @@ class SendConnection {
   // An error naming the peer if it is known to be gone (its process exited). Called
   // now and then while a step waits on this connection, so it may cost a system call.
   virtual Result checkPeer() { return Result::success(); }
+  // Sends from `slots` in place from now on (called before anything was
+  // posted): acquire() returns the slot there, and a slot may be written
+  // again once sentSlots() counts it. False where the transport keeps slot
+  // memory of its own (registered memory, say).
+  virtual bool useSlots(const SlotMemory& slots) { return false; }
+  // Slots posted so far that have left this process (with useSlots).
+  virtual uint64_t sentSlots() const { return 0; }
 };
 
 class RecvConnection {
@@ -86,6 +103,13 @@ class RecvConnection {
   virtual Result progress() = 0;
   // As SendConnection::checkPeer.
   virtual Result checkPeer() { return Result::success(); }
+  // Receives into `slots` in place from now on (called before anything
+  // arrived); a slot is read into only after release() gave it back. False
+  // where the transport keeps slot memory of its own.
+  virtual bool useSlots(const SlotMemory& slots) { return false; }
+  // Slot k (counting every slot from 0) and its size once it has arrived,
+  // until it is released; null otherwise.
+  virtual const void* arrived(uint64_t k, size_t* bytes) { return nullptr; }
 };
 
 class RecvEndpoint {

@@ -38,7 +38,16 @@ Result closedMidSlot(const std::string& peer) {
 
 SlotRing::SlotRing(size_t slotBytes_, int nslots_)
     : slotBytes(slotBytes_), stride(slotStride(slotBytes_)), nslots(static_cast<uint32_t>(nslots_)),
-      memory(stride * nslots, 4096) {}
+      memory(stride * nslots, 4096), base(memory.data()) {}
+
+bool SlotRing::adopt(const SlotMemory& slots) {
+  if (slots.base == nullptr || slots.nslots != nslots || slots.stride < slotBytes) return false;
+  base = slots.base;
+  stride = slots.stride;
+  first = slots.first;
+  memory = AlignedBuffer();
+  return true;
+}
 
 // ---- sender ---------------------------------------------------------------------
 
@@ -162,6 +171,12 @@ const void* TcpRecv::peek(size_t* bytes) {
 
 void TcpRecv::release() {
   if (released_ < received_) ++released_;
+}
+
+const void* TcpRecv::arrived(uint64_t k, size_t* bytes) {
+  if (k < released_ || k >= received_) return nullptr;
+  *bytes = sizes_[k % ring_.nslots];
+  return ring_.slot(k);
 }
 
 Result TcpRecv::progress() {

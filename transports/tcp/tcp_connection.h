@@ -23,16 +23,20 @@ namespace braid {
 
 using tcp::FrameHeader;
 
-// Geometry shared by both sides' local slot rings.
+// Geometry shared by both sides' local slot rings: memory of their own, or
+// the engine's FIFO slots they adopted (useSlots).
 struct SlotRing {
   SlotRing(size_t slotBytes, int nslots);
-  uint8_t* slot(uint64_t seq) const { return memory.data() + (seq % nslots) * stride; }
-  bool allocated() const { return memory.data() != nullptr; }
+  uint8_t* slot(uint64_t seq) const { return base + ((seq + first) % nslots) * stride; }
+  bool allocated() const { return base != nullptr; }
+  bool adopt(const SlotMemory& slots);
 
   size_t slotBytes;
   size_t stride;
   uint32_t nslots;
+  uint32_t first = 0;
   AlignedBuffer memory;
+  uint8_t* base;
 };
 
 class TcpSend final : public SendConnection {
@@ -43,6 +47,8 @@ class TcpSend final : public SendConnection {
   void post(size_t bytes) override;
   Result progress() override;
   bool flushed() const override { return sent_ == posted_; }
+  bool useSlots(const SlotMemory& slots) override { return posted_ == 0 && ring_.adopt(slots); }
+  uint64_t sentSlots() const override { return sent_; }
   bool allocated() const { return ring_.allocated(); }
 
  private:
@@ -71,6 +77,8 @@ class TcpRecv final : public RecvConnection {
   const void* peek(size_t* bytes) override;
   void release() override;
   Result progress() override;
+  bool useSlots(const SlotMemory& slots) override { return received_ == 0 && !sized_ && ring_.adopt(slots); }
+  const void* arrived(uint64_t k, size_t* bytes) override;
   bool allocated() const { return ring_.allocated(); }
 
  private:

@@ -96,15 +96,52 @@ lanes::Stop laneFailure(const lanes::LaneRun& run) {
   }
 }
 
-// Every lane in turn on this thread until all are done; the watchdog looks
-// in every 1024 idle rounds.
+// The network bridges of the group's communicators: pumped every round, and
+// the group ends only once they have sent everything.
+class Bridges {
+ public:
+  explicit Bridges(const lanes::LaneGroup& group) {
+    for (const auto& c : group.comms)
+      if (lanes::NetBridge* b = c->comm->lanePorts->bridge()) list_.push_back({b, c->comm});
+  }
+  bool pump() {
+    bool moved = false;
+    for (const Entry& e : list_) moved = e.bridge->pump() || moved;
+    return moved;
+  }
+  bool flushed() const {
+    for (const Entry& e : list_)
+      if (!e.bridge->flushed()) return false;
+    return true;
+  }
+  // A send that failed: the peer it went to is lost (told to the others).
+  lanes::Stop failure() const {
+    for (const Entry& e : list_)
+      if (!e.bridge->error().ok())
+        return {Result(e.bridge->error()).context("rank " + std::to_string(e.comm->rank)), e.comm, -1, true};
+    return {};
+  }
+
+ private:
+  struct Entry {
+    lanes::NetBridge* bridge;
+    ncclComm* comm;
+  };
+  std::vector<Entry> list_;
+};
+
+// Every lane in turn on this thread, and the bridges between them, until all
+// are done and sent; the watchdog looks in every 1024 idle rounds.
 lanes::Stop runTurns(lanes::LaneGroup& group) {
   lanes::LaneWatchdog watchdog(group);
+  Bridges bridges(group);
   Backoff backoff(group.comms.front()->comm->settings);
   size_t remaining = group.runs.size();
   unsigned idleRounds = 0;
-  while (remaining > 0) {
-    bool progressed = false;
+  while (remaining > 0 || !bridges.flushed()) {
+    bool progressed = bridges.pump();
+    lanes::Stop failed = bridges.failure();
+    if (!failed.why.ok()) return failed;
     for (lanes::LaneRun& run : group.runs) {
       if (run.done || !turn(run)) continue;
       progressed = true;
@@ -127,14 +164,10 @@ lanes::Stop runTurns(lanes::LaneGroup& group) {
 Result runPrepared(lanes::LaneGroup& group) {
   rewind(group);
   lanes::Stop stop = runTurns(group);
-  if (!stop.why.ok()) {
-    if (stop.notify && stop.comm && stop.comm->bootstrap)
-      stop.comm->bootstrap->notifyFailure(stop.why.message(), stop.lostPeer, Clock::now() + std::chrono::seconds(1));
-    return stop.why;
-  }
-  // A group ends once every message has left this process.
-  for (const auto& c : group.comms) BRAID_TRY(c->comm->lanePorts->waitBridgeFlushed(c->comm));
-  return Result::success();
+  if (stop.why.ok()) return Result::success();
+  if (stop.notify && stop.comm && stop.comm->bootstrap)
+    stop.comm->bootstrap->notifyFailure(stop.why.message(), stop.lostPeer, Clock::now() + std::chrono::seconds(1));
+  return stop.why;
 }
 
 // A lone call (the common case: no group around it) runs from the

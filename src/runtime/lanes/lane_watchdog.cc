@@ -176,12 +176,11 @@ Stop LaneWatchdog::check() {
   }
   for (const auto& c : group_.comms) {
     ncclComm* comm = c->comm;
-    Result bridge = comm->lanePorts->bridgeError();
-    if (!bridge.ok()) return stop(comm, bridge.context("rank " + std::to_string(comm->rank)), -1, true);
     Result lost;
     int peer = -1;
-    for (auto& [p, why] : comm->lanePorts->closedBridges())
-      if (lost.ok() && waitedOn(comm, p)) lost = why, peer = p;
+    if (const NetBridge* bridge = comm->lanePorts->bridge())
+      for (auto& [p, why] : bridge->closedReceivers())
+        if (lost.ok() && waitedOn(comm, p)) lost = why, peer = p;
     const PeerInfo& self = comm->peers[size_t(comm->rank)];
     for (const PeerInfo& info : comm->peers)
       if (lost.ok() && info.processId != self.processId && peerProcessGone(self, info) && waitedOn(comm, info.rank))

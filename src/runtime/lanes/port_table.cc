@@ -143,7 +143,7 @@ std::vector<ConnectionNeed> PortTable::bridgeNeeds(ncclComm* comm, const std::ve
 Result PortTable::attachBridged(ncclComm* comm, const std::vector<PortKey>& keys, const LaneLimits& limits) {
   for (const PortKey& k : std::set<PortKey>(keys.begin(), keys.end()))
     if (isRemote(comm, k) && port(k) == nullptr) BRAID_TRY(bridge(comm, k, limits));
-  return bridge_ ? bridge_->start() : Result::success();
+  return Result::success();
 }
 
 Result PortTable::bridge(ncclComm* comm, const PortKey& key, const LaneLimits& limits) {
@@ -165,16 +165,6 @@ Result PortTable::bridge(ncclComm* comm, const PortKey& key, const LaneLimits& l
                           selectStreamTransport(comm, key.peer)->name() + ", bulk slots";
   logMade(comm, key, how.c_str());
   return Result::success();
-}
-
-Result PortTable::bridgeError() const { return bridge_ ? bridge_->error() : Result::success(); }
-
-std::vector<std::pair<int, Result>> PortTable::closedBridges() const {
-  return bridge_ ? bridge_->closedReceivers() : std::vector<std::pair<int, Result>>();
-}
-
-Result PortTable::waitBridgeFlushed(const ncclComm* comm) const {
-  return bridge_ ? bridge_->waitFlushed(deadlineFromNow(comm)) : Result::success();
 }
 
 namespace {

@@ -67,17 +67,14 @@ class PortTable {
   // local memory and the bridge moves the messages over a transport
   // connection of their own, on channel bridgeChannel(key). bridgeNeeds says
   // which connections connectAll must make (for every communicator of the
-  // group at once); attachBridged then makes the FIFOs and starts the bridge.
+  // group at once); attachBridged then makes the FIFOs and adds them to the
+  // bridge.
   std::vector<ConnectionNeed> bridgeNeeds(ncclComm* comm, const std::vector<PortKey>& keys) const;
   Result attachBridged(ncclComm* comm, const std::vector<PortKey>& keys, const LaneLimits& limits);
   static int bridgeChannel(const PortKey& key);
-  // Success, or why the bridge stopped; closedBridges, waitBridgeFlushed as
-  // NetBridge's closedReceivers and waitFlushed.
-  Result bridgeError() const;
-  std::vector<std::pair<int, Result>> closedBridges() const;
-  // The deadline is the communicator's timeout, taken only when there is a
-  // bridge to wait for (a clock read per call costs small calls).
-  Result waitBridgeFlushed(const ncclComm* comm) const;
+  // The bridge of this communicator's FIFOs with other hosts (null when it
+  // has none), pumped by the runner of each group.
+  NetBridge* bridge() const { return bridge_.get(); }
 
   // Whether the FIFO is bridged over the network: its peer's memory is out of
   // reach, or could not be made (fallBackToBridge).
@@ -104,7 +101,7 @@ class PortTable {
   std::unique_ptr<LaneMemory> memory_;  // declared first: destroyed after the FIFOs
   std::map<PortKey, Entry> entries_;
   std::set<PortKey> bridged_;  // same-host FIFOs whose memory could not be made
-  std::unique_ptr<NetBridge> bridge_;  // declared last: stops before the FIFOs go
+  std::unique_ptr<NetBridge> bridge_;
 };
 
 }  // namespace lanes
