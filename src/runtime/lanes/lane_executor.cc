@@ -19,11 +19,15 @@ namespace {
 // Waiting polls (CommSettings::spinPolls times), then yields the core (so that
 // oversubscribed ranks, 8 on 2 cores, hand it straight to the peer they wait
 // for), and after BRAID_YIELD_US of fruitless waiting sleeps, so a rank stuck
-// on a slow peer stops burning a core.
+// on a slow peer stops burning a core. The spin is also capped in time, at
+// what spinPolls polls of memory take (50 ns each): a round that polls
+// sockets costs microseconds, and 2048 of them would hold the core for
+// milliseconds from a peer that shares it.
 class Backoff {
  public:
   explicit Backoff(const CommSettings& s)
       : spin_(static_cast<unsigned>(s.spinPolls)),
+        spinFor_(std::chrono::nanoseconds(5 * int64_t(s.spinPolls))),
         yieldFor_(std::chrono::microseconds(s.yieldMicros)),
         sleepNs_(static_cast<long>(s.sleepNanos)) {}
   void reset() {
@@ -31,12 +35,15 @@ class Backoff {
     sleeping_ = false;
   }
   void pause() {
-    ++idle_;
-    if (idle_ < spin_) return;
-    if (idle_ == spin_) idleSince_ = Clock::now();
-    // The clock is read once per 64 yields: it costs more than a yield that
-    // finds no one else to run.
-    if (!sleeping_ && (idle_ & 63) == 0 && Clock::now() - idleSince_ >= yieldFor_) sleeping_ = true;
+    if (idle_++ == 0) idleSince_ = Clock::now();
+    if (idle_ < spin_) {
+      // The clock is read once per 16 polls: it costs more than a poll.
+      if ((idle_ & 15) != 0 || Clock::now() - idleSince_ < spinFor_) return;
+      idle_ = spin_;
+    }
+    if (idle_ == spin_) yieldingSince_ = Clock::now();
+    // Once per 64 yields: a yield that finds no one else to run is cheap.
+    if (!sleeping_ && (idle_ & 63) == 0 && Clock::now() - yieldingSince_ >= yieldFor_) sleeping_ = true;
     if (!sleeping_) {
       sched_yield();
       return;
@@ -49,7 +56,8 @@ class Backoff {
   unsigned spin_;
   unsigned idle_ = 0;
   bool sleeping_ = false;
-  Clock::time_point idleSince_;
+  Clock::time_point idleSince_, yieldingSince_;
+  Clock::duration spinFor_;
   Clock::duration yieldFor_;
   long sleepNs_;
 };
@@ -104,11 +112,21 @@ class Bridges {
     for (const auto& c : group.comms)
       if (lanes::NetBridge* b = c->comm->lanePorts->bridge()) list_.push_back({b, c->comm});
   }
-  bool pump() {
+  // Every socket is read in a round after one that moved something and in
+  // one idle round of eight, the sockets of FIFOs a lane waits on in every
+  // round: a read is a system call, a FIFO poll a load.
+  bool pump(const std::vector<lanes::LaneRun>& runs) {
+    if (list_.empty()) return false;
+    const bool readSockets = busy_ || ++idle_ % 8 == 0;
+    awaited_.clear();
+    if (!readSockets)
+      for (const lanes::LaneRun& run : runs)
+        if (const uint64_t* head = awaitedHead(run)) awaited_.push_back(head);
     bool moved = false;
-    for (const Entry& e : list_) moved = e.bridge->pump() || moved;
+    for (const Entry& e : list_) moved = e.bridge->pump(readSockets, awaited_) || moved;
     return moved;
   }
+  void roundMoved(bool moved) { busy_ = moved; }
   bool flushed() const {
     for (const Entry& e : list_)
       if (!e.bridge->flushed()) return false;
@@ -127,7 +145,19 @@ class Bridges {
     lanes::NetBridge* bridge;
     ncclComm* comm;
   };
+  // The head of the FIFO a waiting lane expects a message on, or null.
+  static const uint64_t* awaitedHead(const lanes::LaneRun& run) {
+    if (run.done) return nullptr;
+    const uint64_t w = exec::loadRelaxed(&run.exec->waitingOn);
+    const uint32_t port = uint32_t((w >> 48) & 0x3fff);
+    if ((w >> 63) == 0 || ((w >> 62) & 1) != 0 || port >= run.exec->nrecvPorts) return nullptr;
+    return run.exec->recvPorts[port]->fifo.head;
+  }
+
   std::vector<Entry> list_;
+  std::vector<const uint64_t*> awaited_;
+  bool busy_ = true;
+  unsigned idle_ = 0;
 };
 
 // Every lane in turn on this thread, and the bridges between them, until all
@@ -139,7 +169,7 @@ lanes::Stop runTurns(lanes::LaneGroup& group) {
   size_t remaining = group.runs.size();
   unsigned idleRounds = 0;
   while (remaining > 0 || !bridges.flushed()) {
-    bool progressed = bridges.pump();
+    bool progressed = bridges.pump(group.runs);
     lanes::Stop failed = bridges.failure();
     if (!failed.why.ok()) return failed;
     for (lanes::LaneRun& run : group.runs) {
@@ -149,6 +179,7 @@ lanes::Stop runTurns(lanes::LaneGroup& group) {
       --remaining;
       if (run.status != exec::ExecStatus::Ok) return laneFailure(run);
     }
+    bridges.roundMoved(progressed);
     if (progressed) {
       backoff.reset();
       continue;

@@ -36,14 +36,22 @@ bool NetBridge::flushed() const {
   return true;
 }
 
-bool NetBridge::pump() {
+bool NetBridge::among(const uint64_t* head, const std::vector<const uint64_t*>& awaited) {
+  for (const uint64_t* a : awaited)
+    if (a == head) return true;
+  return false;
+}
+
+bool NetBridge::pump(bool readSockets, const std::vector<const uint64_t*>& awaited) {
   if (!error_.ok()) return false;
   bool moved = false;
   // Each half moves all it can: a burst of slots goes out in one pass.
   for (SendHalf& h : sends_)
     while (pump(h)) moved = true;
-  for (RecvHalf& h : recvs_)
-    while (pump(h)) moved = true;
+  for (RecvHalf& h : recvs_) {
+    const bool read = readSockets || among(h.fifo.head, awaited);
+    while (pump(h, read)) moved = true;
+  }
   return moved;
 }
 
@@ -74,9 +82,9 @@ bool NetBridge::pump(SendHalf& h) {
 }
 
 // Delivers the next arrived message, if the lane freed a slot for it.
-bool NetBridge::pump(RecvHalf& h) {
+bool NetBridge::pump(RecvHalf& h, bool readSocket) {
   if (!h.closed.ok()) return false;
-  Result r = h.conn->progress();
+  Result r = readSocket ? h.conn->progress() : Result::success();
   if (!r.ok()) {
     // Slots that arrived before a close were delivered first (the
     // connection reports the close only once they are consumed).

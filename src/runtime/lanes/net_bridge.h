@@ -28,8 +28,12 @@ class NetBridge {
   // connection carries this FIFO's messages only, and outlives the bridge.
   void addSend(const exec::FifoView& fifo, SendConnection* conn, int peer);
   void addRecv(const exec::FifoView& fifo, RecvConnection* conn, int peer);
-  // Moves what can move now; true when something did.
-  bool pump();
+  // Moves what can move now; true when something did. A receiving half reads
+  // its socket only with readSockets, or when its FIFO's head is among
+  // `awaited` (a lane waits for its next message); otherwise it delivers
+  // what already arrived: a read is a system call, which a runner polling
+  // FIFOs in a tight loop makes only where it is needed, and now and then.
+  bool pump(bool readSockets = true, const std::vector<const uint64_t*>& awaited = {});
   // Every message the lanes posted has left this process: a group ends only
   // then.
   bool flushed() const;
@@ -61,7 +65,8 @@ class NetBridge {
   };
 
   bool pump(SendHalf& h);
-  bool pump(RecvHalf& h);
+  bool pump(RecvHalf& h, bool readSocket);
+  static bool among(const uint64_t* head, const std::vector<const uint64_t*>& awaited);
   bool deliver(RecvHalf& h, const void* data, size_t bytes);
 
   std::vector<SendHalf> sends_;
