@@ -133,16 +133,35 @@ int PortTable::bridgeChannel(const PortKey& key) {
   return kPeerChannel + 1 + 2 * key.channel + (key.protocol == exec::Protocol::LL ? 1 : 0);
 }
 
+// A FIFO with a rank out of memory reach is bulk whatever its operations'
+// protocol, so LL and bulk operations share it: one connection per channel
+// and direction (a lane takes its operations in order, on both ends). A FIFO
+// bridged only because its memory could not be made keeps its own (the
+// other protocol's FIFO with that peer may be in shared memory).
+PortKey PortTable::bridgedKey(ncclComm* comm, const PortKey& k) const {
+  if (memory_->reaches(comm, k.peer)) return k;
+  PortKey b = k;
+  b.protocol = exec::Protocol::Bulk;
+  return b;
+}
+
 std::vector<ConnectionNeed> PortTable::bridgeNeeds(ncclComm* comm, const std::vector<PortKey>& keys) const {
+  std::set<PortKey> bridged;
+  for (const PortKey& k : keys)
+    if (isRemote(comm, k) && port(k) == nullptr) bridged.insert(bridgedKey(comm, k));
   std::vector<ConnectionNeed> needs;
-  for (const PortKey& k : std::set<PortKey>(keys.begin(), keys.end()))
-    if (isRemote(comm, k) && port(k) == nullptr) needs.push_back({comm, k.peer, bridgeChannel(k), k.send, true});
+  for (const PortKey& b : bridged)
+    if (port(b) == nullptr) needs.push_back({comm, b.peer, bridgeChannel(b), b.send, true});
   return needs;
 }
 
 Result PortTable::attachBridged(ncclComm* comm, const std::vector<PortKey>& keys, const LaneLimits& limits) {
-  for (const PortKey& k : std::set<PortKey>(keys.begin(), keys.end()))
-    if (isRemote(comm, k) && port(k) == nullptr) BRAID_TRY(bridge(comm, k, limits));
+  for (const PortKey& k : std::set<PortKey>(keys.begin(), keys.end())) {
+    if (!isRemote(comm, k) || port(k) != nullptr) continue;
+    const PortKey b = bridgedKey(comm, k);
+    if (port(b) == nullptr) BRAID_TRY(bridge(comm, b, limits));
+    if (b < k || k < b) entries_[k].port = port(b);  // shares b's FIFO (memory owned there)
+  }
   return Result::success();
 }
 

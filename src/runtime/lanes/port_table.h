@@ -97,6 +97,7 @@ class PortTable {
   void logMade(const ncclComm* comm, const PortKey& key, const char* how) const;
   Result bridge(ncclComm* comm, const PortKey& key, const LaneLimits& limits);
   Result fallBackToBridge(ncclComm* comm, const PortKey& key, const Result& why);
+  PortKey bridgedKey(ncclComm* comm, const PortKey& k) const;
 
   std::unique_ptr<LaneMemory> memory_;  // declared first: destroyed after the FIFOs
   std::map<PortKey, Entry> entries_;
