@@ -258,7 +258,7 @@ void destroyComm(ncclComm* comm) {
   // Device calls still queued run (or fail at once after an abort) while the
   // connections exist.
   owned->deviceProxy.reset();
-  // The lanes' network proxy uses connections: it stops first.
+  // The port table's network bridge uses connections: it goes first.
   owned->lanePorts.reset();
   // Connections go before the transports that made them.
   owned->sendConns.clear();

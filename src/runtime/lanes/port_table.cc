@@ -172,7 +172,7 @@ Result PortTable::bridge(ncclComm* comm, const PortKey& key, const LaneLimits& l
     return fail(ncclInternalError, "rank %d: no connection for the lane FIFO %s rank %d", comm->rank,
                 directionName(key), key.peer);
   Entry e;
-  // The proxy thread reads and writes it: host memory.
+  // The bridge reads and writes it on the host: host memory.
   BRAID_TRY(memory_->provider(true).create(layout, 0, &e.memory));
   BRAID_TRY(memory_->makePort(exec::fifoViewAt(e.memory->base(), layout), &e.port));
   if (!bridge_) bridge_ = std::make_unique<NetBridge>();
