@@ -112,12 +112,11 @@ class Bridges {
     for (const auto& c : group.comms)
       if (lanes::NetBridge* b = c->comm->lanePorts->bridge()) list_.push_back({b, c->comm});
   }
-  // Every socket is read in a round after one that moved something and in
-  // one idle round of eight, the sockets of FIFOs a lane waits on in every
-  // round: a read is a system call, a FIFO poll a load.
+  // The sockets of FIFOs a lane waits on are read in every round, the others
+  // in one round of eight: a read is a system call, a FIFO poll a load.
   bool pump(const std::vector<lanes::LaneRun>& runs) {
     if (list_.empty()) return false;
-    const bool readSockets = busy_ || ++idle_ % 8 == 0;
+    const bool readSockets = ++rounds_ % 8 == 0;
     awaited_.clear();
     if (!readSockets)
       for (const lanes::LaneRun& run : runs)
@@ -126,7 +125,6 @@ class Bridges {
     for (const Entry& e : list_) moved = e.bridge->pump(readSockets, awaited_) || moved;
     return moved;
   }
-  void roundMoved(bool moved) { busy_ = moved; }
   bool flushed() const {
     for (const Entry& e : list_)
       if (!e.bridge->flushed()) return false;
@@ -156,8 +154,7 @@ class Bridges {
 
   std::vector<Entry> list_;
   std::vector<const uint64_t*> awaited_;
-  bool busy_ = true;
-  unsigned idle_ = 0;
+  unsigned rounds_ = 0;
 };
 
 // Every lane in turn on this thread, and the bridges between them, until all
@@ -179,7 +176,6 @@ lanes::Stop runTurns(lanes::LaneGroup& group) {
       --remaining;
       if (run.status != exec::ExecStatus::Ok) return laneFailure(run);
     }
-    bridges.roundMoved(progressed);
     if (progressed) {
       backoff.reset();
       continue;

@@ -48,10 +48,7 @@ bool NetBridge::pump(bool readSockets, const std::vector<const uint64_t*>& await
   // Each half moves all it can: a burst of slots goes out in one pass.
   for (SendHalf& h : sends_)
     while (pump(h)) moved = true;
-  for (RecvHalf& h : recvs_) {
-    const bool read = readSockets || among(h.fifo.head, awaited);
-    while (pump(h, read)) moved = true;
-  }
+  for (RecvHalf& h : recvs_) moved = pump(h, readSockets || among(h.fifo.head, awaited)) || moved;
   return moved;
 }
 
@@ -82,26 +79,36 @@ bool NetBridge::pump(SendHalf& h) {
 }
 
 // Delivers the next arrived message, if the lane freed a slot for it.
+// Delivers what arrived, as far as the lane has free slots. The socket is
+// read once per call: one read takes in everything there is room for, and a
+// second would only say EAGAIN.
 bool NetBridge::pump(RecvHalf& h, bool readSocket) {
   if (!h.closed.ok()) return false;
-  Result r = readSocket ? h.conn->progress() : Result::success();
-  if (!r.ok()) {
-    // Slots that arrived before a close were delivered first (the
-    // connection reports the close only once they are consumed).
-    h.closed = r.context("network bridge, receiving from rank " + std::to_string(h.peer));
-    return false;
-  }
-  size_t bytes = 0;
-  if (h.inPlace) {
-    // The slots the lane consumed go back to the connection to read into.
-    bool moved = false;
+  bool moved = false;
+  // In place, the slots the lane consumed go back to the connection to read into.
+  if (h.inPlace)
     for (const uint64_t tail = exec::loadAcquire(h.fifo.tail); h.returned < tail; ++h.returned, moved = true)
       h.conn->release();
-    const void* data = h.conn->arrived(h.delivered, &bytes);
-    return (data != nullptr && deliver(h, data, bytes)) || moved;
+  if (readSocket) {
+    Result r = h.conn->progress();
+    if (!r.ok()) {
+      // Slots that arrived before a close were delivered first (the
+      // connection reports the close only once they are consumed).
+      h.closed = r.context("network bridge, receiving from rank " + std::to_string(h.peer));
+      return moved;
+    }
   }
-  const uint64_t m = h.delivered + 1;
-  if (m - exec::loadAcquire(h.fifo.tail) > uint64_t(h.fifo.nslots)) return false;
+  while (deliverNext(h)) moved = true;
+  return moved;
+}
+
+bool NetBridge::deliverNext(RecvHalf& h) {
+  size_t bytes = 0;
+  if (h.inPlace) {
+    const void* data = h.conn->arrived(h.delivered, &bytes);
+    return data != nullptr && deliver(h, data, bytes);
+  }
+  if (h.delivered + 1 - exec::loadAcquire(h.fifo.tail) > uint64_t(h.fifo.nslots)) return false;
   const void* data = h.conn->peek(&bytes);
   if (data == nullptr || !deliver(h, data, bytes)) return false;
   h.conn->release();

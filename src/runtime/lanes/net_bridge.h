@@ -67,6 +67,7 @@ class NetBridge {
   bool pump(SendHalf& h);
   bool pump(RecvHalf& h, bool readSocket);
   static bool among(const uint64_t* head, const std::vector<const uint64_t*>& awaited);
+  bool deliverNext(RecvHalf& h);
   bool deliver(RecvHalf& h, const void* data, size_t bytes);
 
   std::vector<SendHalf> sends_;
