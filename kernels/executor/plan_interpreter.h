@@ -308,11 +308,5 @@ BRAID_HD inline void rewindLane(LaneExec& L) {
   L.resumeLines = 0;
 }
 
-// A lane whose operations all have element type T.
-template <class T, class G>
-BRAID_HD ExecStatus runLane(const G& g, LaneExec& L) {
-  return runLaneWith(g, L, [&](const ExecStep& s) { return runStep<T>(g, L, s); });
-}
-
 }  // namespace exec
 }  // namespace braid

@@ -163,7 +163,6 @@ class IbSend final : public SendConnection {
   bool flushed() const override;
   Result checkPeer() override;
 
-  uint64_t postedSlots() const { return posted_; }
   const IbQpResources& resources() const { return *res_; }
 
  private:

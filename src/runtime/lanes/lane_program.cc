@@ -60,11 +60,6 @@ Result bindParts(const std::vector<LaneOp>& ops, const std::vector<LanePart>& pa
   pl.type = ops[parts.front().op].type;
   pl.bound.channel = parts.front().lane->channel;
   for (const LanePart& p : parts) {
-    if (limits.oneTypePerLane && ops[p.op].type != pl.type)
-      return fail(ncclInvalidUsage, "a lane would carry operations of two datatypes (%s and %s); the lane "
-                  "executor runs one datatype per lane", typeName(pl.type), typeName(ops[p.op].type));
-  }
-  for (const LanePart& p : parts) {
     const size_t first = pl.bound.steps.size();
     const exec::Protocol protocol = ops[p.op].protocol;
     pl.anyLL = pl.anyLL || protocol == exec::Protocol::LL;

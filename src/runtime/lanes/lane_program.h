@@ -41,9 +41,6 @@ struct LaneLimits {
   uint64_t llPayloadBytes = 64 * 1024;    // most bytes of one LL message
   uint64_t channelPayloadBytes = 512 * 1024;  // bulk slot of channel FIFOs
   uint64_t peerPayloadBytes = 512 * 1024;     // bulk slot of per-peer FIFOs
-  // The CUDA kernel runs a lane with one element type; host threads dispatch
-  // per step, so their lanes may mix datatypes.
-  bool oneTypePerLane = false;
 };
 
 // The most bytes one message may carry on a FIFO of `channel` with `protocol`:
@@ -62,7 +59,7 @@ struct PortKey {
 struct ProgramLane {
   exec::BoundLane bound;  // steps naming ops, ports naming (peer, protocol)
   bool anyLL = false;     // some step uses LL (the lane needs staging buffers)
-  ncclDataType_t type = ncclFloat32;  // of its first operation (of all, with oneTypePerLane)
+  ncclDataType_t type = ncclFloat32;  // of its first operation (a lane may mix datatypes)
   PortKey sendKey(size_t port) const;
   PortKey recvKey(size_t port) const;
 };
