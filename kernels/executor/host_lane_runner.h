@@ -9,5 +9,17 @@ namespace exec {
 
 inline ExecStatus runLaneOnHost(LaneExec& L) { return runMixedLane(HostGroup(), L); }
 
+// One turn of a lane on a thread that runs many: until it ends or, if
+// resumable, would wait. *moved: whether it got anywhere (it ended, or its
+// place changed), which tells the caller when to back off.
+inline ExecStatus runLaneTurn(LaneExec& L, bool* moved) {
+  const uint64_t step = L.currentStep, lines = L.resumeLines;
+  const uint32_t phase = L.resumePhase;
+  const ExecStatus st = runLaneOnHost(L);
+  *moved = st != ExecStatus::WouldBlock || L.currentStep != step || L.resumeLines != lines ||
+           L.resumePhase != phase;
+  return st;
+}
+
 }  // namespace exec
 }  // namespace braid

@@ -106,25 +106,41 @@ BRAID_HD inline uint64_t waitWord(bool send, int32_t port, uint64_t message) {
          (message & kWaitMessageMask);
 }
 
+// A waitingOn word taken apart.
+struct WaitTarget {
+  bool waiting = false;  // false: none published (a stage wait, or not started)
+  bool send = false;
+  uint32_t port = 0;
+  uint64_t message = 0;  // its low 48 bits
+};
+
+BRAID_HD inline WaitTarget waitTargetOf(uint64_t w) {
+  WaitTarget t;
+  t.waiting = (w >> 63) != 0;
+  t.send = ((w >> 62) & 1) != 0;
+  t.port = uint32_t((w >> 48) & 0x3fff);
+  t.message = w & kWaitMessageMask;
+  return t;
+}
+
 // Whether the message a lane published it waits for (waitingOn) is there:
 // its send slot is free, or its bulk message (its next LL line) arrived.
 // True when it published none (it waits for a stage, or has not started).
 // The host runner re-enters a waiting lane only then (a cheap poll), and the
 // watchdog judges a lost peer by it.
 BRAID_HD inline bool awaitedReady(const LaneExec& L) {
-  const uint64_t w = loadRelaxed(&L.waitingOn);
-  if ((w >> 63) == 0) return true;
-  const uint32_t port = uint32_t((w >> 48) & 0x3fff);
-  const uint64_t m = w & kWaitMessageMask;
+  const WaitTarget t = waitTargetOf(loadRelaxed(&L.waitingOn));
+  if (!t.waiting) return true;
+  const uint64_t m = t.message;
   // 48-bit differences: counters may start anywhere.
   auto reached = [m](uint64_t counter) { return int64_t(((counter - m) & kWaitMessageMask) << 16) >= 0; };
-  if (((w >> 62) & 1) != 0) {
-    if (port >= L.nsendPorts) return true;
-    const Port& p = *L.sendPorts[port];
+  if (t.send) {
+    if (t.port >= L.nsendPorts) return true;
+    const Port& p = *L.sendPorts[t.port];
     return reached(loadAcquire(p.fifo.tail) + p.fifo.nslots);
   }
-  if (port >= L.nrecvPorts) return true;
-  const Port& p = *L.recvPorts[port];
+  if (t.port >= L.nrecvPorts) return true;
+  const Port& p = *L.recvPorts[t.port];
   if (p.fifo.protocol != Protocol::LL) return reached(loadAcquire(p.fifo.head));
   const uint64_t* line = reinterpret_cast<const uint64_t*>(p.fifo.slot(m)) + L.resumeLines;
   return llFlag(loadRelaxed(line)) == uint32_t(m);

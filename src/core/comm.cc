@@ -84,17 +84,10 @@ void setCommError(ncclComm* comm, const Result& r) {
   comm->state.store(static_cast<int>(CommState::Failed));
 }
 
-Transport* selectTransport(ncclComm* comm, int peer) {
+Transport* selectTransport(ncclComm* comm, int peer, bool stream) {
   const PeerInfo& self = comm->peers[comm->rank];
   for (auto& t : comm->transports)
-    if (t->canConnect(self, comm->peers[peer])) return t.get();
-  return nullptr;
-}
-
-Transport* selectStreamTransport(ncclComm* comm, int peer) {
-  const PeerInfo& self = comm->peers[comm->rank];
-  for (auto& t : comm->transports)
-    if (!t->sharesMemory() && t->canConnect(self, comm->peers[peer])) return t.get();
+    if (!(stream && t->sharesMemory()) && t->canConnect(self, comm->peers[peer])) return t.get();
   return nullptr;
 }
 

@@ -126,10 +126,10 @@ Result checkUsableComm(ncclComm* comm, const char* what);
 // Marks the communicator failed (ncclCommGetAsyncError reports `r`'s code).
 void setCommError(ncclComm* comm, const Result& r);
 
-// The transport for a pair of ranks: the first of comm->transports that can join them.
-Transport* selectTransport(ncclComm* comm, int peer);
-// The first transport that joins the pair by a byte stream (TCP, IB), or null.
-Transport* selectStreamTransport(ncclComm* comm, int peer);
+// The transport for a pair of ranks: the first of comm->transports that can
+// join them; with `stream`, the first that joins them by a byte stream (TCP,
+// IB), or null.
+Transport* selectTransport(ncclComm* comm, int peer, bool stream = false);
 
 Deadline deadlineFromNow(const ncclComm* comm);
 

@@ -40,7 +40,7 @@ ConnectRequest makeRequest(ncclComm* comm, int peer, int channel) {
 uint32_t tagFor(int channel) { return kTagConnectBase + static_cast<uint32_t>(channel); }
 
 Result transportFor(ncclComm* comm, int peer, bool stream, Transport** out, uint32_t* index) {
-  Transport* t = stream ? selectStreamTransport(comm, peer) : selectTransport(comm, peer);
+  Transport* t = selectTransport(comm, peer, stream);
   if (!t) return fail(ncclInternalError, "no transport can connect rank %d to rank %d", comm->rank, peer);
   for (uint32_t i = 0; i < comm->transports.size(); ++i)
     if (comm->transports[i].get() == t) *index = i;

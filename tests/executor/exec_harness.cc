@@ -262,16 +262,12 @@ void runInTurns(std::vector<std::unique_ptr<LaneRun>>& runs, uint64_t maxRounds)
     bool moved = false;
     for (size_t i = 0; i < runs.size(); ++i) {
       if (done[i]) continue;
-      exec::LaneExec& L = runs[i]->exec;
-      const uint64_t step = L.currentStep, lines = L.resumeLines;
-      const uint32_t phase = L.resumePhase;
-      runs[i]->status = exec::runLaneOnHost(L);
+      bool lane = false;
+      runs[i]->status = exec::runLaneTurn(runs[i]->exec, &lane);
+      moved = moved || lane;
       if (runs[i]->status != exec::ExecStatus::WouldBlock) {
         done[i] = true;
         --remaining;
-        moved = true;
-      } else if (L.currentStep != step || L.resumeLines != lines || L.resumePhase != phase) {
-        moved = true;
       }
     }
     idle = moved ? 0 : idle + 1;

@@ -77,14 +77,10 @@ void rewind(lanes::LaneGroup& group) {
 bool turn(lanes::LaneRun& run) {
   exec::LaneExec& L = *run.exec;
   if (!exec::awaitedReady(L)) return false;
-  const uint64_t step = L.currentStep, lines = L.resumeLines;
-  const uint32_t phase = L.resumePhase;
-  run.status = exec::runLaneOnHost(L);
-  if (run.status != exec::ExecStatus::WouldBlock) {
-    run.done = true;
-    return true;
-  }
-  return L.currentStep != step || L.resumeLines != lines || L.resumePhase != phase;
+  bool moved = false;
+  run.status = exec::runLaneTurn(L, &moved);
+  run.done = run.status != exec::ExecStatus::WouldBlock;
+  return moved;
 }
 
 // The error of a lane that ended with a failure.
@@ -146,10 +142,9 @@ class Bridges {
   // The head of the FIFO a waiting lane expects a message on, or null.
   static const uint64_t* awaitedHead(const lanes::LaneRun& run) {
     if (run.done) return nullptr;
-    const uint64_t w = exec::loadRelaxed(&run.exec->waitingOn);
-    const uint32_t port = uint32_t((w >> 48) & 0x3fff);
-    if ((w >> 63) == 0 || ((w >> 62) & 1) != 0 || port >= run.exec->nrecvPorts) return nullptr;
-    return run.exec->recvPorts[port]->fifo.head;
+    const exec::WaitTarget t = exec::waitTargetOf(exec::loadRelaxed(&run.exec->waitingOn));
+    if (!t.waiting || t.send || t.port >= run.exec->nrecvPorts) return nullptr;
+    return run.exec->recvPorts[t.port]->fifo.head;
   }
 
   std::vector<Entry> list_;

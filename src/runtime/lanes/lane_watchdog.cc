@@ -27,11 +27,10 @@ bool running(const LaneRun& run) { return !run.done && stepOf(run) < run.lane->b
 // the timeout when the line the lane polls is one of those that came.)
 bool waitsOn(const LaneRun& run, int peer) {
   if (run.done) return false;
-  const uint64_t w = exec::loadRelaxed(&run.exec->waitingOn);
-  if ((w >> 63) == 0) return false;
-  const size_t port = size_t((w >> 48) & 0x3fff);
-  const auto& peers = ((w >> 62) & 1) != 0 ? run.lane->bound.sendPeers : run.lane->bound.recvPeers;
-  return port < peers.size() && peers[port] == peer && !exec::awaitedReady(*run.exec);
+  const exec::WaitTarget t = exec::waitTargetOf(exec::loadRelaxed(&run.exec->waitingOn));
+  if (!t.waiting) return false;
+  const auto& peers = t.send ? run.lane->bound.sendPeers : run.lane->bound.recvPeers;
+  return t.port < peers.size() && peers[t.port] == peer && !exec::awaitedReady(*run.exec);
 }
 
 // When one rank fails, it tells the others and then usually aborts, which

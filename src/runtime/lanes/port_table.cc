@@ -93,7 +93,7 @@ Result PortTable::create(ncclComm* comm, const PortKey& key, const LaneLimits& l
 }
 
 Result PortTable::fallBackToBridge(ncclComm* comm, const PortKey& key, const Result& why) {
-  const Transport* t = selectStreamTransport(comm, key.peer);
+  const Transport* t = selectTransport(comm, key.peer, true);
   if (t == nullptr) return why;
   BRAID_WARN("rank %d: %s; using the %s transport from rank %d instead (slower)", comm->rank, why.message().c_str(),
              t->name(), key.peer);
@@ -181,7 +181,7 @@ Result PortTable::bridge(ncclComm* comm, const PortKey& key, const LaneLimits& l
   else bridge_->addRecv(view, comm->recvConns.at(ck).get(), key.peer);
   entries_[key] = std::move(e);
   const std::string how = std::string("bridged over ") +
-                          selectStreamTransport(comm, key.peer)->name() + ", bulk slots";
+                          selectTransport(comm, key.peer, true)->name() + ", bulk slots";
   logMade(comm, key, how.c_str());
   return Result::success();
 }
