@@ -2,7 +2,7 @@
 // word of mapped pinned host memory (cudaHostAllocMapped) until it reaches a
 // target, or until the abort word is set. The device path of stage 1 puts it
 // between the copy of a rank's contribution to the host and the copy of the
-// result back (src/runtime/device).
+// result back (src/engine/device).
 #pragma once
 
 #include <cuda_runtime_api.h>

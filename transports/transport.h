@@ -15,6 +15,7 @@
 //   3. receiver: RecvEndpoint::accept()   -> RecvConnection
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -22,28 +23,12 @@
 #include <string>
 #include <vector>
 
-#include "core/result.h"
+#include "base/blob.h"
+#include "base/clock.h"
+#include "base/peer_info.h"
+#include "base/result.h"
 
 namespace braid {
-
-using Clock = std::chrono::steady_clock;
-using Deadline = Clock::time_point;
-
-// What a rank tells every other rank about itself at init (exchanged as raw
-// bytes over the bootstrap, so plain data only).
-struct PeerInfo {
-  int32_t rank;
-  int32_t cudaDev;        // -1 without a GPU
-  uint64_t hostHash;      // same host <=> same value (BRAID_HOSTID overrides)
-  uint64_t shmDomain;     // same /dev/shm <=> same value (ipc + mount namespace)
-  uint64_t processId;     // unique per process on the host (pid + start time)
-  uint64_t pidNamespace;  // pids compare only within one pid namespace
-  uint64_t startTime;     // field 22 of /proc/<pid>/stat: tells a reused pid apart
-  int32_t pid;
-  int32_t pad;
-  uint8_t tcpAddr[128];   // sockaddr_storage of the interface the bootstrap chose
-  char hostname[64];
-};
 
 struct ConnectRequest {
   PeerInfo self;
@@ -52,10 +37,8 @@ struct ConnectRequest {
   size_t slotBytes = 0;
   int nslots = 0;
   Deadline deadline;
-  const volatile uint32_t* abortFlag = nullptr;  // non-zero: give up waiting
+  const std::atomic<uint32_t>* abortFlag = nullptr;  // non-zero: give up waiting
 };
-
-using Blob = std::vector<uint8_t>;
 
 // Slot memory a connection may move messages from, or into, in place of a ring
 // of its own: the engine's FIFO slots. The connection's slot k (k = 0, 1, ...

@@ -2,7 +2,6 @@
 // between every pair of ranks of a job laid out as asked.
 //
 //   braid-topo [-n N] [--hosts H] [--threads] [--sysfs DIR]
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sched.h>
 
@@ -13,8 +12,10 @@
 #include <vector>
 
 #include "bootstrap/interfaces.h"
-#include "core/env.h"
+#include "base/env.h"
+#include "base/socket.h"
 #include "topology/pair_class.h"
+#include "transports/registry/registry.h"
 #include "topology/placement.h"
 #include "topology/sysfs.h"
 #include "topology/topology.h"
@@ -146,15 +147,6 @@ void printIb(const Topology& t) {
   }
 }
 
-std::string formatAddress(const sockaddr_storage& a) {
-  char buf[INET6_ADDRSTRLEN] = "?";
-  if (a.ss_family == AF_INET)
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(a).sin_addr, buf, sizeof buf);
-  else if (a.ss_family == AF_INET6)
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(a).sin6_addr, buf, sizeof buf);
-  return buf;
-}
-
 void printBootstrapInterface() {
   const std::string spec = envString("NCCL_SOCKET_IFNAME");
   sockaddr_storage addr{};
@@ -162,14 +154,14 @@ void printBootstrapInterface() {
   Result r = chooseLocalAddress(nullptr, &addr, &ifname);
   std::printf("bootstrap/tcp interface (NCCL_SOCKET_IFNAME=%s): ", spec.empty() ? "<unset>" : spec.c_str());
   if (r.ok())
-    std::printf("%s %s\n", ifname.c_str(), formatAddress(addr).c_str());
+    std::printf("%s %s\n", ifname.c_str(), hostToString(addr).c_str());
   else
     std::printf("none: %s\n", r.message().c_str());
 }
 
 void printMatrix(const Topology& t, const PlacementOptions& opt) {
   const std::vector<RankPlacement> ranks = simulatePlacements(t, opt);
-  const auto transports = braidTransports();
+  const auto transports = makeTransports();
   std::printf("\n%d rank(s) on %d host(s)%s:\n", opt.nranks, opt.hosts,
               opt.threadRanks ? ", one process per host" : ", one process per rank");
   for (int r = 0; r < opt.nranks; ++r)

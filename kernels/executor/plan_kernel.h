@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "core/result.h"
+#include "base/result.h"
 #include "kernels/executor/plan_interpreter.h"
 
 namespace braid {

@@ -3,7 +3,7 @@
 
 #include <nccl.h>
 
-#include "core/result.h"
+#include "base/result.h"
 
 #define BRAID_EXPORT __attribute__((visibility("default")))
 

@@ -9,7 +9,9 @@
 #include "api/api_util.h"
 #include "api/init_entry.h"
 #include "bootstrap/bootstrap.h"
-#include "core/comm.h"
+#include "core/comm_registry.h"
+#include "engine/comm.h"
+#include "engine/device/device.h"
 
 using namespace braid;
 
@@ -33,4 +35,9 @@ extern "C" BRAID_EXPORT ncclResult_t braidCommInitRankTimeout(ncclComm_t* comm, 
     return report(fail(ncclInvalidArgument, "braidCommInitRankTimeout: timeout %g s is not a positive number",
                        seconds));
   return startInit(comm, nranks, commId, rank, config, "braidCommInitRankTimeout", seconds);
+}
+
+// Frameworks ask it before they hand braid device memory.
+extern "C" BRAID_EXPORT int braidSupportsDeviceBuffers(void) {
+  return braid::deviceBuffersSupported() ? 1 : 0;
 }

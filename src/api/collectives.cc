@@ -1,11 +1,12 @@
 // Entry points of the collectives and point-to-point calls: validate, record the
 // task in the current group, no logic beyond that.
 #include "api/api_util.h"
-#include "core/comm.h"
+#include "core/comm_registry.h"
+#include "engine/comm.h"
 #include "core/group.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "reduce/host_reduce.h"
-#include "runtime/device/device.h"
+#include "engine/device/device.h"
 
 namespace braid {
 namespace {
@@ -41,7 +42,7 @@ Result resolveOp(ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, const char
     return fail(ncclInvalidArgument, "%s: reduction op %d was created for %s but the call uses %s", fn,
                 static_cast<int>(op), typeName(u.type), typeName(type));
   if (u.residence == ncclScalarDevice && isDeviceMemory(u.scalarPtr)) {
-    // Read when the call runs, on its stream's order (src/runtime/device).
+    // Read when the call runs, on its stream's order (src/engine/device).
     *out = makePreMulSum(type, nullptr);
     *deviceScalar = u.scalarPtr;
     return Result::success();

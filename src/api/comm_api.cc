@@ -4,11 +4,12 @@
 
 #include "api/api_util.h"
 #include "api/init_entry.h"
-#include "core/comm.h"
+#include "core/comm_registry.h"
+#include "engine/comm.h"
 #include "core/group.h"
 #include "core/init.h"
-#include "core/log.h"
-#include "runtime/device/device.h"
+#include "base/log.h"
+#include "engine/device/device.h"
 
 namespace braid {
 namespace {
@@ -105,17 +106,12 @@ BRAID_NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key,
   return report(r);
 }
 
-// Stops the communicator's operations for good (a waiting call returns an error
-// within a moment) but keeps its bootstrap, so that ncclCommShrink can still
-// build a communicator of the survivors from it.
 BRAID_NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
   Result r = checkComm(comm, "ncclCommRevoke");
   if (r.ok() && revokeFlags != NCCL_REVOKE_DEFAULT)
     r = fail(ncclInvalidArgument, "ncclCommRevoke: revokeFlags %d is not NCCL_REVOKE_DEFAULT", revokeFlags);
   if (!r.ok()) return report(r);
-  comm->abortFlag = 1;
-  abortDeviceWork(comm);  // streams waiting on queued device calls are released too
-  setCommError(comm, fail(ncclInvalidUsage, "the communicator was revoked (ncclCommRevoke)"));
+  revokeCommunicator(comm);
   return ncclSuccess;
 }
 
@@ -128,14 +124,7 @@ BRAID_NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksL
              shrinkFlags);
   if (!r.ok()) return report(r);
   *newcomm = nullptr;
-  if (comm->initThread.joinable()) comm->initThread.join();
-  // Host operations complete before their call returns; device calls still queued
-  // are stopped (NCCL_SHRINK_ABORT) or allowed to finish (the default) first.
-  if (shrinkFlags == NCCL_SHRINK_ABORT) {
-    comm->abortFlag = 1;
-    abortDeviceWork(comm);
-  }
-  drainDeviceWork(comm);
+  settleDeviceWork(comm, shrinkFlags == NCCL_SHRINK_ABORT);
   CommSettings settings = comm->settings;
   if (config) r = makeCommSettings(config, &settings);
   if (r.ok()) r = shrinkCommunicator(comm, excludeRanksList, excludeRanksCount, settings, newcomm);
@@ -164,21 +153,7 @@ BRAID_NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
   Result r = checkComm(comm, "ncclCommAbort");
   if (!r.ok()) return report(r);
-  comm->abortFlag = 1;
-  if (comm->bootstrap) comm->bootstrap->abort();
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  // Another thread may be inside a call on this communicator: it sees the flag
-  // within milliseconds and returns; only then is the communicator freed.
-  const auto until = Clock::now() + std::chrono::seconds(30);
-  while (comm->activeCalls.load() > 0 && Clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  if (comm->activeCalls.load() > 0)
-    BRAID_WARN("ncclCommAbort: a call on rank %d's communicator did not end within 30 s; freeing it anyway",
-               comm->rank);
-  // Stream-wait kernels of device calls exit even if their work never ends.
-  abortDeviceWork(comm);
-  comm->state.store(static_cast<int>(CommState::Aborted));
-  destroyComm(comm);
+  abortCommunicator(comm);
   return ncclSuccess;
 }
 

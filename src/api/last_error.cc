@@ -5,7 +5,7 @@
 #include <string>
 
 #include "api/api_util.h"
-#include "core/log.h"
+#include "base/log.h"
 
 #ifndef BRAID_VERSION
 #define BRAID_VERSION "0.1.0"

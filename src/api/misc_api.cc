@@ -3,7 +3,8 @@
 #include <cstring>
 
 #include "api/api_util.h"
-#include "core/comm.h"
+#include "core/comm_registry.h"
+#include "engine/comm.h"
 #include "core/group.h"
 #include "reduce/host_reduce.h"
 

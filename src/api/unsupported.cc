@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "api/api_util.h"
-#include "core/log.h"
+#include "base/log.h"
 
 namespace {
 

@@ -19,10 +19,10 @@
 #include "bootstrap/checkin.h"
 #include "bootstrap/interfaces.h"
 #include "bootstrap/root.h"
-#include "bootstrap/socket.h"
+#include "base/socket.h"
 #include "bootstrap/wire.h"
-#include "core/diagnosis_signal.h"
-#include "core/log.h"
+#include "base/diagnosis_signal.h"
+#include "base/log.h"
 
 namespace braid {
 
@@ -32,7 +32,7 @@ namespace {
 constexpr size_t kMaxStrangers = 64;
 
 struct InConn {
-  Socket sock;
+  UniqueFd sock;
   sockaddr_storage from{};
   int peer = -1;  // known once the ConnHeader is read
   ConnHeader hello{};
@@ -46,7 +46,7 @@ struct InConn {
 
 class BootstrapImpl final : public Bootstrap {
  public:
-  BootstrapImpl(int rank, int nranks, uint64_t magic, Socket listener,
+  BootstrapImpl(int rank, int nranks, uint64_t magic, UniqueFd listener,
                 const sockaddr_storage& listenAddr, std::vector<sockaddr_storage> peers)
       : rank_(rank),
         nranks_(nranks),
@@ -97,11 +97,11 @@ class BootstrapImpl final : public Bootstrap {
   const int rank_;
   const int nranks_;
   const uint64_t magic_;
-  Socket listener_;
+  UniqueFd listener_;
   sockaddr_storage local_;   // interface address, port 0
   sockaddr_storage listen_;  // with the bootstrap's port
   std::vector<sockaddr_storage> peers_;
-  std::vector<Socket> outgoing_;
+  std::vector<UniqueFd> outgoing_;
   std::vector<std::unique_ptr<InConn>> incoming_;
   std::map<std::pair<int, uint32_t>, std::deque<std::vector<uint8_t>>> queues_;
   std::vector<std::string> sendFailure_;  // non-empty: the link to that peer is broken
@@ -157,7 +157,7 @@ Result BootstrapImpl::sendUntil(int peer, uint32_t tag, const void* data, size_t
   size_t total = 0;
   for (int i = 0; i < niov; ++i) total += iov[i].iov_len;
 
-  const Socket& s = outgoing_[peer];
+  const UniqueFd& s = outgoing_[peer];
   size_t done = 0;
   int first = 0;
   std::string error;
@@ -165,7 +165,7 @@ Result BootstrapImpl::sendUntil(int peer, uint32_t tag, const void* data, size_t
     msghdr msg{};
     msg.msg_iov = iov + first;
     msg.msg_iovlen = niov - first;
-    ssize_t n = ::sendmsg(s.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = ::sendmsg(s.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       done += static_cast<size_t>(n);
       size_t left = static_cast<size_t>(n);
@@ -191,7 +191,7 @@ Result BootstrapImpl::sendUntil(int peer, uint32_t tag, const void* data, size_t
       break;
     }
     bool writable = false;
-    BRAID_TRY(progress(msUntil(deadline), s.fd(), &writable));
+    BRAID_TRY(progress(msUntil(deadline), s.get(), &writable));
   }
   if (error.empty()) return Result::success();
   char head[128];
@@ -309,8 +309,8 @@ Result BootstrapImpl::barrier(Deadline deadline) {
 }
 
 Result BootstrapImpl::progress(int timeoutMs, int writeFd, bool* writable) {
-  fds_.assign(1, pollfd{listener_.fd(), POLLIN, 0});
-  for (const auto& c : incoming_) fds_.push_back(pollfd{c->sock.fd(), POLLIN, 0});
+  fds_.assign(1, pollfd{listener_.get(), POLLIN, 0});
+  for (const auto& c : incoming_) fds_.push_back(pollfd{c->sock.get(), POLLIN, 0});
   if (writeFd >= 0) fds_.push_back(pollfd{writeFd, POLLOUT, 0});
   int n = ::poll(fds_.data(), fds_.size(), timeoutMs);
   if (n < 0) {
@@ -487,7 +487,7 @@ Result Bootstrap::create(const ncclUniqueId& id, int rank, int nranks, Deadline 
   RootHandle rootHandle;
   if (!(c.flags & kIdRootRunning) && rank == 0) {
     // NCCL_COMM_ID: nobody started a root; rank 0 runs it at the agreed address.
-    Socket listener;
+    UniqueFd listener;
     sockaddr_storage bound;
     Result r = listenOn(root, true, &listener, &bound);
     if (!r.ok())
@@ -497,7 +497,7 @@ Result Bootstrap::create(const ncclUniqueId& id, int rank, int nranks, Deadline 
   }
 
   sockaddr_storage local;
-  Socket listener;
+  UniqueFd listener;
   Result r = chooseLocalAddress(&root, &local);
   if (r.ok()) r = listenOn(local, false, &listener, &local);
   std::vector<sockaddr_storage> table;

@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
-#include "core/result.h"
-#include "transports/transport.h"
+#include "base/result.h"
+#include "base/clock.h"
 
 namespace braid {
 
@@ -36,7 +36,7 @@ enum BootstrapTag : uint32_t {
   kTagSplit = 3,
   kTagFailure = 4,  // a rank tells the others that the job lost a peer
   kTagDiagnosis = 5,  // after a timeout, each rank tells rank 0 where it is
-  kTagLaneFifo = 6,   // the engine's FIFO blobs (src/runtime/lanes)
+  kTagLaneFifo = 6,   // the engine's FIFO blobs (src/engine/lanes)
   kTagConnectBase = 0x1000,  // + channel, for transport blobs
 };
 

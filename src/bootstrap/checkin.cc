@@ -4,8 +4,8 @@
 
 #include "bootstrap/root.h"
 #include "bootstrap/wire.h"
-#include "core/diagnosis_signal.h"
-#include "core/log.h"
+#include "base/diagnosis_signal.h"
+#include "base/log.h"
 
 namespace braid {
 
@@ -15,7 +15,7 @@ namespace {
 constexpr auto kQueryGrace = std::chrono::seconds(2);
 
 // Reads the `bytes` that follow the reply header into `out`.
-Result readPayload(const Socket& s, size_t bytes, int rank, const sockaddr_storage& root,
+Result readPayload(const UniqueFd& s, size_t bytes, int rank, const sockaddr_storage& root,
                    Deadline deadline, std::vector<uint8_t>* out) {
   out->assign(bytes, 0);
   IoProgress p;
@@ -26,7 +26,7 @@ Result readPayload(const Socket& s, size_t bytes, int rank, const sockaddr_stora
   return Result::success();
 }
 
-Result reportMissing(const Socket& s, const RootReply& reply, int rank, int nranks,
+Result reportMissing(const UniqueFd& s, const RootReply& reply, int rank, int nranks,
                      const sockaddr_storage& root, Deadline deadline) {
   std::vector<uint8_t> bytes;
   MissingRanks miss;
@@ -44,7 +44,7 @@ Result reportMissing(const Socket& s, const RootReply& reply, int rank, int nran
               rank, nranks, list.c_str(), addrToString(root).c_str(), gone.c_str(), nranks);
 }
 
-Result readTable(const Socket& s, const RootReply& reply, int rank, int nranks,
+Result readTable(const UniqueFd& s, const RootReply& reply, int rank, int nranks,
                  const sockaddr_storage& root, Deadline deadline,
                  std::vector<sockaddr_storage>* table) {
   std::vector<uint8_t> bytes;
@@ -60,7 +60,7 @@ Result readTable(const Socket& s, const RootReply& reply, int rank, int nranks,
 
 // Waits for the root's reply in slices, so that a SIGUSR1 meanwhile is answered.
 template <typename Describe>
-IoStatus awaitReply(const Socket& s, RootReply* raw, Deadline deadline, IoProgress* got, Describe describe) {
+IoStatus awaitReply(const UniqueFd& s, RootReply* raw, Deadline deadline, IoProgress* got, Describe describe) {
   WaitDiagnosis diagnosis;
   for (;;) {
     const Deadline slice = std::min(deadline, Clock::now() + std::chrono::milliseconds(200));
@@ -73,7 +73,7 @@ IoStatus awaitReply(const Socket& s, RootReply* raw, Deadline deadline, IoProgre
 Result checkIn(const sockaddr_storage& root, uint64_t magic, int rank, int nranks,
                const sockaddr_storage& listenAddr, Deadline deadline,
                std::vector<sockaddr_storage>* table) {
-  Socket s;
+  UniqueFd s;
   Result r = connectWithRetry(root, deadline, nullptr, &s);
   if (!r.ok())
     return Result(ncclRemoteError, r.message())

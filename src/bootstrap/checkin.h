@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "bootstrap/socket.h"
-#include "core/result.h"
+#include "base/socket.h"
+#include "base/result.h"
 
 namespace braid {
 

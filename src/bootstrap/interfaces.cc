@@ -7,9 +7,9 @@
 #include <cstring>
 #include <memory>
 
-#include "bootstrap/socket.h"
-#include "core/env.h"
-#include "core/log.h"
+#include "base/socket.h"
+#include "base/env.h"
+#include "base/log.h"
 
 namespace braid {
 

@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "bootstrap/wire.h"
-#include "core/env.h"
-#include "core/log.h"
+#include "base/env.h"
+#include "base/log.h"
 
 namespace braid {
 
@@ -22,7 +22,7 @@ namespace {
 constexpr size_t kMaxPendingStrangers = 1024;
 
 struct RootConn {
-  Socket sock;
+  UniqueFd sock;
   sockaddr_storage from{};
   Hello buf{};
   size_t got = 0;
@@ -31,7 +31,7 @@ struct RootConn {
 
 class RootServer {
  public:
-  RootServer(Socket listener, const sockaddr_storage& addr, uint64_t magic, int nranks,
+  RootServer(UniqueFd listener, const sockaddr_storage& addr, uint64_t magic, int nranks,
              int64_t timeoutS)
       : listener_(std::move(listener)), addr_(addr), magic_(magic), nranks_(nranks),
         timeoutS_(timeoutS) {
@@ -54,7 +54,7 @@ class RootServer {
   std::vector<int> missing() const;
   void sendTables(Deadline deadline);
 
-  Socket listener_;
+  UniqueFd listener_;
   sockaddr_storage addr_;
   uint64_t magic_;
   int nranks_;
@@ -91,8 +91,8 @@ void RootServer::run(const AbortFlag& stop) {
                    (long long)timeoutS);
       return;
     }
-    fds.assign(1, pollfd{listener_.fd(), POLLIN, 0});
-    for (const auto& c : conns_) fds.push_back(pollfd{c->sock.fd(), POLLIN, 0});
+    fds.assign(1, pollfd{listener_.get(), POLLIN, 0});
+    for (const auto& c : conns_) fds.push_back(pollfd{c->sock.get(), POLLIN, 0});
     int n = ::poll(fds.data(), fds.size(), msUntil(deadline));
     if (n < 0 && errno != EINTR) {
       BRAID_WARN("bootstrap root at %s: poll failed: %s; giving up", addrToString(addr_).c_str(),
@@ -328,7 +328,7 @@ int64_t bootstrapTimeoutSeconds() {
   return s > 0 ? s : 600;
 }
 
-Result startRoot(Socket listener, const sockaddr_storage& addr, uint64_t magic, int nranks,
+Result startRoot(UniqueFd listener, const sockaddr_storage& addr, uint64_t magic, int nranks,
                  RootHandle* handle) {
   auto stop = std::make_shared<AbortFlag>(false);
   auto server = std::make_unique<RootServer>(std::move(listener), addr, magic, nranks,

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/socket.h"
-#include "core/result.h"
+#include "base/socket.h"
+#include "base/result.h"
 
 namespace braid {
 
@@ -30,7 +30,7 @@ class RootHandle {
 // Runs a root on `listener` (already bound and listening at `addr`) in a thread
 // owned by a process-wide registry, which stops and joins it at exit. `nranks`
 // is 0 when unknown: the first valid hello then fixes it.
-Result startRoot(Socket listener, const sockaddr_storage& addr, uint64_t magic, int nranks,
+Result startRoot(UniqueFd listener, const sockaddr_storage& addr, uint64_t magic, int nranks,
                  RootHandle* handle);
 
 // "0, 3-5, 9" (at most `limit` entries, then ", ... (N in all)").

@@ -7,10 +7,10 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/interfaces.h"
 #include "bootstrap/root.h"
-#include "bootstrap/socket.h"
+#include "base/socket.h"
 #include "bootstrap/wire.h"
-#include "core/env.h"
-#include "core/log.h"
+#include "base/env.h"
+#include "base/log.h"
 
 namespace braid {
 
@@ -36,7 +36,7 @@ Result createPrivateUniqueId(ncclUniqueId* id) {
   c.flags = kIdRootRunning;
   sockaddr_storage local{}, root{};
   BRAID_TRY(chooseLocalAddress(nullptr, &local));
-  Socket listener;
+  UniqueFd listener;
   BRAID_TRY(listenOn(local, false, &listener, &root));
   BRAID_TRY(randomMagic(&c.magic));
   BRAID_TRY(startRoot(std::move(listener), root, c.magic, 0, nullptr));

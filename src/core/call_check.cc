@@ -5,7 +5,8 @@
 #include <cstring>
 #include <string>
 
-#include "core/comm.h"
+#include "core/comm_registry.h"
+#include "engine/comm.h"
 
 namespace braid {
 

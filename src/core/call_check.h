@@ -8,8 +8,8 @@
 
 #include <vector>
 
-#include "core/result.h"
-#include "core/task.h"
+#include "base/result.h"
+#include "engine/task.h"
 
 namespace braid {
 

@@ -5,12 +5,12 @@
 #include <map>
 #include <thread>
 
-#include "core/comm.h"
+#include "engine/comm.h"
 #include "core/call_check.h"
-#include "core/task_plan.h"
-#include "core/log.h"
-#include "runtime/device/device.h"
-#include "runtime/lanes/lane_executor.h"
+#include "engine/task_plan.h"
+#include "base/log.h"
+#include "engine/device/device.h"
+#include "engine/lanes/lane_executor.h"
 #include "tuning/planner.h"
 
 namespace braid {
@@ -56,7 +56,7 @@ class ActiveCalls {
   ActiveCalls(const ActiveCalls&) = delete;
   ActiveCalls& operator=(const ActiveCalls&) = delete;
   bool aborted() const {
-    return std::any_of(tasks_.begin(), tasks_.end(), [](const Task& t) { return t.comm->abortFlag != 0; });
+    return std::any_of(tasks_.begin(), tasks_.end(), [](const Task& t) { return t.comm->abortFlag.load(std::memory_order_relaxed) != 0; });
   }
 
  private:
@@ -85,7 +85,7 @@ class DeviceWorkPause {
 };
 
 // What a communicator's proxy thread runs for the staged copies of its calls
-// on device buffers (src/runtime/device): the same engine as host buffers, on
+// on device buffers (src/engine/device): the same engine as host buffers, on
 // pinned memory (the peers of one collective may pass either kind of buffer).
 Result runStagedTasks(const std::vector<Task>& tasks) {
   BRAID_TRY(checkCallsMatch(tasks));

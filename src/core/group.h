@@ -4,8 +4,8 @@
 
 #include <functional>
 
-#include "core/result.h"
-#include "core/task.h"
+#include "base/result.h"
+#include "engine/task.h"
 
 namespace braid {
 

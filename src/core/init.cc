@@ -5,15 +5,16 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
-#include "core/env.h"
-#include "core/diagnosis_signal.h"
-#include "core/log.h"
-#include "core/peer_info.h"
-#include "transports/ib/ib_transport.h"
-#include "transports/inproc/inproc_transport.h"
-#include "transports/shm/shm_transport.h"
-#include "transports/tcp/tcp_transport.h"
+#include "base/env.h"
+#include "base/diagnosis_signal.h"
+#include "base/log.h"
+#include "base/peer_info.h"
+#include "core/comm_registry.h"
+#include "engine/calibration_measure.h"
+#include "engine/device/device.h"
+#include "transports/registry/registry.h"
 #include "tuning/planner.h"
 
 namespace braid {
@@ -31,15 +32,6 @@ bool configHas(const ncclConfig_t* c, const Field* field) {
 
 }  // namespace
 
-std::vector<std::unique_ptr<Transport>> makeTransports() {
-  std::vector<std::unique_ptr<Transport>> t;
-  t.push_back(makeInprocTransport());
-  t.push_back(makeShmTransport());
-  t.push_back(makeIbTransport());  // cross-host pairs, only with BRAID_IB_DATAPATH=1 (docs/transports.md)
-  t.push_back(makeTcpTransport());
-  return t;
-}
-
 Result makeCommSettings(const ncclConfig_t* config, CommSettings* out) {
   CommSettings s;
   s.blocking = envInt("NCCL_COMM_BLOCKING", 1) != 0;
@@ -48,9 +40,9 @@ Result makeCommSettings(const ncclConfig_t* config, CommSettings* out) {
   s.slotBytes = static_cast<size_t>(std::max<int64_t>(4096, buff / s.nslots)) & ~size_t(63);
   s.nchannels = static_cast<int>(std::clamp<int64_t>(envInt("BRAID_NCHANNELS", 1), 1, 32));
   s.timeoutSeconds = static_cast<double>(envInt("BRAID_TIMEOUT", 600));
-  s.yieldMicros = std::max<int64_t>(0, envInt("BRAID_YIELD_US", 5000));
+  s.wait.yieldMicros = std::max<int64_t>(0, envInt("BRAID_YIELD_US", 5000));
   s.checkCalls = envInt("BRAID_CHECK", 0) != 0;
-  s.sleepNanos = std::clamp<int64_t>(envInt("BRAID_SLEEP_NS", 50000), 0, 999999999);
+  s.wait.sleepNanos = std::clamp<int64_t>(envInt("BRAID_SLEEP_NS", 50000), 0, 999999999);
   const std::string deviceEngine = envString("BRAID_DEVICE_ENGINE", "staged");
   if (deviceEngine != "staged" && deviceEngine != "kernels")
     return fail(ncclInvalidArgument, "BRAID_DEVICE_ENGINE=%s: expected staged (the default) or kernels",
@@ -125,7 +117,7 @@ void chooseWaitPolicy(ncclComm* comm) {
   cpu_set_t set;
   long cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
   const int64_t fallback = local <= cores ? 2048 : 64;
-  comm->settings.spinPolls = static_cast<int>(std::clamp<int64_t>(envInt("BRAID_SPIN_POLLS", fallback), 1, 1 << 24));
+  comm->settings.wait.spinPolls = static_cast<int>(std::clamp<int64_t>(envInt("BRAID_SPIN_POLLS", fallback), 1, 1 << 24));
 }
 
 size_t peerFifoBytes(int nranks, size_t ringFifoBytes) {
@@ -259,7 +251,7 @@ void destroyComm(ncclComm* comm) {
   // connections exist.
   owned->deviceProxy.reset();
   // The port table's network bridge uses connections: it goes first.
-  owned->lanePorts.reset();
+  owned->hostLanes.reset();
   // Connections go before the transports that made them.
   owned->sendConns.clear();
   owned->recvConns.clear();
@@ -267,6 +259,38 @@ void destroyComm(ncclComm* comm) {
     for (auto& t : owned->transports)
       t->cleanUpAfterDeadPeers(owned->peers[owned->rank], owned->peers,
                                std::chrono::milliseconds(owned->failure.empty() ? 0 : 300));
+}
+
+void abortCommunicator(ncclComm* comm) {
+  comm->abortFlag.store(1);
+  if (comm->bootstrap) comm->bootstrap->abort();
+  // Another thread may be inside a call on this communicator: it sees the flag
+  // within milliseconds and returns; only then is the communicator freed.
+  const auto until = Clock::now() + std::chrono::seconds(30);
+  while (comm->activeCalls.load() > 0 && Clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (comm->activeCalls.load() > 0)
+    BRAID_WARN("ncclCommAbort: a call on rank %d's communicator did not end within 30 s; freeing it anyway",
+               comm->rank);
+  // Stream-wait kernels of device calls exit even if their work never ends.
+  abortDeviceWork(comm);
+  comm->state.store(static_cast<int>(CommState::Aborted));
+  destroyComm(comm);
+}
+
+void revokeCommunicator(ncclComm* comm) {
+  comm->abortFlag.store(1);
+  abortDeviceWork(comm);  // streams waiting on queued device calls are released too
+  setCommError(comm, fail(ncclInvalidUsage, "the communicator was revoked (ncclCommRevoke)"));
+}
+
+void settleDeviceWork(ncclComm* comm, bool abortQueued) {
+  if (comm->initThread.joinable()) comm->initThread.join();
+  if (abortQueued) {
+    comm->abortFlag.store(1);
+    abortDeviceWork(comm);
+  }
+  drainDeviceWork(comm);
 }
 
 }  // namespace braid

@@ -3,16 +3,12 @@
 
 #include <nccl.h>
 
-#include "core/comm.h"
+#include "engine/comm.h"
 
 namespace braid {
 
 // Settings from the environment, overridden by the user's config (which may be
 // NULL). Rejects a config not made with NCCL_CONFIG_INITIALIZER.
-// The transports a communicator tries for each pair of ranks, in order: the
-// first whose canConnect() is true joins the pair (braid-topo asks the same list).
-std::vector<std::unique_ptr<Transport>> makeTransports();
-
 Result makeCommSettings(const ncclConfig_t* config, CommSettings* out);
 
 // Bytes of each per-peer FIFO (all-to-all, gather, scatter, send/recv use one
@@ -42,5 +38,18 @@ Result splitCommunicator(ncclComm* parent, int color, int key, const CommSetting
 
 // Releases every resource; the handle is invalid afterwards.
 void destroyComm(ncclComm* comm);
+
+// ncclCommAbort: stops every wait on the communicator, gives a call running on
+// another thread up to 30 s to return, and destroys it.
+void abortCommunicator(ncclComm* comm);
+
+// ncclCommRevoke: stops the communicator's operations for good (a waiting call
+// returns an error within a moment) but keeps its bootstrap, so that
+// ncclCommShrink can still build a communicator of the survivors from it.
+void revokeCommunicator(ncclComm* comm);
+
+// Before ncclCommShrink: host operations complete before their call returns;
+// device calls still queued are stopped (`abortQueued`) or finish first.
+void settleDeviceWork(ncclComm* comm, bool abortQueued);
 
 }  // namespace braid

@@ -2,7 +2,7 @@
 // at run time, sysfs otherwise, and BRAID_TOPO to force one.
 #include <utility>
 
-#include "core/env.h"
+#include "base/env.h"
 #include "topology/topology.h"
 #ifdef BRAID_HAVE_HWLOC
 #include "topology/hwloc_discovery.h"

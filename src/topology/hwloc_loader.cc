@@ -1,11 +1,9 @@
 #include "topology/hwloc_loader.h"
 
-#include <dlfcn.h>
-
 #include <mutex>
 #include <utility>
 
-#include "core/log.h"
+#include "base/log.h"
 
 namespace braid {
 namespace topo {
@@ -15,13 +13,6 @@ namespace {
 // hwloc's rule: same major of the API version means same ABI.
 constexpr unsigned kApiMajor = HWLOC_API_VERSION >> 16;
 static_assert(kApiMajor == 2, "kHwlocSoname names hwloc 2.x (soname 15)");
-
-template <class Fn>
-bool resolve(void* handle, const char* symbol, Fn* out, std::string* missing) {
-  *out = reinterpret_cast<Fn>(dlsym(handle, symbol));
-  if (!*out && missing->empty()) missing->assign(symbol);
-  return *out != nullptr;
-}
 
 std::string apiVersionText(unsigned v) {
   return std::to_string(v >> 16) + "." + std::to_string((v >> 8) & 0xff);
@@ -71,46 +62,37 @@ void logFailure(const HwlocLoad& load) {
 }  // namespace
 
 Result HwlocLibrary::open(const char* soname, std::shared_ptr<HwlocLibrary>* out, bool* absent) {
-  if (absent) *absent = false;
-  // RTLD_LOCAL: hwloc's symbols must not satisfy lookups of other libraries.
-  void* handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    const char* why = dlerror();
-    if (absent) *absent = true;
-    return fail(ncclSystemError, "cannot load %s: %s", soname, why ? why : "unknown error");
-  }
+  SharedLibrary lib;
+  BRAID_TRY(SharedLibrary::open(soname, &lib, absent));
   HwlocApi api{};
   std::string missing;
-  resolve(handle, "hwloc_get_api_version", &api.getApiVersion, &missing);
-  resolve(handle, "hwloc_topology_init", &api.topologyInit, &missing);
-  resolve(handle, "hwloc_topology_destroy", &api.topologyDestroy, &missing);
-  resolve(handle, "hwloc_topology_load", &api.topologyLoad, &missing);
-  resolve(handle, "hwloc_topology_set_flags", &api.topologySetFlags, &missing);
-  resolve(handle, "hwloc_topology_set_xmlbuffer", &api.topologySetXmlbuffer, &missing);
-  resolve(handle, "hwloc_topology_set_io_types_filter", &api.topologySetIoTypesFilter, &missing);
-  resolve(handle, "hwloc_get_type_depth", &api.getTypeDepth, &missing);
-  resolve(handle, "hwloc_get_obj_by_depth", &api.getObjByDepth, &missing);
-  resolve(handle, "hwloc_distances_get_by_depth", &api.distancesGetByDepth, &missing);
-  resolve(handle, "hwloc_distances_release", &api.distancesRelease, &missing);
-  resolve(handle, "hwloc_bitmap_first", &api.bitmapFirst, &missing);
-  resolve(handle, "hwloc_bitmap_next", &api.bitmapNext, &missing);
-  resolve(handle, "hwloc_bitmap_weight", &api.bitmapWeight, &missing);
+  lib.resolve("hwloc_get_api_version", &api.getApiVersion, &missing);
+  lib.resolve("hwloc_topology_init", &api.topologyInit, &missing);
+  lib.resolve("hwloc_topology_destroy", &api.topologyDestroy, &missing);
+  lib.resolve("hwloc_topology_load", &api.topologyLoad, &missing);
+  lib.resolve("hwloc_topology_set_flags", &api.topologySetFlags, &missing);
+  lib.resolve("hwloc_topology_set_xmlbuffer", &api.topologySetXmlbuffer, &missing);
+  lib.resolve("hwloc_topology_set_io_types_filter", &api.topologySetIoTypesFilter, &missing);
+  lib.resolve("hwloc_get_type_depth", &api.getTypeDepth, &missing);
+  lib.resolve("hwloc_get_obj_by_depth", &api.getObjByDepth, &missing);
+  lib.resolve("hwloc_distances_get_by_depth", &api.distancesGetByDepth, &missing);
+  lib.resolve("hwloc_distances_release", &api.distancesRelease, &missing);
+  lib.resolve("hwloc_bitmap_first", &api.bitmapFirst, &missing);
+  lib.resolve("hwloc_bitmap_next", &api.bitmapNext, &missing);
+  lib.resolve("hwloc_bitmap_weight", &api.bitmapWeight, &missing);
   if (!missing.empty()) {
-    dlclose(handle);
     return fail(ncclSystemError, "%s lacks %s: not a usable hwloc", soname, missing.c_str());
   }
   // The object structs braid reads are laid out as the headers of this major say.
   const unsigned version = api.getApiVersion();
   if ((version >> 16) != kApiMajor) {
-    dlclose(handle);
     return fail(ncclSystemError, "%s has hwloc API %s, braid was built for %s: not used", soname,
                 apiVersionText(version).c_str(), apiVersionText(HWLOC_API_VERSION).c_str());
   }
-  out->reset(new HwlocLibrary(handle, api, soname));
+  out->reset(new HwlocLibrary(std::move(lib), api, soname));
   return Result::success();
 }
 
-HwlocLibrary::~HwlocLibrary() { dlclose(handle_); }
 
 hwloc_obj_t HwlocLibrary::rootObj(hwloc_topology_t topo) const {
   return api_.getObjByDepth(topo, 0, 0);

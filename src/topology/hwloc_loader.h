@@ -10,7 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/result.h"
+#include "base/result.h"
+#include "base/shared_library.h"
 
 namespace braid {
 namespace topo {
@@ -51,7 +52,6 @@ class HwlocLibrary {
   // missing symbol or another ABI is ncclSystemError too. Nothing stays loaded.
   static Result open(const char* soname, std::shared_ptr<HwlocLibrary>* out,
                      bool* absent = nullptr);
-  ~HwlocLibrary();
   HwlocLibrary(const HwlocLibrary&) = delete;
   HwlocLibrary& operator=(const HwlocLibrary&) = delete;
   const HwlocApi& api() const { return api_; }
@@ -67,9 +67,9 @@ class HwlocLibrary {
                          unsigned long flags) const;
 
  private:
-  HwlocLibrary(void* handle, const HwlocApi& api, std::string soname)
-      : handle_(handle), api_(api), soname_(std::move(soname)) {}
-  void* handle_;
+  HwlocLibrary(SharedLibrary lib, const HwlocApi& api, std::string soname)
+      : lib_(std::move(lib)), api_(api), soname_(std::move(soname)) {}
+  SharedLibrary lib_;
   HwlocApi api_;
   std::string soname_;
 };

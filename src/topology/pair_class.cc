@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "core/init.h"
 
 namespace braid {
 namespace topo {
@@ -58,8 +57,6 @@ std::string PairTransport::shortName() const {
   if (transport.empty()) return "-";
   return implemented() ? transport : std::string(pairPathName(path)) + "*";
 }
-
-std::vector<std::unique_ptr<Transport>> braidTransports() { return makeTransports(); }
 
 PairTransport classifyPair(const RankPlacement& a, const RankPlacement& b,
                            const std::vector<std::unique_ptr<Transport>>& transports) {

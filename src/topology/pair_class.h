@@ -1,7 +1,7 @@
 // Which transport braid uses between two ranks, told from what each rank knows
 // about where it runs. The answer comes from the transports themselves: the
 // same Transport objects and order as a communicator (see makeTransports in
-// src/core/init.cc and selectTransport in src/core/comm.cc), so this describes
+// transports/registry/registry.h and selectTransport in src/engine/comm.cc), so this describes
 // braid's choice rather than re-deciding it. On top of that it names the path
 // the topology would call for where braid does not have it yet (GPU P2P, IB).
 #pragma once
@@ -34,9 +34,6 @@ struct PairTransport {
   std::string describe() const;  // "shm", "p2p (not implemented yet; shm today)"
   std::string shortName() const;  // matrix cell: "shm", "p2p*"
 };
-
-// The transports of a communicator, in the order braid tries them.
-std::vector<std::unique_ptr<Transport>> braidTransports();
 
 PairTransport classifyPair(const RankPlacement& a, const RankPlacement& b,
                            const std::vector<std::unique_ptr<Transport>>& transports);

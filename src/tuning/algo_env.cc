@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/log.h"
+#include "base/log.h"
 
 namespace braid {
 

@@ -17,9 +17,9 @@
 #include <cstring>
 #include <thread>
 
-#include "core/env.h"
-#include "core/log.h"
-#include "transports/common/unique_fd.h"
+#include "base/env.h"
+#include "base/log.h"
+#include "base/unique_fd.h"
 
 namespace braid {
 
@@ -275,7 +275,7 @@ void applyCalibrationOverrides(CalibrationParams* p) {
   if (double gbs = positiveEnv("BRAID_COPY_BW")) p->copyBeta = 1 / (gbs * 1e9);
 }
 
-CalibrationParams resolveCalibration() {
+CalibrationParams resolveCalibration(CalibrationMeasure measure) {
   CalibrationParams p = defaultCalibration();
   const Mode mode = calibrationMode();
   const std::string path = calibrationCachePath();
@@ -289,7 +289,7 @@ CalibrationParams resolveCalibration() {
     applyCalibrationOverrides(&p);
     return p;
   }
-  Result r = measureCalibration(&p);
+  Result r = measure(&p);
   if (!r.ok()) {
     BRAID_INFO(kLogTuning, "calibration incomplete (%s); not caching it", r.message().c_str());
   } else if (!path.empty()) {
@@ -298,20 +298,6 @@ CalibrationParams resolveCalibration() {
   }
   applyCalibrationOverrides(&p);
   return p;
-}
-
-const CalibrationParams& calibration() {
-  static const CalibrationParams params = [] {
-    CalibrationParams p = resolveCalibration();
-    if (logEnabled(LogLevel::Info, kLogTuning)) {
-      std::string d = describeCalibration(p);
-      for (char& c : d)
-        if (c == '\n') c = ' ';
-      BRAID_INFO(kLogTuning, "calibration (%s): %s", calibrationSourceName(p.source), d.c_str());
-    }
-    return p;
-  }();
-  return params;
 }
 
 }  // namespace braid

@@ -14,7 +14,7 @@
 #include <string>
 #include <type_traits>
 
-#include "core/result.h"
+#include "base/result.h"
 #include "tuning/cost_model.h"
 
 namespace braid {
@@ -42,20 +42,11 @@ static_assert(std::is_trivially_copyable<CalibrationParams>::value, "sent as byt
 // The model's parameters for one call.
 CostParams costParams(const CalibrationParams& c, TransportClass transport, ncclDataType_t type);
 
-// The process's parameters, resolved on first use (thread-safe; up to ~150 ms
-// when it measures) by resolveCalibration() and kept for the process's life.
-const CalibrationParams& calibration();
-
 // ---- the pieces, each usable alone (tests, tools) --------------------------------
 
 // Built-in values used with BRAID_CALIBRATE=0 and for anything a measurement
 // could not produce. See docs/tuning.md.
 CalibrationParams defaultCalibration();
-
-// Measures everything now (~40-150 ms, two threads). Values that cannot be
-// measured or come out implausible keep their defaults; fails only when
-// nothing at all could be measured.
-Result measureCalibration(CalibrationParams* out);
 
 // $XDG_CACHE_HOME/braid/calibration-v1-<host>.txt, else
 // $HOME/.cache/braid/calibration-v1-<host>.txt; "" when neither is set.
@@ -73,8 +64,11 @@ void applyCalibrationOverrides(CalibrationParams* params);
 
 // The whole policy, read from the environment now: BRAID_CALIBRATE=0 gives the
 // defaults, =force measures (and rewrites the cache), anything else uses the
-// cache if valid and otherwise measures and writes it; overrides come last.
-CalibrationParams resolveCalibration();
+// cache if valid and otherwise measures (with `measure`: the measurement moves
+// data through transports, which sit above this layer) and writes it;
+// overrides come last.
+using CalibrationMeasure = Result (*)(CalibrationParams* out);
+CalibrationParams resolveCalibration(CalibrationMeasure measure);
 
 // One line per parameter, for logs and the cache file.
 std::string describeCalibration(const CalibrationParams& params);

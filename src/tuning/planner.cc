@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "reduce/host_reduce.h"
 
 namespace braid {
@@ -92,7 +92,7 @@ uint8_t modelled(Collective c) {
 
 PlanChoice choosePlanAmong(const TuningInput& in, uint8_t implemented, double* perAlgorithm) {
   const AlgoFilter& filter = in.filter ? *in.filter : envAlgoFilter();
-  const CalibrationParams& cal = in.calibration ? *in.calibration : calibration();
+  const CalibrationParams& cal = *in.calibration;
   const int ci = static_cast<int>(in.coll);
   const size_t elemSize = std::max<size_t>(1, typeSize(in.datatype));
   const CostParams params = costParams(cal, in.transport, in.datatype);
@@ -144,7 +144,7 @@ bool laneUsesLL(const TuningInput& in, uint64_t opBytes, uint64_t llPayloadBytes
   const bool ll = filter.allows(in.coll, Protocol::LL);
   const bool bulk = filter.allows(in.coll, Protocol::LL128) || filter.allows(in.coll, Protocol::Simple);
   if (ll != bulk) return ll;
-  const CalibrationParams& cal = in.calibration ? *in.calibration : calibration();
+  const CalibrationParams& cal = *in.calibration;
   const CostParams p = costParams(cal, in.transport, in.datatype);
   return p.beta > 0 && double(opBytes) < p.alpha / p.beta;
 }

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "schedule/generate.h"
-#include "transports/transport.h"
+#include "base/peer_info.h"
 #include "tuning/algo_env.h"
 #include "tuning/calibration.h"
 #include "tuning/cost_model.h"
@@ -30,7 +30,7 @@ struct TuningInput {
   size_t slotBytes = 512 * 1024;  // CommSettings::slotBytes: no chunk is larger
   int nchannels = 1;              // CommSettings::nchannels
   const AlgoFilter* filter = nullptr;               // nullptr: envAlgoFilter()
-  const CalibrationParams* calibration = nullptr;   // nullptr: calibration()
+  const CalibrationParams* calibration = nullptr;   // required: the communicator's
 };
 
 struct PlanChoice {

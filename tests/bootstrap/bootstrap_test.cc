@@ -19,7 +19,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/interfaces.h"
-#include "bootstrap/socket.h"
+#include "base/socket.h"
 #include "bootstrap/wire.h"
 
 namespace braid {
@@ -128,20 +128,20 @@ UniqueIdContents decode(const ncclUniqueId& id, sockaddr_storage* root) {
   return c;
 }
 
-Socket connectTo(const sockaddr_storage& addr) {
-  Socket s;
+UniqueFd connectTo(const sockaddr_storage& addr) {
+  UniqueFd s;
   Result r = connectWithRetry(addr, in(5), nullptr, &s);
   EXPECT_TRUE(r.ok()) << r.message();
   return s;
 }
 
-void sendRaw(const Socket& s, const void* data, size_t n) {
+void sendRaw(const UniqueFd& s, const void* data, size_t n) {
   IoProgress p;
   ASSERT_EQ(sendExact(s, data, n, in(5), nullptr, &p), IoStatus::kDone);
 }
 
 // True when the other end closed (or reset) the connection within `seconds`.
-bool closedByPeer(const Socket& s, double seconds) {
+bool closedByPeer(const UniqueFd& s, double seconds) {
   char buf[256];
   Deadline d = in(seconds);
   for (;;) {
@@ -160,7 +160,7 @@ int freePort(int family) {
     reinterpret_cast<sockaddr_in&>(a).sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   else
     reinterpret_cast<sockaddr_in6&>(a).sin6_addr = in6addr_loopback;
-  Socket s;
+  UniqueFd s;
   sockaddr_storage bound;
   if (!listenOn(a, false, &s, &bound).ok()) return -1;
   return addrPort(bound);
@@ -323,7 +323,7 @@ TEST(BootstrapCommId, StrangerWithWrongNranksIsDropped) {
   std::vector<std::thread> ranks;
   // Rank 0 starts the root (which then knows nranks); the stranger comes next.
   ranks.emplace_back([&] { Result r = createAndExercise(id, 0, n); errors[0] = r.message(); });
-  Socket stranger = connectTo(root);
+  UniqueFd stranger = connectTo(root);
   Hello h{};
   h.magic = c.magic;
   h.kind = kHelloCheckIn;
@@ -351,13 +351,13 @@ TEST(BootstrapRobustness, StrangersAtTheRootDoNotDisturbTheJob) {
   std::vector<std::thread> ranks;
   ranks.emplace_back([&] { errors[0] = createAndExercise(id, 0, n).message(); });
 
-  Socket garbage = connectTo(root);
+  UniqueFd garbage = connectTo(root);
   std::vector<uint8_t> junk(100, 0xab);
   sendRaw(garbage, junk.data(), junk.size());
-  Socket silent = connectTo(root);
-  Socket partial = connectTo(root);
+  UniqueFd silent = connectTo(root);
+  UniqueFd partial = connectTo(root);
   sendRaw(partial, junk.data(), 10);
-  Socket wrongMagic = connectTo(root);
+  UniqueFd wrongMagic = connectTo(root);
   Hello h{};
   h.magic = c.magic ^ 1;
   h.kind = kHelloCheckIn;
@@ -365,7 +365,7 @@ TEST(BootstrapRobustness, StrangersAtTheRootDoNotDisturbTheJob) {
   h.nranks = n;
   packAddr(root, &h.addr);
   sendRaw(wrongMagic, &h, sizeof(h));
-  Socket outOfRange = connectTo(root);
+  UniqueFd outOfRange = connectTo(root);
   h.magic = c.magic;
   h.rank = 7;
   sendRaw(outOfRange, &h, sizeof(h));
@@ -392,11 +392,11 @@ TEST(BootstrapRobustness, StrangersAtARankAreDropped) {
   EXPECT_EQ(addrPort(bs[1]->localAddress()), 0);
   EXPECT_NE(addrPort(target), 0);
 
-  Socket garbage = connectTo(target);
+  UniqueFd garbage = connectTo(target);
   std::vector<uint8_t> junk(64, 0x5a);
   sendRaw(garbage, junk.data(), junk.size());
-  Socket silent = connectTo(target);
-  Socket impostor = connectTo(target);
+  UniqueFd silent = connectTo(target);
+  UniqueFd impostor = connectTo(target);
   ConnHeader hdr{c.magic, 9, 0};  // a rank this job does not have
   sendRaw(impostor, &hdr, sizeof(hdr));
 
@@ -523,7 +523,7 @@ TEST(BootstrapMessages, PeerDyingMidMessageIsARemoteError) {
   UniqueIdContents c = decode(id, &root);
   {
     // Plays rank 0, which then "dies" after 10 of 100 payload bytes.
-    Socket fake = connectTo(bs[1]->listenAddress());
+    UniqueFd fake = connectTo(bs[1]->listenAddress());
     ConnHeader hdr{c.magic, 0, 0};
     FrameHeader frame{frameCheck(c.magic), 9, 100};
     uint8_t part[10] = {};
@@ -739,13 +739,13 @@ TEST(SocketUtil, ConnectRetriesUntilTheListenerAppears) {
   sockaddr_storage addr = ip("127.0.0.1:" + std::to_string(port));
   auto late = std::async(std::launch::async, [&] {
     std::this_thread::sleep_for(milliseconds(300));
-    Socket l;
+    UniqueFd l;
     sockaddr_storage bound;
     EXPECT_TRUE(listenOn(addr, true, &l, &bound).ok());
     std::this_thread::sleep_for(milliseconds(500));
     return 0;
   });
-  Socket s;
+  UniqueFd s;
   Result r = connectWithRetry(addr, in(5), nullptr, &s);
   EXPECT_TRUE(r.ok()) << r.message();
   late.get();

@@ -41,7 +41,7 @@ struct RunConfig {
   uint64_t maxPolls = uint64_t(1) << 22;
   const uint32_t* abortFlag = nullptr;
   // Every lane of every rank takes turns on the calling thread, as the host
-  // runner runs them (src/runtime/lanes/lane_executor.cc): a wait that is not
+  // runner runs them (src/engine/lanes/lane_executor.cc): a wait that is not
   // ready returns and the lane resumes on its next turn. False: a thread per
   // lane, each waiting in place, as CUDA blocks do.
   bool oneThread = false;

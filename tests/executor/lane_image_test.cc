@@ -1,4 +1,4 @@
-// The lane image (src/runtime/lanes/lane_image.h): a program's lanes laid out
+// The lane image (src/engine/lanes/lane_image.h): a program's lanes laid out
 // for an address other than where they were written, then copied there, must
 // run as written. This is what the CUDA path does with device memory; here the
 // "device" is a second host buffer, and the lanes of a group of several
@@ -14,7 +14,7 @@
 
 #include "kernels/executor/host_lane_runner.h"
 #include "reduce/host_reduce.h"
-#include "runtime/lanes/lane_image.h"
+#include "engine/lanes/lane_image.h"
 #include "schedule/generate.h"
 
 namespace {

@@ -1,11 +1,11 @@
-// The engine's lane program builder (src/runtime/lanes/lane_program.h): how
+// The engine's lane program builder (src/engine/lanes/lane_program.h): how
 // a group's plans become lanes. Pure code: plans from generatePlan, no FIFOs.
 #include <gtest/gtest.h>
 
 #include <set>
 
 #include "reduce/host_reduce.h"
-#include "runtime/lanes/lane_program.h"
+#include "engine/lanes/lane_program.h"
 #include "schedule/generate.h"
 
 namespace {

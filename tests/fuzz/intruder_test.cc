@@ -29,7 +29,7 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/socket.h"
+#include "base/socket.h"
 #include "bootstrap/wire.h"
 #include "common/mp_harness.h"
 #include "common/shared_page.h"
@@ -40,7 +40,7 @@ namespace {
 
 using braid::Clock;
 using braid::Deadline;
-using braid::Socket;
+using braid::UniqueFd;
 
 // Steps of the choreography; each side waits for the step it needs.
 enum Phase : int {
@@ -84,7 +84,7 @@ void waitPhase(const Shared* s, int phase) {
 
 struct Intrusion {
   std::string what;
-  Socket sock;
+  UniqueFd sock;
   bool mustBeRefused;  // said something wrong: the listener must hang up
 };
 
@@ -95,8 +95,8 @@ std::vector<uint8_t> randomBytes(size_t n, uint32_t seed) {
   return v;
 }
 
-Socket dial(const sockaddr_storage& addr) {
-  Socket s;
+UniqueFd dial(const sockaddr_storage& addr) {
+  UniqueFd s;
   braid::Result r = braid::connectWithRetry(addr, in(5), nullptr, &s);
   MP_EXPECT(r.ok(), "cannot connect to %s: %s", braid::addrToString(addr).c_str(), r.message().c_str());
   return s;
@@ -113,10 +113,10 @@ void attack(std::vector<Intrusion>* log, const sockaddr_storage& addr, const std
   log->push_back(std::move(x));
 }
 
-void connectAndLeave(const sockaddr_storage& addr) { Socket s = dial(addr); }
+void connectAndLeave(const sockaddr_storage& addr) { UniqueFd s = dial(addr); }
 
 // True when the other end closed or reset the connection within `seconds`.
-bool hungUp(const Socket& s, double seconds) {
+bool hungUp(const UniqueFd& s, double seconds) {
   char buf[512];
   const Deadline d = in(seconds);
   for (;;) {

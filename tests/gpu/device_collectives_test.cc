@@ -1,4 +1,4 @@
-// Collectives on device buffers (the staged device path, src/runtime/device)
+// Collectives on device buffers (the staged device path, src/engine/device)
 // with ranks as threads of one process on one GPU: ncclCommInitAll, one stream
 // per rank, every call issued for all ranks inside one ncclGroupStart/End.
 // Also: stream semantics, errors of the host work, abort, CUDA graph capture

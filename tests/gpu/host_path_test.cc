@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "braid.h"
-#include "core/comm.h"
+#include "engine/comm.h"
 #include "gpu_env.h"
-#include "runtime/device/device.h"
+#include "engine/device/device.h"
 
 namespace {
 

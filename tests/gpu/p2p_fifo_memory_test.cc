@@ -25,7 +25,7 @@
 #include "kernels/executor/fifo_view.h"
 #include "transports/p2p/p2p_fifo_memory.h"
 #include "tests/gpu/gpu_env.h"
-#include "transports/common/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace braid {
 namespace exec {
@@ -38,7 +38,11 @@ namespace {
 
 using braid::exec::FifoLayout;
 using braid::exec::Protocol;
-using braid::lanes::FifoMemory;
+using braid::FifoMemory;
+
+// The tests build blobs as text; the providers take bytes.
+braid::Blob bytesOf(const std::string& s) { return braid::Blob(s.begin(), s.end()); }
+std::string textOf(const braid::Blob& b) { return std::string(b.begin(), b.end()); }
 
 bool gCudaUsedHere = false;  // set before this process's first CUDA call
 
@@ -56,6 +60,10 @@ std::vector<char> expectedImage(const FifoLayout& l) {
   std::vector<char> image(l.totalBytes);
   braid::exec::initFifoImage(image.data(), l, kBase);
   return image;
+}
+
+braid::Result createFifo(braid::FifoMemoryProvider& provider, const FifoLayout& l, std::unique_ptr<FifoMemory>* out) {
+  return provider.create(l.totalBytes, [&](char* image) { braid::exec::initFifoImage(image, l, kBase); }, out);
 }
 
 uint8_t patternByte(uint64_t i) { return uint8_t(i * 131 + 7); }
@@ -150,7 +158,7 @@ std::string childWritesPattern(int blobFd) {
   if (err != cudaSuccess) return cudaError("cudaSetDevice(0)", err);
   auto provider = braid::makeCudaFifoProvider(0);
   std::unique_ptr<FifoMemory> mem;
-  const braid::Result r = provider->open(blob, l.totalBytes, &mem);
+  const braid::Result r = provider->open(bytesOf(blob), l.totalBytes, &mem);
   if (!r.ok()) return "open: " + r.message();
   if (!mem->blob().empty()) return "an opened FIFO has a blob";
   uint64_t head = 0;
@@ -207,9 +215,9 @@ TEST(CudaFifoMemoryIpc, ChildProcessWritesParentReads) {
   const FifoLayout l = testLayout(Protocol::LL);
   auto provider = braid::makeCudaFifoProvider(0);
   std::unique_ptr<FifoMemory> mem;
-  const braid::Result created = provider->create(l, kBase, &mem);
+  const braid::Result created = createFifo(*provider, l, &mem);
   ASSERT_TRUE(created.ok()) << created.message();
-  ASSERT_TRUE(sendMessage(toChild.write.get(), mem->blob()));
+  ASSERT_TRUE(sendMessage(toChild.write.get(), textOf(mem->blob())));
   std::string childError;
   ASSERT_TRUE(receiveMessage(fromChild.read.get(), &childError)) << "the child died without a report";
   EXPECT_EQ(childError, "");
@@ -241,7 +249,7 @@ braid::CudaFifoBlob sampleBlob() {
 // The refusal's message, or "" when the blob was accepted.
 std::string refusal(const std::string& blob) {
   braid::CudaFifoBlob b;
-  const braid::Result r = braid::decodeCudaFifoBlob(blob, &b);
+  const braid::Result r = braid::decodeCudaFifoBlob(bytesOf(blob), &b);
   if (r.ok()) return "";
   EXPECT_EQ(r.code(), ncclInvalidArgument);
   return r.message();
@@ -262,7 +270,7 @@ TEST(CudaFifoBlob, RoundTrips) {
 }
 
 TEST(CudaFifoBlob, RefusesCorruptedBlobs) {
-  const std::string good = braid::encodeCudaFifoBlob(sampleBlob());
+  const std::string good = textOf(braid::encodeCudaFifoBlob(sampleBlob()));
   EXPECT_EQ(refusal(good), "");
   EXPECT_NE(refusal(good.substr(0, good.size() - 1)).find("expected"), std::string::npos);
   EXPECT_NE(refusal(good + "x").find("expected"), std::string::npos);
@@ -275,13 +283,13 @@ TEST(CudaFifoBlob, RefusesCorruptedBlobs) {
   EXPECT_NE(refusal(badVersion).find("version"), std::string::npos);
   braid::CudaFifoBlob b = sampleBlob();
   b.device = -1;
-  EXPECT_NE(refusal(braid::encodeCudaFifoBlob(b)).find("device"), std::string::npos);
+  EXPECT_NE(refusal(textOf(braid::encodeCudaFifoBlob(b))).find("device"), std::string::npos);
   b = sampleBlob();
   b.address = 0;
-  EXPECT_NE(refusal(braid::encodeCudaFifoBlob(b)).find("null address"), std::string::npos);
+  EXPECT_NE(refusal(textOf(braid::encodeCudaFifoBlob(b))).find("null address"), std::string::npos);
   b = sampleBlob();
   b.bytes = 0;
-  EXPECT_NE(refusal(braid::encodeCudaFifoBlob(b)).find("0 bytes"), std::string::npos);
+  EXPECT_NE(refusal(textOf(braid::encodeCudaFifoBlob(b))).find("0 bytes"), std::string::npos);
 }
 
 // A blob's checks come before any CUDA call, so a provider refuses garbage
@@ -290,7 +298,7 @@ TEST(CudaFifoBlob, ProviderRefusesGarbageAndZeroBytes) {
   auto provider = braid::makeCudaFifoProvider(0);
   EXPECT_STREQ(provider->name(), "cuda");
   std::unique_ptr<FifoMemory> mem;
-  braid::Result r = provider->open("not a blob", 4096, &mem);
+  braid::Result r = provider->open(bytesOf("not a blob"), 4096, &mem);
   EXPECT_EQ(r.code(), ncclInvalidArgument);
   EXPECT_NE(r.message().find("opening a CUDA FIFO of 4096 bytes on device 0"), std::string::npos) << r.message();
   EXPECT_EQ(mem, nullptr);
@@ -316,7 +324,7 @@ TEST_P(CudaFifoMemory, CreateUploadsTheInitialImage) {
   const FifoLayout l = testLayout(GetParam());
   auto provider = braid::makeCudaFifoProvider(0);
   std::unique_ptr<FifoMemory> mem;
-  const braid::Result r = provider->create(l, kBase, &mem);
+  const braid::Result r = createFifo(*provider, l, &mem);
   ASSERT_TRUE(r.ok()) << r.message();
   cudaPointerAttributes attr{};
   ASSERT_EQ(cudaPointerGetAttributes(&attr, mem->base()), cudaSuccess);
@@ -341,12 +349,12 @@ TEST_P(CudaFifoMemory, OpenInTheSameProcessUsesThePointer) {
   const FifoLayout l = testLayout(GetParam());
   auto provider = braid::makeCudaFifoProvider(0);
   std::unique_ptr<FifoMemory> mem, opened;
-  braid::Result r = provider->create(l, kBase, &mem);
+  braid::Result r = createFifo(*provider, l, &mem);
   ASSERT_TRUE(r.ok()) << r.message();
   r = provider->open(mem->blob(), l.totalBytes, &opened);
   ASSERT_TRUE(r.ok()) << r.message();
   EXPECT_EQ(opened->base(), mem->base());
-  EXPECT_EQ(opened->blob(), "");
+  EXPECT_TRUE(opened->blob().empty());
   opened.reset();  // borrowed: the creator's memory stays
   std::vector<char> got;
   ASSERT_EQ(readBack(*mem, l.totalBytes, &got), "");
@@ -357,14 +365,15 @@ TEST_P(CudaFifoMemory, RefusesCorruptedBlobs) {
   const FifoLayout l = testLayout(GetParam());
   auto provider = braid::makeCudaFifoProvider(0);
   std::unique_ptr<FifoMemory> mem, opened;
-  braid::Result r = provider->create(l, kBase, &mem);
+  braid::Result r = createFifo(*provider, l, &mem);
   ASSERT_TRUE(r.ok()) << r.message();
-  std::string blob = mem->blob();
+  braid::Blob blob = mem->blob();
   blob[1] ^= 0x21;
   r = provider->open(blob, l.totalBytes, &opened);
   EXPECT_EQ(r.code(), ncclInvalidArgument);
   EXPECT_NE(r.message().find("magic"), std::string::npos) << r.message();
-  r = provider->open(mem->blob().substr(0, 20), l.totalBytes, &opened);
+  const braid::Blob whole = mem->blob();
+  r = provider->open(braid::Blob(whole.begin(), whole.begin() + 20), l.totalBytes, &opened);
   EXPECT_EQ(r.code(), ncclInvalidArgument);
   EXPECT_NE(r.message().find("expected"), std::string::npos) << r.message();
   r = provider->open(mem->blob(), l.totalBytes + 64, &opened);
@@ -383,7 +392,7 @@ TEST_P(CudaFifoMemory, OpenFromAnotherDeviceEnablesPeerAccess) {
   if (n < 2) GTEST_SKIP() << "needs two CUDA devices, found " << n;
   const FifoLayout l = testLayout(GetParam());
   std::unique_ptr<FifoMemory> mem, opened, again;
-  braid::Result r = braid::makeCudaFifoProvider(1)->create(l, kBase, &mem);
+  braid::Result r = createFifo(*braid::makeCudaFifoProvider(1), l, &mem);
   ASSERT_TRUE(r.ok()) << r.message();
   auto provider = braid::makeCudaFifoProvider(0);
   int can = 0;

@@ -57,7 +57,7 @@ tools=(all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf reduce
        sendrecv_perf gather_perf scatter_perf)
 cmake -S "$repo" -B "$build" -G Ninja -DBRAID_CUDA=ON -DBRAID_BUILD_BENCH=ON \
   ${gtest_args[@]+"${gtest_args[@]}"} ${arch_args[@]+"${arch_args[@]}"}
-cmake --build "$build" -j "$jobs" --target braid_gpu_tests braidrun "${tools[@]}" reduce_copy_bench
+cmake --build "$build" -j "$jobs" --target braid_gpu_tests braidrun "${tools[@]}"
 export BRAID_REQUIRE_GPU=${BRAID_REQUIRE_GPU:-1}
 cd "$build"
 status=0
@@ -81,8 +81,5 @@ if [ "${BRAID_GPU_PERF_CHECK:-1}" != 0 ]; then
       done
     done
   done
-  # Figures for docs/performance.md (not a check): the reduction kernel
-  # against the device-to-device copy of this GPU.
-  ./bench/reduce_copy_bench 1024 || status=1
 fi
 exit $status

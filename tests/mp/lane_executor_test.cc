@@ -1,4 +1,4 @@
-// The engine's host runner (src/runtime/lanes): what the correctness suites
+// The engine's host runner (src/engine/lanes): what the correctness suites
 // (mp_collectives_test, mp_algorithms_test, mp_peer_failure_test,
 // threads_collectives_test) cannot show: that its FIFOs, of both protocols,
 // appear in the log, that it bridges FIFOs between hosts over TCP, that a

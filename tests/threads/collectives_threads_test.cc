@@ -187,7 +187,7 @@ INSTANTIATE_TEST_SUITE_P(Forms, ThreadAlgoSyntax,
 
 // ---- repeated shapes --------------------------------------------------------------------
 
-// A lone call runs from its communicator's plan cache (src/core/plan_cache.h) from
+// A lone call runs from its communicator's plan cache (src/engine/lanes/plan_cache.h) from
 // the second call of a shape on. A few shapes called again and again (cache hits)
 // with fresh buffers, other ops and in-place calls prove that a reused plan runs on
 // the current call's buffers and reduction; a sweep over more shapes than the

@@ -9,6 +9,7 @@
 
 #include "sysfs_fixture.h"
 #include "topology/pair_class.h"
+#include "transports/registry/registry.h"
 #include "topology/placement.h"
 
 namespace braid {
@@ -51,7 +52,7 @@ TEST(PairClass, Table) {
       {"two hosts, IB on both", at(1, 10, "", true), at(2, 20, "", true), "tcp", PairPath::kIb},
       {"two hosts, IB on one", at(1, 10, "", true), at(2, 20), "tcp", PairPath::kTcp},
   };
-  const auto transports = braidTransports();
+  const auto transports = makeTransports();
   for (const Row& row : rows) {
     SCOPED_TRACE(row.what);
     PairTransport p = classifyPair(row.a, row.b, transports);
@@ -64,7 +65,7 @@ TEST(PairClass, Table) {
 }
 
 TEST(PairClass, Descriptions) {
-  const auto transports = braidTransports();
+  const auto transports = makeTransports();
   PairTransport shm = classifyPair(at(1, 10), at(1, 11), transports);
   EXPECT_TRUE(shm.implemented());
   EXPECT_EQ(shm.describe(), "shm");
@@ -80,7 +81,7 @@ TEST(PairClass, Descriptions) {
 TEST(PairClass, ShmDisableIsHonoured) {
   // The shm transport reads NCCL_SHM_DISABLE when it is made, as in a communicator.
   setenv("NCCL_SHM_DISABLE", "1", 1);
-  const auto transports = braidTransports();
+  const auto transports = makeTransports();
   unsetenv("NCCL_SHM_DISABLE");
   EXPECT_EQ(classifyPair(at(1, 10), at(1, 11), transports).transport, "tcp");
   EXPECT_EQ(classifyPair(at(1, 10), at(1, 10), transports).transport, "inproc");
@@ -113,7 +114,7 @@ TEST(Placement, RanksOverHostsFollowGpusAndNuma) {
   EXPECT_EQ(ranks[1].numaNode, 1);
   EXPECT_TRUE(ranks[4].ibUsable);
 
-  const auto transports = braidTransports();
+  const auto transports = makeTransports();
   EXPECT_EQ(classifyPair(ranks[0], ranks[0], transports).path, PairPath::kInproc);
   EXPECT_EQ(classifyPair(ranks[0], ranks[1], transports).path, PairPath::kP2p);
   EXPECT_EQ(classifyPair(ranks[2], ranks[3], transports).path, PairPath::kIb);
@@ -137,7 +138,7 @@ TEST(Placement, MachineWithoutGpusSpreadsOverNumaNodes) {
   EXPECT_EQ(ranks[1].numaNode, 1);
   EXPECT_EQ(ranks[2].numaNode, 0);
   EXPECT_TRUE(ranks[1].gpuBusId.empty());
-  const auto transports = braidTransports();
+  const auto transports = makeTransports();
   EXPECT_EQ(classifyPair(ranks[0], ranks[1], transports).describe(), "shm");
 }
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "transports/common/fifo.h"
-#include "transports/common/unique_fd.h"
+#include "base/unique_fd.h"
 #include "transports/inproc/inproc_transport.h"
 #include "transports/shm/shm_transport.h"
 #include "transports/tcp/socket_count.h"
@@ -251,14 +251,14 @@ TEST_P(AnyTransport, AcceptWithoutSenderTimesOutNamingPeer) {
 TEST_P(AnyTransport, AbortFlagStopsAccept) {
   auto t = makeTransport(GetParam());
   PeerInfo r0 = makePeer(0, 100), r1 = makePeer(1, GetParam() == Kind::kInproc ? 100 : 101);
-  volatile uint32_t abortFlag = 0;
+  std::atomic<uint32_t> abortFlag{0};
   ConnectRequest req = makeRequest(r0, r1, 1024, 2, 30s);
   req.abortFlag = &abortFlag;
   std::unique_ptr<RecvEndpoint> ep;
   ASSERT_TRUE(t->listen(req, &ep).ok());
   std::thread raiser([&] {
     std::this_thread::sleep_for(50ms);
-    __atomic_store_n(&abortFlag, 1u, __ATOMIC_RELAXED);
+    abortFlag.store(1, std::memory_order_relaxed);
   });
   std::unique_ptr<RecvConnection> conn;
   auto start = Clock::now();
@@ -957,7 +957,7 @@ UniqueFd rawSocket(const tcp::BlobContents& blob, size_t slotBytes, int nsockets
 
 // A receiver endpoint for `nsockets` sockets and its decoded blob.
 struct RawListener {
-  RawListener(Transport& t, size_t slotBytes, int nsockets, volatile uint32_t* abortFlag = nullptr) {
+  RawListener(Transport& t, size_t slotBytes, int nsockets, std::atomic<uint32_t>* abortFlag = nullptr) {
     EnvGuard env("BRAID_TCP_SOCKETS", std::to_string(nsockets).c_str());
     ConnectRequest req = makeRequest(makePeer(0, kPid0), makePeer(1, kPid1), slotBytes, 4);
     req.abortFlag = abortFlag;
@@ -1078,14 +1078,14 @@ TEST(TcpTransport, HelloWithAnotherSocketCountIsRefused) {
 // The abort flag stops an accept that has some of its sockets but not all.
 TEST(TcpTransport, AbortFlagStopsAcceptMissingSockets) {
   auto t = makeTcpTransport();
-  volatile uint32_t abortFlag = 0;
+  std::atomic<uint32_t> abortFlag{0};
   RawListener l(*t, 4096, 4, &abortFlag);
   ASSERT_TRUE(l.ok);
   UniqueFd s0 = rawSocket(l.blob, 4096, 4, 0);
   UniqueFd s2 = rawSocket(l.blob, 4096, 4, 2);
   std::thread raiser([&] {
     std::this_thread::sleep_for(50ms);
-    __atomic_store_n(&abortFlag, 1u, __ATOMIC_RELAXED);
+    abortFlag.store(1, std::memory_order_relaxed);
   });
   std::unique_ptr<RecvConnection> recv;
   Result r = l.ep->accept(&recv);

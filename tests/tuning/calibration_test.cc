@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/calibration_measure.h"
 #include "tuning/calibration.h"
 
 namespace braid {
@@ -93,11 +94,11 @@ TEST_F(Calibration, MeasuresSaneNumbersQuickly) {
 TEST_F(Calibration, WritesTheCacheAndReadsItBack) {
   const std::string path = calibrationCachePath();
   ASSERT_EQ(path.rfind(dir_ + "/braid/calibration-v1-", 0), 0u) << path;
-  CalibrationParams first = resolveCalibration();
+  CalibrationParams first = resolveCalibration(measureCalibration);
   EXPECT_EQ(first.source, CalibrationSource::Measured);
   ASSERT_TRUE(exists(path));
   EXPECT_FALSE(exists(path + ".tmp." + std::to_string(getpid())));
-  CalibrationParams second = resolveCalibration();
+  CalibrationParams second = resolveCalibration(measureCalibration);
   EXPECT_EQ(second.source, CalibrationSource::Cache) << "a cached calibration must not measure again";
   for (int i = 0; i < kNumTransportClasses; ++i) {
     EXPECT_NEAR(second.alpha[i], first.alpha[i], first.alpha[i] * 1e-8);
@@ -128,7 +129,7 @@ TEST_F(Calibration, DamagedCacheIsIgnoredAndReplaced) {
   EXPECT_FALSE(readCalibrationCache(dir_ + "/missing.txt", &p));
 
   writeRaw("alpha_inproc nan\n");
-  CalibrationParams r = resolveCalibration();
+  CalibrationParams r = resolveCalibration(measureCalibration);
   EXPECT_EQ(r.source, CalibrationSource::Measured);
   EXPECT_TRUE(readCalibrationCache(path, &p)) << "the damaged file was replaced";
 }
@@ -136,7 +137,7 @@ TEST_F(Calibration, DamagedCacheIsIgnoredAndReplaced) {
 TEST_F(Calibration, CalibrateZeroUsesDefaultsAndWritesNothing) {
   setenv("BRAID_CALIBRATE", "0", 1);
   auto t0 = std::chrono::steady_clock::now();
-  CalibrationParams p = resolveCalibration();
+  CalibrationParams p = resolveCalibration(measureCalibration);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(p.source, CalibrationSource::Defaults);
   EXPECT_EQ(describeCalibration(p), describeCalibration(defaultCalibration()));
@@ -146,9 +147,9 @@ TEST_F(Calibration, CalibrateZeroUsesDefaultsAndWritesNothing) {
 
 TEST_F(Calibration, ForceMeasuresDespiteACache) {
   ASSERT_TRUE(writeCalibrationCache(calibrationCachePath(), defaultCalibration()).ok());
-  EXPECT_EQ(resolveCalibration().source, CalibrationSource::Cache);
+  EXPECT_EQ(resolveCalibration(measureCalibration).source, CalibrationSource::Cache);
   setenv("BRAID_CALIBRATE", "force", 1);
-  EXPECT_EQ(resolveCalibration().source, CalibrationSource::Measured);
+  EXPECT_EQ(resolveCalibration(measureCalibration).source, CalibrationSource::Measured);
   unsetenv("BRAID_CALIBRATE");
   CalibrationParams p{};
   ASSERT_TRUE(readCalibrationCache(calibrationCachePath(), &p));
@@ -162,7 +163,7 @@ TEST_F(Calibration, OverridesReplaceWhatTheyName) {
   setenv("BRAID_REDUCE_BW", "4", 1);
   setenv("BRAID_COPY_BW", "20", 1);
   setenv("BRAID_ALPHA_INPROC", "abc", 1);  // ignored with a warning
-  CalibrationParams p = resolveCalibration();
+  CalibrationParams p = resolveCalibration(measureCalibration);
   const CalibrationParams d = defaultCalibration();
   EXPECT_DOUBLE_EQ(p.alpha[static_cast<int>(TransportClass::Tcp)], 50e-6);
   EXPECT_DOUBLE_EQ(p.beta[static_cast<int>(TransportClass::SharedMemory)], 1 / 2e9);
@@ -180,7 +181,7 @@ TEST_F(Calibration, OverridesReplaceWhatTheyName) {
 
 TEST_F(Calibration, UnwritableCacheKeepsTheResultInMemory) {
   setenv("XDG_CACHE_HOME", "/proc/braid-no-such-dir", 1);
-  CalibrationParams p = resolveCalibration();
+  CalibrationParams p = resolveCalibration(measureCalibration);
   EXPECT_EQ(p.source, CalibrationSource::Measured);
   expectSane(p);
   unsetenv("XDG_CACHE_HOME");

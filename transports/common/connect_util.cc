@@ -11,7 +11,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "transports/common/process_liveness.h"
+#include "base/process_liveness.h"
 
 namespace braid {
 
@@ -39,7 +39,7 @@ uint64_t randomU64() {
 
 bool abortRequested(const ConnectRequest& req) {
   // Atomic load: the flag is set by another thread (ncclCommAbort) or a kernel.
-  return req.abortFlag != nullptr && __atomic_load_n(req.abortFlag, __ATOMIC_RELAXED) != 0;
+  return req.abortFlag != nullptr && req.abortFlag->load(std::memory_order_relaxed) != 0;
 }
 
 Result checkWait(const ConnectRequest& req, const std::string& what) {

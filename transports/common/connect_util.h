@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/result.h"
+#include "base/result.h"
 #include "transports/transport.h"
 
 namespace braid {

@@ -24,7 +24,7 @@
 #include <cstdint>
 #include <new>
 
-#include "core/result.h"
+#include "base/result.h"
 
 namespace braid {
 namespace fifo {

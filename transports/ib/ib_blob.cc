@@ -2,7 +2,7 @@
 
 #include <limits>
 
-#include "transports/common/blob_io.h"
+#include "base/blob.h"
 
 namespace braid {
 namespace ib {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/result.h"
+#include "base/result.h"
 #include "transports/transport.h"
 
 namespace braid {

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "core/result.h"
+#include "base/result.h"
 #include "transports/ib/ib_verbs_abi.h"
 
 namespace braid {

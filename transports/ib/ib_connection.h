@@ -62,8 +62,8 @@
 #include <string>
 #include <vector>
 
-#include "transports/common/aligned_buffer.h"
-#include "transports/common/unique_fd.h"
+#include "base/aligned_buffer.h"
+#include "base/unique_fd.h"
 #include "transports/ib/ib_device.h"
 #include "transports/ib/ib_mr_cache.h"
 #include "transports/ib/ib_qp.h"

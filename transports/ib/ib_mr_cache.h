@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <list>
 
-#include "core/result.h"
+#include "base/result.h"
 
 namespace braid {
 namespace ib {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "core/env.h"
+#include "base/env.h"
 #include "transports/ib/ib_sysfs.h"
 
 namespace braid {

@@ -9,8 +9,9 @@
 #include <mutex>
 #include <string>
 
-#include "core/env.h"
-#include "core/log.h"
+#include "base/env.h"
+#include "base/log.h"
+#include "base/socket.h"
 #include "transports/common/connect_util.h"
 #include "transports/ib/ib_blob.h"
 #include "transports/ib/ib_connection.h"
@@ -151,7 +152,7 @@ class IbEndpoint final : public RecvEndpoint {
       if (!r.ok() || timedOut || hello->nonce != nonce_) {
         if (abortRequested(req_) || Clock::now() >= req_.deadline) BRAID_TRY(checkWait(req_, what));
         BRAID_WARN("ib: dropped a connection from %s on the handshake port for %s: %s",
-                   formatAddress(from).c_str(), connectionName(req_).c_str(),
+                   addrToString(from).c_str(), connectionName(req_).c_str(),
                    !r.ok() ? r.message().c_str() : timedOut ? "silent" : "wrong nonce");
         continue;
       }

@@ -1,20 +1,11 @@
 #include "transports/ib/ib_verbs_loader.h"
 
-#include <dlfcn.h>
-
 #include <cerrno>
 
 namespace braid {
 namespace ib {
 
 namespace {
-
-template <class Fn>
-bool resolve(void* handle, const char* symbol, Fn* out, std::string* missing) {
-  *out = reinterpret_cast<Fn>(dlsym(handle, symbol));
-  if (!*out && missing->empty()) missing->assign(symbol);
-  return *out != nullptr;
-}
 
 using PostSendFn = int (*)(IbvQp*, IbvSendWr*, IbvSendWr**);
 using PostRecvFn = int (*)(IbvQp*, IbvRecvWr*, IbvRecvWr**);
@@ -23,40 +14,34 @@ using PollCqFn = int (*)(IbvCq*, int, IbvWc*);
 }  // namespace
 
 Result VerbsLibrary::open(const char* soname, std::shared_ptr<VerbsLibrary>* out) {
-  // RTLD_LOCAL: libibverbs' symbols must not satisfy lookups of other libraries.
-  void* handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    const char* why = dlerror();
-    return fail(ncclSystemError, "cannot load %s: %s", soname, why ? why : "unknown error");
-  }
+  SharedLibrary lib;
+  BRAID_TRY(SharedLibrary::open(soname, &lib, nullptr));
   VerbsApi api{};
   std::string missing;
-  resolve(handle, "ibv_get_device_list", &api.getDeviceList, &missing);
-  resolve(handle, "ibv_free_device_list", &api.freeDeviceList, &missing);
-  resolve(handle, "ibv_get_device_name", &api.getDeviceName, &missing);
-  resolve(handle, "ibv_open_device", &api.openDevice, &missing);
-  resolve(handle, "ibv_close_device", &api.closeDevice, &missing);
-  resolve(handle, "ibv_query_device", &api.queryDevice, &missing);
-  resolve(handle, "ibv_query_port", &api.queryPort, &missing);
-  resolve(handle, "ibv_query_gid", &api.queryGid, &missing);
-  resolve(handle, "ibv_alloc_pd", &api.allocPd, &missing);
-  resolve(handle, "ibv_dealloc_pd", &api.deallocPd, &missing);
-  resolve(handle, "ibv_reg_mr", &api.regMr, &missing);
-  resolve(handle, "ibv_dereg_mr", &api.deregMr, &missing);
-  resolve(handle, "ibv_create_cq", &api.createCq, &missing);
-  resolve(handle, "ibv_destroy_cq", &api.destroyCq, &missing);
-  resolve(handle, "ibv_create_qp", &api.createQp, &missing);
-  resolve(handle, "ibv_destroy_qp", &api.destroyQp, &missing);
-  resolve(handle, "ibv_modify_qp", &api.modifyQp, &missing);
+  lib.resolve("ibv_get_device_list", &api.getDeviceList, &missing);
+  lib.resolve("ibv_free_device_list", &api.freeDeviceList, &missing);
+  lib.resolve("ibv_get_device_name", &api.getDeviceName, &missing);
+  lib.resolve("ibv_open_device", &api.openDevice, &missing);
+  lib.resolve("ibv_close_device", &api.closeDevice, &missing);
+  lib.resolve("ibv_query_device", &api.queryDevice, &missing);
+  lib.resolve("ibv_query_port", &api.queryPort, &missing);
+  lib.resolve("ibv_query_gid", &api.queryGid, &missing);
+  lib.resolve("ibv_alloc_pd", &api.allocPd, &missing);
+  lib.resolve("ibv_dealloc_pd", &api.deallocPd, &missing);
+  lib.resolve("ibv_reg_mr", &api.regMr, &missing);
+  lib.resolve("ibv_dereg_mr", &api.deregMr, &missing);
+  lib.resolve("ibv_create_cq", &api.createCq, &missing);
+  lib.resolve("ibv_destroy_cq", &api.destroyCq, &missing);
+  lib.resolve("ibv_create_qp", &api.createQp, &missing);
+  lib.resolve("ibv_destroy_qp", &api.destroyQp, &missing);
+  lib.resolve("ibv_modify_qp", &api.modifyQp, &missing);
   if (!missing.empty()) {
-    dlclose(handle);
     return fail(ncclSystemError, "%s lacks %s: not a usable libibverbs", soname, missing.c_str());
   }
-  out->reset(new VerbsLibrary(handle, api));
+  out->reset(new VerbsLibrary(std::move(lib), api));
   return Result::success();
 }
 
-VerbsLibrary::~VerbsLibrary() { dlclose(handle_); }
 
 DeviceList& DeviceList::operator=(DeviceList&& o) noexcept {
   if (this != &o) {

@@ -6,7 +6,8 @@
 #include <string>
 #include <utility>
 
-#include "core/result.h"
+#include "base/result.h"
+#include "base/shared_library.h"
 #include "transports/ib/ib_verbs_abi.h"
 
 namespace braid {
@@ -43,14 +44,13 @@ class VerbsLibrary {
   // Loads `soname` and resolves every VerbsApi entry. A missing library or
   // symbol is ncclSystemError with dlerror()'s text; nothing stays loaded.
   static Result open(const char* soname, std::shared_ptr<VerbsLibrary>* out);
-  ~VerbsLibrary();
   VerbsLibrary(const VerbsLibrary&) = delete;
   VerbsLibrary& operator=(const VerbsLibrary&) = delete;
   const VerbsApi& api() const { return api_; }
 
  private:
-  VerbsLibrary(void* handle, const VerbsApi& api) : handle_(handle), api_(api) {}
-  void* handle_;
+  VerbsLibrary(SharedLibrary lib, const VerbsApi& api) : lib_(std::move(lib)), api_(api) {}
+  SharedLibrary lib_;
   VerbsApi api_;
 };
 

@@ -6,9 +6,9 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "core/log.h"
-#include "transports/common/aligned_buffer.h"
-#include "transports/common/blob_io.h"
+#include "base/log.h"
+#include "base/aligned_buffer.h"
+#include "base/blob.h"
 #include "transports/common/connect_util.h"
 #include "transports/common/fifo.h"
 

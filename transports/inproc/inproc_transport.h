@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "transports/fifo_memory.h"
 #include "transports/transport.h"
 
 namespace braid {
@@ -14,5 +15,9 @@ namespace braid {
 // endpoint must outlive the sender's connect() (accept() waits for it); a blob
 // whose endpoint is gone fails cleanly instead of touching freed memory.
 std::unique_ptr<Transport> makeInprocTransport();
+
+// Engine FIFOs of host threads of one process: heap memory; the blob carries
+// the address and this process's id, so a blob from another process is refused.
+std::unique_ptr<FifoMemoryProvider> makeHeapFifoProvider();
 
 }  // namespace braid

@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "runtime/device/cuda_util.h"
-#include "transports/common/blob_io.h"
+#include "base/cuda_util.h"
+#include "base/blob.h"
 
 namespace braid {
 namespace {
@@ -22,7 +22,7 @@ std::string deviceContext(const char* what, uint64_t bytes, int device) {
 }
 
 // A FIFO allocated here: freed on its device at destruction.
-class CreatedFifo : public lanes::FifoMemory {
+class CreatedFifo : public FifoMemory {
  public:
   CreatedFifo(int device, char* ptr) : device_(device), ptr_(ptr) {}
   ~CreatedFifo() override {
@@ -34,18 +34,18 @@ class CreatedFifo : public lanes::FifoMemory {
   CreatedFifo& operator=(const CreatedFifo&) = delete;
 
   char* base() const override { return ptr_; }
-  std::string blob() const override { return blob_; }
-  void setBlob(std::string blob) { blob_ = std::move(blob); }
+  Blob blob() const override { return blob_; }
+  void setBlob(Blob blob) { blob_ = std::move(blob); }
 
  private:
   int device_;
   char* ptr_;
-  std::string blob_;
+  Blob blob_;
 };
 
 // A peer's FIFO: borrowed (same process; the creator frees it) or mapped
 // through IPC (unmapped here at destruction).
-class OpenedFifo : public lanes::FifoMemory {
+class OpenedFifo : public FifoMemory {
  public:
   OpenedFifo(int device, char* ptr, bool ipcMapped) : device_(device), ptr_(ptr), ipcMapped_(ipcMapped) {}
   ~OpenedFifo() override {
@@ -57,7 +57,7 @@ class OpenedFifo : public lanes::FifoMemory {
   OpenedFifo& operator=(const OpenedFifo&) = delete;
 
   char* base() const override { return ptr_; }
-  std::string blob() const override { return std::string(); }
+  Blob blob() const override { return {}; }
 
  private:
   int device_;
@@ -67,10 +67,10 @@ class OpenedFifo : public lanes::FifoMemory {
 
 // Writes the initial image and waits for it: the peer must never see the
 // FIFO before its counters and flags are set.
-Result uploadImage(char* dst, const exec::FifoLayout& layout, uint64_t base) {
-  // operator new's alignment (16) satisfies initFifoImage's 8 bytes.
-  std::vector<char> image(layout.totalBytes);
-  exec::initFifoImage(image.data(), layout, base);
+Result uploadImage(char* dst, uint64_t bytes, const FifoImageWriter& writeImage) {
+  // operator new's alignment (16) satisfies the image's 8-byte words.
+  std::vector<char> image(bytes);
+  writeImage(image.data());
   return copyToDeviceNow(dst, image.data(), image.size());
 }
 
@@ -90,41 +90,41 @@ Result enablePeerAccess(int device, int peer) {
   return Result::success();
 }
 
-class CudaFifoProvider : public lanes::FifoMemoryProvider {
+class CudaFifoProvider : public FifoMemoryProvider {
  public:
   explicit CudaFifoProvider(int device) : device_(device) {}
 
   const char* name() const override { return "cuda"; }
 
-  Result create(const exec::FifoLayout& layout, uint64_t base, std::unique_ptr<lanes::FifoMemory>* out) override {
-    Result r = createHere(layout, base, out);
+  Result create(uint64_t bytes, const FifoImageWriter& writeImage, std::unique_ptr<FifoMemory>* out) override {
+    Result r = createHere(bytes, writeImage, out);
     // A failed CUDA call must not surface at a later launch's error check.
     if (r.code() == ncclUnhandledCudaError) cudaGetLastError();
-    return r.context(deviceContext("creating", layout.totalBytes, device_));
+    return r.context(deviceContext("creating", bytes, device_));
   }
 
-  Result open(const std::string& blob, uint64_t bytes, std::unique_ptr<lanes::FifoMemory>* out) override {
+  Result open(const Blob& blob, uint64_t bytes, std::unique_ptr<FifoMemory>* out) override {
     Result r = openHere(blob, bytes, out);
     if (r.code() == ncclUnhandledCudaError) cudaGetLastError();
     return r.context(deviceContext("opening", bytes, device_));
   }
 
  private:
-  Result createHere(const exec::FifoLayout& layout, uint64_t base, std::unique_ptr<lanes::FifoMemory>* out) {
-    if (layout.totalBytes == 0) return fail(ncclInvalidArgument, "the layout has 0 bytes");
+  Result createHere(uint64_t bytes, const FifoImageWriter& writeImage, std::unique_ptr<FifoMemory>* out) {
+    if (bytes == 0) return fail(ncclInvalidArgument, "the layout has 0 bytes");
     const DeviceGuard guard(device_);
     BRAID_TRY(guard.status());
     void* raw = nullptr;
-    BRAID_CUDA_TRY(cudaMalloc(&raw, layout.totalBytes));
+    BRAID_CUDA_TRY(cudaMalloc(&raw, bytes));
     auto fifo = std::make_unique<CreatedFifo>(device_, static_cast<char*>(raw));
-    BRAID_TRY(uploadImage(fifo->base(), layout, base));
+    BRAID_TRY(uploadImage(fifo->base(), bytes, writeImage));
 
     CudaFifoBlob b;
     b.pid = cudaFifoPid();
     b.processToken = cudaFifoProcessToken();
     b.device = device_;
     b.address = reinterpret_cast<uintptr_t>(raw);
-    b.bytes = layout.totalBytes;
+    b.bytes = bytes;
     // Without a handle the FIFO still serves this process; a peer process
     // gets the reason when it tries to open it.
     const cudaError_t ipc = cudaIpcGetMemHandle(&b.handle, raw);
@@ -138,7 +138,7 @@ class CudaFifoProvider : public lanes::FifoMemoryProvider {
     return Result::success();
   }
 
-  Result openHere(const std::string& blob, uint64_t bytes, std::unique_ptr<lanes::FifoMemory>* out) {
+  Result openHere(const Blob& blob, uint64_t bytes, std::unique_ptr<FifoMemory>* out) {
     if (bytes == 0) return fail(ncclInvalidArgument, "a FIFO of 0 bytes was asked for");
     CudaFifoBlob b;
     BRAID_TRY(decodeCudaFifoBlob(blob, &b));
@@ -191,15 +191,15 @@ uint64_t cudaFifoProcessToken() {
   return token;
 }
 
-std::string encodeCudaFifoBlob(const CudaFifoBlob& b) {
+Blob encodeCudaFifoBlob(const CudaFifoBlob& b) {
   Blob out;
   BlobWriter w(&out);
   w.put(kBlobMagic).put(kBlobVersion).put(b.pid).put(b.processToken).put(b.device).put(b.address).put(b.bytes);
   w.put(b.ipcError).put(b.handle);
-  return std::string(out.begin(), out.end());
+  return out;
 }
 
-Result decodeCudaFifoBlob(const std::string& blob, CudaFifoBlob* out) {
+Result decodeCudaFifoBlob(const Blob& blob, CudaFifoBlob* out) {
   constexpr size_t kSize = 2 * sizeof(uint32_t) + sizeof(int32_t) + sizeof(uint64_t) + sizeof(int32_t) +
                            2 * sizeof(uint64_t) + sizeof(int32_t) + sizeof(cudaIpcMemHandle_t);
   if (blob.size() != kSize)
@@ -229,7 +229,7 @@ Result decodeCudaFifoBlob(const std::string& blob, CudaFifoBlob* out) {
   return Result::success();
 }
 
-std::unique_ptr<lanes::FifoMemoryProvider> makeCudaFifoProvider(int device) {
+std::unique_ptr<FifoMemoryProvider> makeCudaFifoProvider(int device) {
   return std::make_unique<CudaFifoProvider>(device);
 }
 

@@ -1,9 +1,9 @@
 // The P2P transport: FIFOs of the plan interpreter in the device memory of
-// one CUDA device (src/runtime/lanes/fifo_memory.h). The receiving rank
+// one CUDA device (transports/fifo_memory.h). The receiving rank
 // allocates them on its GPU; a sender in the same process uses the pointer
 // (with peer access when its GPU differs), a sender in another process of the
 // host maps it through a CUDA IPC handle. CUDA builds only
-// (src/runtime/device/device.cmake leaves this folder out of host-only builds).
+// (src/engine/device/device.cmake leaves this folder out of host-only builds).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -12,15 +12,15 @@
 #include <memory>
 #include <string>
 
-#include "core/result.h"
-#include "runtime/lanes/fifo_memory.h"
+#include "base/result.h"
+#include "transports/fifo_memory.h"
 
 namespace braid {
 
 // Every FIFO the provider creates lives on `device`, and every FIFO it opens
 // is addressed from `device` (the GPU whose kernels will use it). Creating the
 // provider makes no CUDA call.
-std::unique_ptr<lanes::FifoMemoryProvider> makeCudaFifoProvider(int device);
+std::unique_ptr<FifoMemoryProvider> makeCudaFifoProvider(int device);
 
 // What a CUDA FIFO's blob carries; exposed for its tests.
 struct CudaFifoBlob {
@@ -33,11 +33,11 @@ struct CudaFifoBlob {
   cudaIpcMemHandle_t handle{};
 };
 
-std::string encodeCudaFifoBlob(const CudaFifoBlob& b);
+Blob encodeCudaFifoBlob(const CudaFifoBlob& b);
 
 // Checks size, magic, version and fields; ncclInvalidArgument naming what is
 // wrong otherwise.
-Result decodeCudaFifoBlob(const std::string& blob, CudaFifoBlob* out);
+Result decodeCudaFifoBlob(const Blob& blob, CudaFifoBlob* out);
 
 // This process's identity as blobs record it.
 int32_t cudaFifoPid();

@@ -13,9 +13,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "transports/common/connect_util.h"
-#include "transports/common/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace braid {
 

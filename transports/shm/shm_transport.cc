@@ -6,12 +6,12 @@
 #include <thread>
 #include <vector>
 
-#include "core/env.h"
-#include "core/log.h"
-#include "transports/common/blob_io.h"
+#include "base/env.h"
+#include "base/log.h"
+#include "base/blob.h"
 #include "transports/common/connect_util.h"
 #include "transports/common/fifo.h"
-#include "transports/common/process_liveness.h"
+#include "base/process_liveness.h"
 #include "transports/shm/shm_segment.h"
 
 namespace braid {

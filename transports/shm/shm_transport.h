@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "transports/fifo_memory.h"
 #include "transports/transport.h"
 
 namespace braid {
@@ -14,5 +15,9 @@ namespace braid {
 // there, with the size needed); accept() waits for the sender to map it and
 // then unlinks the name, so nothing is left in /dev/shm whatever happens next.
 std::unique_ptr<Transport> makeShmTransport();
+
+// Engine FIFOs of host threads of processes on one host: a POSIX shm segment
+// per FIFO; the name is unlinked once the peer opened it (or at destruction).
+std::unique_ptr<FifoMemoryProvider> makeShmFifoProvider();
 
 }  // namespace braid

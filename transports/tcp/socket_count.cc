@@ -5,8 +5,8 @@
 
 #include <cstring>
 
-#include "core/env.h"
-#include "core/log.h"
+#include "base/env.h"
+#include "base/log.h"
 #include "transports/tcp/tcp_wire.h"
 
 namespace braid {

@@ -1,6 +1,5 @@
 #include "transports/tcp/socket_util.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <nccl.h>
 #include <netinet/in.h>
@@ -11,33 +10,11 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/log.h"
+#include "base/log.h"
+#include "base/socket.h"
 #include "transports/common/connect_util.h"
 
 namespace braid {
-
-namespace {
-
-socklen_t addressLength(const sockaddr_storage& addr) {
-  return addr.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-}
-
-}  // namespace
-
-std::string formatAddress(const sockaddr_storage& addr) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  if (addr.ss_family == AF_INET) {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
-    inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
-    return std::string(host) + ":" + std::to_string(ntohs(a->sin_port));
-  }
-  if (addr.ss_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(&addr);
-    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
-    return "[" + std::string(host) + "]:" + std::to_string(ntohs(a->sin6_port));
-  }
-  return "<address family " + std::to_string(addr.ss_family) + ">";
-}
 
 Result peerAddress(const PeerInfo& info, sockaddr_storage* out) {
   static_assert(sizeof(info.tcpAddr) >= sizeof(sockaddr_storage), "tcpAddr too small");
@@ -72,12 +49,12 @@ Result listenOn(const sockaddr_storage& addr, size_t bufferBytes, UniqueFd* fd,
   // Buffers set before listen() are inherited by accepted sockets and size the
   // window scale negotiated in the handshake.
   if (bufferBytes) setSocketBuffers(s.get(), bufferBytes);
-  if (bind(s.get(), reinterpret_cast<sockaddr*>(&local), addressLength(local)) != 0)
-    return systemFail("cannot bind a TCP socket to %s", formatAddress(local).c_str());
+  if (bind(s.get(), reinterpret_cast<sockaddr*>(&local), addrLength(local)) != 0)
+    return systemFail("cannot bind a TCP socket to %s", addrToString(local).c_str());
   // Room for every socket of a connection (tcp::kMaxSockets) plus strangers:
   // the sender connects them all before the receiver accepts any.
   if (::listen(s.get(), 128) != 0)
-    return systemFail("cannot listen on %s", formatAddress(local).c_str());
+    return systemFail("cannot listen on %s", addrToString(local).c_str());
   socklen_t len = sizeof(*bound);
   if (getsockname(s.get(), reinterpret_cast<sockaddr*>(bound), &len) != 0)
     return systemFail("getsockname on a listening TCP socket");
@@ -87,7 +64,7 @@ Result listenOn(const sockaddr_storage& addr, size_t bufferBytes, UniqueFd* fd,
 
 Result connectTo(const sockaddr_storage& addr, const ConnectRequest& req, size_t bufferBytes,
                  const std::string& peer, UniqueFd* out) {
-  const std::string where = formatAddress(addr);
+  const std::string where = addrToString(addr);
   const std::string what = peer + " to accept a TCP connection at " + where;
   int round = 0;
   for (;;) {
@@ -95,7 +72,7 @@ Result connectTo(const sockaddr_storage& addr, const ConnectRequest& req, size_t
     UniqueFd s(socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!s.valid()) return systemFail("cannot create a TCP socket to connect to %s", peer.c_str());
     if (bufferBytes) setSocketBuffers(s.get(), bufferBytes);
-    int rc = ::connect(s.get(), reinterpret_cast<const sockaddr*>(&addr), addressLength(addr));
+    int rc = ::connect(s.get(), reinterpret_cast<const sockaddr*>(&addr), addrLength(addr));
     int err = rc == 0 ? 0 : errno;
     if (err == EINPROGRESS || err == EINTR) {
       pollfd p{s.get(), POLLOUT, 0};

@@ -6,14 +6,11 @@
 
 #include <string>
 
-#include "core/result.h"
-#include "transports/common/unique_fd.h"
+#include "base/result.h"
+#include "base/unique_fd.h"
 #include "transports/transport.h"
 
 namespace braid {
-
-// "10.0.0.1:5000" or "[fe80::1]:5000".
-std::string formatAddress(const sockaddr_storage& addr);
 
 // Reads PeerInfo::tcpAddr (a sockaddr_storage; AF_INET or AF_INET6), or fails.
 Result peerAddress(const PeerInfo& info, sockaddr_storage* out);

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "transports/common/aligned_buffer.h"
-#include "transports/common/unique_fd.h"
+#include "base/aligned_buffer.h"
+#include "base/unique_fd.h"
 #include "transports/tcp/tcp_wire.h"
 #include "transports/transport.h"
 

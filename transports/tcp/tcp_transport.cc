@@ -9,7 +9,8 @@
 #include <cstring>
 #include <vector>
 
-#include "core/log.h"
+#include "base/log.h"
+#include "base/socket.h"
 #include "transports/common/connect_util.h"
 #include "transports/tcp/socket_count.h"
 #include "transports/tcp/socket_util.h"
@@ -135,7 +136,7 @@ class TcpEndpoint final : public RecvEndpoint {
       }
       Pending p;
       p.fd.reset(fd);
-      p.from = formatAddress(from);
+      p.from = addrToString(from);
       pending_.push_back(std::move(p));
     }
   }
@@ -250,7 +251,7 @@ class TcpTransport final : public Transport {
       return fail(ncclSystemError, "cannot allocate %d x %zu bytes of TCP send slots for %s",
                   req.nslots, req.slotBytes, peer.c_str());
     BRAID_INFO(kLogNet, "tcp: connected to %s at %s with %d socket(s)", peer.c_str(),
-               formatAddress(addr).c_str(), c.nsockets);
+               addrToString(addr).c_str(), c.nsockets);
     *out = std::move(conn);
     return Result::success();
   }

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "transports/common/blob_io.h"
+#include "base/blob.h"
 
 namespace braid {
 namespace tcp {

@@ -1,0 +1,33 @@
+// What this rank tells the others about itself.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstdint>
+
+namespace braid {
+
+// What a rank tells every other rank about itself at init (exchanged as raw
+// bytes over the bootstrap, so plain data only).
+struct PeerInfo {
+  int32_t rank;
+  int32_t cudaDev;        // -1 without a GPU
+  uint64_t hostHash;      // same host <=> same value (BRAID_HOSTID overrides)
+  uint64_t shmDomain;     // same /dev/shm <=> same value (ipc + mount namespace)
+  uint64_t processId;     // unique per process on the host (pid + start time)
+  uint64_t pidNamespace;  // pids compare only within one pid namespace
+  uint64_t startTime;     // field 22 of /proc/<pid>/stat: tells a reused pid apart
+  int32_t pid;
+  int32_t pad;
+  uint8_t tcpAddr[128];   // sockaddr_storage of the interface the bootstrap chose
+  char hostname[64];
+};
+
+// Host identity: BRAID_HOSTID when set, else hostname + boot id + network
+// namespace, so that ranks in different network namespaces count as different
+// hosts (the several-hosts tests rely on it).
+uint64_t localHostHash();
+
+PeerInfo makeLocalPeerInfo(int rank, int cudaDev, const sockaddr_storage& tcpAddr);
+
+}  // namespace braid

@@ -1,0 +1,69 @@
+// How a thread that waits on another rank gives up its core: poll (spin),
+// then yield, then sleep. A poll answers a peer within nanoseconds but steals
+// the core from a peer that shares it; a sleep frees the core but answers
+// late. The engine's runner and every other polling wait share this policy.
+#pragma once
+
+#include <sched.h>
+#include <time.h>
+
+#include <chrono>
+#include <cstdint>
+
+#include "base/clock.h"
+
+namespace braid {
+
+struct WaitPolicy {
+  int spinPolls = 64;          // polls before the first yield (BRAID_SPIN_POLLS)
+  int64_t yieldMicros = 5000;  // then yield this long (BRAID_YIELD_US)
+  int64_t sleepNanos = 50000;  // then sleep this long per poll (BRAID_SLEEP_NS)
+};
+
+// One waiter's progress through the policy; reset() whenever something moved.
+// Yielding hands the core straight to the peer waited for when ranks are
+// oversubscribed (8 on 2 cores); sleeping after yieldMicros stops a rank stuck
+// on a slow peer from burning a core. The spin is also capped in time, at
+// what spinPolls polls of memory take (5 ns each): a round that polls sockets
+// costs microseconds, and 2048 of them would hold the core for milliseconds
+// from a peer that shares it.
+class Backoff {
+ public:
+  explicit Backoff(const WaitPolicy& p)
+      : spin_(static_cast<unsigned>(p.spinPolls)),
+        spinFor_(std::chrono::nanoseconds(5 * int64_t(p.spinPolls))),
+        yieldFor_(std::chrono::microseconds(p.yieldMicros)),
+        sleepNs_(static_cast<long>(p.sleepNanos)) {}
+  void reset() {
+    idle_ = 0;
+    sleeping_ = false;
+  }
+  void pause() {
+    if (idle_++ == 0) idleSince_ = Clock::now();
+    if (idle_ < spin_) {
+      // The clock is read once per 16 polls: it costs more than a poll.
+      if ((idle_ & 15) != 0 || Clock::now() - idleSince_ < spinFor_) return;
+      idle_ = spin_;
+    }
+    if (idle_ == spin_) yieldingSince_ = Clock::now();
+    // Once per 64 yields: a yield that finds no one else to run is cheap.
+    if (!sleeping_ && (idle_ & 63) == 0 && Clock::now() - yieldingSince_ >= yieldFor_) sleeping_ = true;
+    if (!sleeping_) {
+      sched_yield();
+      return;
+    }
+    timespec ts{0, sleepNs_};
+    nanosleep(&ts, nullptr);
+  }
+
+ private:
+  unsigned spin_;
+  unsigned idle_ = 0;
+  bool sleeping_ = false;
+  Clock::time_point idleSince_, yieldingSince_;
+  Clock::duration spinFor_;
+  Clock::duration yieldFor_;
+  long sleepNs_;
+};
+
+}  // namespace braid

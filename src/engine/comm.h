@@ -1,0 +1,142 @@
+// The communicator: what a rank knows about its job, and the connections it has
+// made so far. `struct ncclComm` is the type behind the API's ncclComm_t.
+#pragma once
+
+#include <nccl.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "base/result.h"
+#include "base/wait_policy.h"
+#include "reduce/host_reduce.h"
+#include "schedule/rank_order.h"
+#include "transports/transport.h"
+#include "tuning/algo_env.h"
+#include "tuning/calibration.h"
+#include "tuning/cost_model.h"
+
+namespace braid {
+
+// Settings fixed at init from the environment and the user's ncclConfig_t.
+struct CommSettings {
+  bool blocking = true;
+  size_t slotBytes = 512 * 1024;  // one FIFO slot = the largest step
+  size_t peerSlotBytes = 512 * 1024;  // the same for per-peer FIFOs (set at init from the rank count)
+  int nslots = 8;
+  int nchannels = 1;
+  double timeoutSeconds = 600;
+  WaitPolicy wait;  // spinPolls set at init from ranks per core
+  bool checkCalls = false;  // BRAID_CHECK=1: ranks compare their collectives before running them
+  // BRAID_DEVICE_ENGINE=kernels: device buffers of communicators whose ranks
+  // share a host run as plan kernels; by default (staged) they are staged
+  // through pinned memory and run by the host runner.
+  bool deviceKernels = false;
+  std::string name;
+};
+
+// A user-defined reduction (ncclRedOpCreatePreMulSum).
+struct UserRedOp {
+  bool live = false;
+  ncclDataType_t type = ncclFloat32;
+  ncclScalarResidence_t residence = ncclScalarHostImmediate;
+  alignas(8) uint8_t scalar[8] = {};  // HostImmediate: the value
+  const void* scalarPtr = nullptr;    // Device residence: read when the op runs
+};
+
+struct ConnectionKey {
+  int peer;
+  int channel;
+  bool operator<(const ConnectionKey& o) const {
+    return peer != o.peer ? peer < o.peer : channel < o.channel;
+  }
+};
+
+enum class CommState { Initializing, Ready, Failed, Finalized, Aborted };
+
+// The engines' state, owned by the communicator and defined by each engine
+// (engine/lanes/host_lanes.h, engine/device/cuda_proxy.h), so that what every
+// engine shares does not depend on any one of them.
+class DeviceProxy;
+struct DeviceProxyDeleter {
+  void operator()(DeviceProxy* proxy) const;
+};
+namespace lanes {
+struct HostLanes;
+struct HostLanesDeleter {
+  void operator()(HostLanes* lanes) const;
+};
+}  // namespace lanes
+
+}  // namespace braid
+
+struct ncclComm {
+  int rank = -1;
+  int nranks = 0;
+  int cudaDev = -1;
+  braid::CommSettings settings;
+
+  std::unique_ptr<braid::Bootstrap> bootstrap;
+  std::vector<braid::PeerInfo> peers;
+  std::vector<std::unique_ptr<braid::Transport>> transports;
+  std::map<braid::ConnectionKey, std::unique_ptr<braid::SendConnection>> sendConns;
+  std::map<braid::ConnectionKey, std::unique_ptr<braid::RecvConnection>> recvConns;
+  std::vector<braid::UserRedOp> userOps;
+
+  // What the planner needs; identical on every rank so that all choose alike.
+  braid::TransportClass transportClass = braid::TransportClass::SharedMemory;
+  braid::CalibrationParams calibration{};  // rank 0's, agreed at init
+  braid::AlgoFilter algoFilter;            // NCCL_ALGO / NCCL_PROTO at init
+  braid::RankOrder ringOrder;              // positions in rings and trees: hosts contiguous
+
+  uint64_t opCount = 0;  // collectives issued, for diagnosis
+  uint64_t collectivesChecked = 0;  // collectives compared under BRAID_CHECK
+  std::atomic<int> state{static_cast<int>(braid::CommState::Initializing)};
+  std::atomic<ncclResult_t> asyncError{ncclInProgress};
+  // Set by ncclCommAbort (and a failed init); every wait polls it. Lanes
+  // read it through exec::WaitControl::abortFlag as a plain word.
+  std::atomic<uint32_t> abortFlag{0};
+  std::atomic<int> activeCalls{0};  // groups running on this communicator (see ncclCommAbort)
+  std::thread initThread;  // nonblocking init runs here
+  std::string initError;   // message of a failed nonblocking init
+  std::string failure;     // what put the communicator in error (the first failure)
+
+  // Each engine's own state. The host runner's FIFOs, ports, cached plans and
+  // scratch, made by the first group on host buffers:
+  std::unique_ptr<braid::lanes::HostLanes, braid::lanes::HostLanesDeleter> hostLanes;
+
+  // Device buffers: the proxy thread and staging memory, made by the first call
+  // on device buffers. Last, so that it stops before the connections go.
+  std::unique_ptr<braid::DeviceProxy, braid::DeviceProxyDeleter> deviceProxy;
+
+  braid::CommState currentState() const { return static_cast<braid::CommState>(state.load()); }
+};
+
+namespace braid {
+
+// The abort flag as lanes read it: a plain 32-bit word (exec::WaitControl),
+// loaded atomically by the interpreter on the host and on a GPU alike.
+inline const uint32_t* abortWordOf(const ncclComm& comm) {
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) && std::atomic<uint32_t>::is_always_lock_free,
+                "the lanes read the flag as a plain word");
+  return reinterpret_cast<const uint32_t*>(&comm.abortFlag);
+}
+
+// Marks the communicator failed (ncclCommGetAsyncError reports `r`'s code).
+void setCommError(ncclComm* comm, const Result& r);
+
+// The transport for a pair of ranks: the first of comm->transports that can
+// join them; with `stream`, the first that joins them by a byte stream (TCP,
+// IB), or null.
+Transport* selectTransport(ncclComm* comm, int peer, bool stream = false);
+
+Deadline deadlineFromNow(const ncclComm* comm);
+
+}  // namespace braid

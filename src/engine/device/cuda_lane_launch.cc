@@ -1,0 +1,215 @@
+#include "engine/device/cuda_lane_launch.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <map>
+#include <memory>
+
+#include "engine/comm.h"
+#include "kernels/executor/plan_kernel.h"
+#include "engine/device/cuda_capture.h"
+#include "engine/device/cuda_device_path.h"
+#include "base/cuda_util.h"
+#include "engine/lanes/comm_program.h"
+#include "engine/lanes/lane_image.h"
+
+namespace braid {
+
+namespace {
+
+constexpr uint32_t kThreadsPerLane = 256;
+
+// One communicator's calls of the group.
+struct CommLaunch {
+  ncclComm* comm = nullptr;
+  DeviceProxy* proxy = nullptr;
+  cudaStream_t stream = nullptr;
+  std::vector<const Task*> tasks;
+  lanes::CommProgram cp;
+};
+
+Result prepare(const std::vector<Task>& tasks, const std::vector<size_t>& mine, CommLaunch* c) {
+  int device = -1;
+  BRAID_TRY(deviceOfCalls(tasks, mine, &device));
+  if (device < 0) device = c->comm->deviceProxy ? c->comm->deviceProxy->device() : -1;
+  if (device < 0) BRAID_CUDA_TRY(cudaGetDevice(&device));
+  BRAID_TRY(proxyFor(c->comm, device, &c->proxy));
+  c->stream = tasks[mine.front()].stream;
+  for (size_t i : mine) {
+    if (tasks[i].stream != c->stream)
+      return fail(ncclInvalidUsage, "rank %d: with BRAID_DEVICE_ENGINE=kernels a communicator's device calls in one "
+                  "group must be on one stream", c->comm->rank);
+    c->tasks.push_back(&tasks[i]);
+  }
+  StreamCapture capture;
+  BRAID_TRY(captureOf(c->stream, &capture));
+  if (capture.active)
+    return fail(ncclInvalidUsage, "rank %d: CUDA graph capture of device calls is not supported with "
+                "BRAID_DEVICE_ENGINE=kernels yet (unset BRAID_DEVICE_ENGINE to capture the staged path)", c->comm->rank);
+  return lanes::commProgramOf(c->tasks, lanes::LaneRunner::Device, &c->cp);
+}
+
+// Makes the FIFOs: every communicator offers before any accepts, as one
+// thread may drive every rank (ncclCommInitAll).
+Result connect(std::vector<CommLaunch>& comms) {
+  for (CommLaunch& c : comms) {
+    DeviceGuard guard(c.proxy->device());
+    BRAID_TRY(guard.status());
+    BRAID_TRY(c.proxy->lanePorts().offer(c.comm, lanes::portsOf(c.cp.program), lanes::limitsOf(c.comm)));
+  }
+  for (CommLaunch& c : comms) {
+    DeviceGuard guard(c.proxy->device());
+    BRAID_TRY(guard.status());
+    BRAID_TRY(c.proxy->lanePorts().accept(c.comm, lanes::portsOf(c.cp.program), lanes::limitsOf(c.comm)));
+  }
+  return Result::success();
+}
+
+// After the kernel: each communicator's worst lane status, if any failed.
+struct FailureCheck {
+  std::vector<std::pair<ncclComm*, DeviceProxy*>> comms;
+};
+
+void CUDART_CB checkFailures(void* arg) {
+  std::unique_ptr<FailureCheck> check(static_cast<FailureCheck*>(arg));
+  for (const auto& [comm, proxy] : check->comms) {
+    const uint32_t worst = proxy->words().takeLaneFailure();
+    if (worst == 0) continue;
+    setCommError(comm, fail(ncclSystemError, "rank %d: a plan kernel lane ended with '%s' (BRAID_DEVICE_ENGINE=kernels)",
+                            comm->rank, exec::execStatusName(exec::ExecStatus(worst))));
+  }
+}
+
+size_t align(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// The operations' buffers and reductions, scratch in the device block.
+std::vector<exec::OpBuffers> opsOf(const CommLaunch& c, char* scratch) {
+  std::vector<exec::OpBuffers> ops;
+  for (size_t i = 0; i < c.tasks.size(); ++i) {
+    const Task& t = *c.tasks[i];
+    ops.push_back({static_cast<const char*>(t.sendbuff), static_cast<char*>(t.recvbuff),
+                   scratch + c.cp.scratchOffsets[i], t.op});
+  }
+  return ops;
+}
+
+// Copies the image to the device block, then each device-resident PreMulSum
+// scalar into its operation's RedOp: the kernel uses the value the stream had
+// at this point, as NCCL's kernels read it when they run.
+Result enqueueImage(char* block, const PinnedBlock& staging, size_t imageBytes,
+                    const std::vector<lanes::ImagePart>& parts, uint64_t stage,
+                    const std::vector<CommLaunch*>& group, cudaStream_t stream) {
+  BRAID_CUDA_TRY(cudaMemcpyAsync(block, staging.data, imageBytes, cudaMemcpyHostToDevice, stream));
+  for (size_t p = 0; p < group.size(); ++p)
+    for (size_t i = 0; i < group[p]->tasks.size(); ++i) {
+      const Task& t = *group[p]->tasks[i];
+      if (t.deviceScalar == nullptr) continue;
+      char* scalar = block + lanes::opBuffersOffset(parts, stage, p, i) + offsetof(exec::OpBuffers, op) +
+                     offsetof(RedOp, scalar);
+      BRAID_CUDA_TRY(cudaMemcpyAsync(scalar, t.deviceScalar, typeSize(t.type), cudaMemcpyDeviceToDevice, stream));
+    }
+  return Result::success();
+}
+
+// One kernel for the communicators whose calls are on `stream`: the lanes
+// image and the scratch in one stream-ordered device block.
+Result launchOnStream(cudaStream_t stream, const std::vector<CommLaunch*>& group) {
+  DeviceProxy* first = group.front()->proxy;
+  DeviceGuard guard(first->device());
+  BRAID_TRY(guard.status());
+  uint64_t stage = 8;
+  size_t scratchBytes = 0;
+  bool anyFp8 = false;
+  for (const CommLaunch* c : group) {
+    if (c->proxy->device() != first->device())
+      return fail(ncclInvalidUsage, "ranks %d and %d share a stream but use different CUDA devices",
+                  group.front()->comm->rank, c->comm->rank);
+    stage = std::max(stage, lanes::llStageBytesOf(c->comm));
+    scratchBytes += align(c->cp.scratchBytes, 256);
+    for (const Task* t : c->tasks) anyFp8 = anyFp8 || t->type == ncclFloat8e4m3 || t->type == ncclFloat8e5m2;
+    BRAID_TRY(c->proxy->orderLaneKernel(stream));
+  }
+  std::vector<lanes::ImagePart> parts(group.size());
+  for (size_t p = 0; p < group.size(); ++p) {
+    const CommLaunch* c = group[p];
+    lanes::PortTable* ports = &c->proxy->lanePorts();
+    parts[p].program = &c->cp.program;
+    parts[p].ops.resize(c->tasks.size());  // sized for the layout; filled below
+    parts[p].portOf = [ports](const lanes::PortKey& k) { return ports->port(k); };
+    parts[p].abortWord = const_cast<const uint32_t*>(c->proxy->words().deviceAbort());
+    parts[p].failureWord = c->proxy->words().deviceLaneFailure();
+  }
+  const size_t imageBytes = lanes::laneImageBytes(parts, stage);
+  const size_t scratchAt = align(imageBytes, 256);
+  char* block = nullptr;
+  BRAID_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void**>(&block), scratchAt + scratchBytes, stream));
+  size_t scratchNext = scratchAt;
+  for (size_t p = 0; p < group.size(); ++p) {
+    parts[p].ops = opsOf(*group[p], block + scratchNext);
+    scratchNext += align(group[p]->cp.scratchBytes, 256);
+  }
+  PinnedBlock staging;
+  BRAID_TRY(first->pool().acquire(imageBytes, &staging));
+  InflightJob inflight;
+  inflight.blocks.push_back(staging);
+  Result r = lanes::writeLaneImage(parts, stage, reinterpret_cast<uintptr_t>(block), staging.data);
+  if (r.ok()) r = enqueueImage(block, staging, imageBytes, parts, stage, group, stream);
+  uint32_t nlanes = 0;
+  for (const auto& part : parts) nlanes += uint32_t(part.program->lanes.size());
+  if (r.ok())
+    r = kernels::launchPlanLanes(reinterpret_cast<exec::LaneExec*>(block), nlanes, kThreadsPerLane, nullptr, anyFp8,
+                                 stream);
+  // Freed in stream order, after the kernel (or at once if it never launched).
+  if (cudaFreeAsync(block, stream) != cudaSuccess && r.ok()) r = cudaFailure("cudaFreeAsync", cudaGetLastError());
+  if (r.ok()) {
+    auto check = std::make_unique<FailureCheck>();
+    for (const CommLaunch* c : group) check->comms.push_back({c->comm, c->proxy});
+    const cudaError_t err = cudaLaunchHostFunc(stream, &checkFailures, check.get());
+    if (err == cudaSuccess) (void)check.release();  // the callback owns it
+    else r = cudaFailure("cudaLaunchHostFunc", err);
+  }
+  for (const CommLaunch* c : group)
+    if (r.ok()) r = c->proxy->noteLaneKernel(stream);
+  inflight.done.emplace_back();
+  const Result recorded = inflight.done.back().record(stream);
+  if (recorded.ok()) {
+    first->addInflight(std::move(inflight));
+  } else {
+    first->pool().abandon(staging);  // no event says when the copy is done
+    if (r.ok()) r = recorded;
+  }
+  return r;
+}
+
+}  // namespace
+
+Result launchDeviceLanes(const std::vector<Task>& tasks) {
+  CaptureModeRelaxed relaxed;
+  std::vector<CommLaunch> comms;
+  std::map<ncclComm*, std::vector<size_t>> byComm;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    auto [it, added] = byComm.try_emplace(tasks[i].comm);
+    if (added) {
+      comms.emplace_back();
+      comms.back().comm = tasks[i].comm;
+    }
+    it->second.push_back(i);
+  }
+  for (CommLaunch& c : comms) BRAID_TRY(prepare(tasks, byComm[c.comm], &c));
+  BRAID_TRY(connect(comms));
+  std::vector<cudaStream_t> streams;  // in order of first use
+  std::map<cudaStream_t, std::vector<CommLaunch*>> onStream;
+  for (CommLaunch& c : comms) {
+    auto [it, added] = onStream.try_emplace(c.stream);
+    if (added) streams.push_back(c.stream);
+    it->second.push_back(&c);
+  }
+  for (cudaStream_t s : streams) {
+    auto& group = onStream[s];
+    group.front()->proxy->reclaim();
+    BRAID_TRY(launchOnStream(s, group));
+  }
+  return Result::success();
+}
+
+}  // namespace braid

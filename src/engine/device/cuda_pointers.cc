@@ -1,0 +1,148 @@
+// Pointer classification of the CUDA build, and the checks a group of calls on
+// device buffers must pass before it is staged.
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "engine/comm.h"
+#include "base/log.h"
+#include "engine/device/cuda_capture.h"
+#include "base/cuda_util.h"
+#include "engine/device/device.h"
+#include "engine/device/driver_probe.h"
+#include "engine/device/stage_span.h"
+
+namespace braid {
+
+namespace {
+
+enum class CudaState { Unknown, Usable, Unusable };
+std::atomic<CudaState> gState{CudaState::Unknown};
+std::once_flag gDecided;
+
+// Once per process: a driver and at least one device.
+void decideCuda() {
+  std::call_once(gDecided, [] {
+    int n = 0;
+    const cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) cudaGetLastError();
+    const bool usable = err == cudaSuccess && n > 0;
+    BRAID_INFO(kLogInit, "CUDA %s for device buffers (cudaGetDeviceCount: %s, %d devices)",
+               usable ? "usable" : "not usable", cudaGetErrorName(err), n);
+    gState.store(usable ? CudaState::Usable : CudaState::Unusable);
+  });
+}
+
+// Whether a CUDA call is worth making for a pointer: never before the
+// application loaded the driver, never after CUDA proved unusable.
+bool cudaInUse() {
+  const CudaState s = gState.load(std::memory_order_acquire);
+  if (s == CudaState::Usable) return true;
+  if (s == CudaState::Unusable || !cudaDriverLoaded()) return false;
+  decideCuda();
+  return gState.load() == CudaState::Usable;
+}
+
+bool attributesOf(const void* ptr, cudaPointerAttributes* attr) {
+  if (ptr == nullptr || !cudaInUse()) return false;
+  if (cudaPointerGetAttributes(attr, ptr) != cudaSuccess) {
+    cudaGetLastError();  // not CUDA memory (older drivers): clear the error
+    return false;
+  }
+  return attr->type == cudaMemoryTypeDevice || attr->type == cudaMemoryTypeManaged;
+}
+
+enum class Side { None, Host, Device };
+
+Side sideOf(const void* ptr) {
+  if (ptr == nullptr) return Side::None;
+  return isDeviceMemory(ptr) ? Side::Device : Side::Host;
+}
+
+// The side of one call's buffers (None when it passes none that it uses).
+Result taskSide(const Task& t, Side* side) {
+  const StageSpan span = stageSpanOf(t, t.comm->rank, t.comm->nranks);
+  const Side in = span.inBytes ? sideOf(t.sendbuff) : Side::None;
+  const Side out = span.outBytes ? sideOf(t.recvbuff) : Side::None;
+  if (in != Side::None && out != Side::None && in != out)
+    return fail(ncclInvalidArgument,
+                "%s: rank %d's send buffer %p is %s memory but its receive buffer %p is %s memory; "
+                "both must be device memory or both host memory",
+                collectiveName(t.coll), t.comm->rank, t.sendbuff, in == Side::Device ? "device" : "host",
+                t.recvbuff, out == Side::Device ? "device" : "host");
+  *side = in != Side::None ? in : out;
+  return Result::success();
+}
+
+// One host function per communicator submits a captured group's job at each
+// launch of the graph, after the copies on its stream: a communicator's calls
+// of one group are all captured, on one stream, or none is.
+Result checkCaptures(const std::vector<Task>& tasks) {
+  std::map<const ncclComm*, std::pair<cudaStream_t, bool>> first;  // stream, capturing
+  for (const Task& t : tasks) {
+    StreamCapture capture;
+    BRAID_TRY(captureOf(t.stream, &capture).context(collectiveName(t.coll)));
+    const auto [it, added] = first.try_emplace(t.comm, t.stream, capture.active);
+    if (added) continue;
+    const auto [stream, active] = it->second;
+    if (active != capture.active)
+      return fail(ncclInvalidUsage,
+                  "%s: rank %d's calls in this group are on streams %p and %p, of which one is capturing a "
+                  "CUDA graph and the other is not; capture all of a communicator's calls of a group or none",
+                  collectiveName(t.coll), t.comm->rank, static_cast<void*>(stream), static_cast<void*>(t.stream));
+    if (active && stream != t.stream)
+      return fail(ncclInvalidUsage,
+                  "%s: rank %d's calls in this group are captured on two streams (%p and %p); a "
+                  "communicator's captured calls of one group must be issued on one stream",
+                  collectiveName(t.coll), t.comm->rank, static_cast<void*>(stream), static_cast<void*>(t.stream));
+  }
+  return Result::success();
+}
+
+}  // namespace
+
+int deviceOfPointer(const void* ptr) {
+  cudaPointerAttributes attr{};
+  return attributesOf(ptr, &attr) ? attr.device : -1;
+}
+
+bool deviceBuffersSupported() {
+  decideCuda();
+  return gState.load() == CudaState::Usable;
+}
+
+bool isDeviceMemory(const void* ptr) {
+  cudaPointerAttributes attr{};
+  return attributesOf(ptr, &attr);
+}
+
+Result classifyGroup(const std::vector<Task>& tasks, bool* device) {
+  *device = false;
+  if (!cudaInUse()) return Result::success();  // the host path's cost: one load
+  // Pointer queries are no stream work: never an error under a graph capture.
+  CaptureModeRelaxed relaxed;
+  bool host = false;
+  for (const Task& t : tasks) {
+    Side side = Side::None;
+    BRAID_TRY(taskSide(t, &side));
+    *device |= side == Side::Device;
+    host |= side == Side::Host;
+  }
+  if (!*device) {
+    // Host buffers run at once on the CPU, which cannot read a device scalar.
+    for (const Task& t : tasks)
+      if (t.deviceScalar)
+        return fail(ncclInvalidArgument, "%s: the PreMulSum scalar is in device memory but the buffers are "
+                    "host memory: use a host scalar (ncclScalarHostImmediate) with host buffers",
+                    collectiveName(t.coll));
+    return Result::success();
+  }
+  if (host)
+    return fail(ncclInvalidArgument,
+                "a group mixes calls on device buffers with calls on host buffers; issue them in "
+                "separate groups");
+  return checkCaptures(tasks);
+}
+
+}  // namespace braid

@@ -1,0 +1,176 @@
+// The proxy thread of one communicator's device calls: it waits until a job's
+// contributions are in pinned memory, runs the host plan on them and publishes
+// the job's sequence to the stream-wait kernels. Calls issued outside graphs
+// run in issue order; a call captured in a CUDA graph runs each time a launch
+// of the graph reaches it on its stream (kernels/README.md).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "base/result.h"
+#include "engine/task.h"
+#include "engine/device/cuda_staging.h"
+#include "engine/device/device.h"
+#include "engine/lanes/port_table.h"
+
+namespace braid {
+
+// An owned CUDA event (timing disabled).
+class CudaEvent {
+ public:
+  CudaEvent() = default;
+  ~CudaEvent();
+  CudaEvent(CudaEvent&& o) noexcept : event_(std::exchange(o.event_, nullptr)) {}
+  CudaEvent& operator=(CudaEvent&& o) noexcept;
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+
+  Result record(cudaStream_t stream);  // creates the event on first use
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+// What the proxy runs for one communicator's calls of one group, or for one
+// launch of a graph that captured such calls.
+struct DeviceJob {
+  uint64_t sequence = 0;          // outside graphs: published when the host work ends, failed or not
+  bool captured = false;          // a graph launch: its ticket is published instead
+  uint64_t ticket = 0;            // a graph launch's, in the order launches reached the proxy
+  std::vector<Task> staged;       // the calls, their buffers in pinned memory
+  std::vector<CudaEvent> ready;   // recorded after the copies of the contributions (not in graphs)
+  StagedRunner run;
+};
+
+// Staging memory of a job, in use until the copies back to the device are done.
+struct InflightJob {
+  std::vector<PinnedBlock> blocks;
+  std::vector<CudaEvent> done;
+};
+
+class LaunchPort;
+
+// One communicator's calls of one group captured in a CUDA graph: what each
+// launch of the graph submits again, and the staging memory its copies use.
+// Owned by the graph (released when the graph, its executable graphs and their
+// launches are all done) and by the proxy, which frees the memory after that.
+struct CapturedJob {
+  uint64_t sequence = 0;  // the calls' operation number at capture, for messages
+  std::vector<Task> staged;
+  StagedRunner run;
+  std::vector<PinnedBlock> blocks;
+  MappedSlot ticket;  // each launch's ticket, read by its stream-wait kernel
+  std::shared_ptr<LaunchPort> port;
+  std::atomic<uint64_t> lastTicket{0};  // of the latest launch
+  std::atomic<bool> released{false};    // by the graph: no launch will come
+};
+
+class DeviceProxy {
+ public:
+  DeviceProxy(ncclComm* comm, int device);
+  // Stops the thread (queued jobs run first, or fail at once after an abort),
+  // then frees the staging memory once the streams are done with it. Graphs
+  // that still exist keep theirs (leaked): a launch after this submits nothing.
+  ~DeviceProxy();
+  DeviceProxy(const DeviceProxy&) = delete;
+  DeviceProxy& operator=(const DeviceProxy&) = delete;
+
+  Result start();
+  int device() const { return device_; }
+  StagingPool& pool() { return pool_; }
+  const MappedWords& words() const { return words_; }
+
+  void submit(DeviceJob&& job);
+  void drain();
+  // Waits for the queued calls and the running job, then leaves graph launches
+  // queued until resume() (a call on host buffers uses the connections).
+  void pause();
+  void resume();
+  void abort() { words_.setAbort(); }
+  void addInflight(InflightJob&& job);
+  // Returns the blocks of finished jobs, and of captured jobs whose graphs are
+  // gone, to the pool.
+  void reclaim();
+
+  // Takes a captured job (its staged calls and blocks set) before anything of
+  // it is enqueued: gives it its ticket word and to `graph`. On failure the
+  // job's memory returns to the pool once nothing can use it; enqueue nothing.
+  Result adoptCaptured(const std::shared_ptr<CapturedJob>& job, cudaGraph_t graph);
+  // Enqueues (captures) on `stream` the host function that submits the job at
+  // each launch; after the copies of its contributions.
+  Result enqueueLaunch(CapturedJob* job, cudaStream_t stream);
+  // From a launch's host function (through its LaunchPort): no CUDA call.
+  void submitLaunch(CapturedJob& job) noexcept;
+
+  // BRAID_DEVICE_ENGINE=kernels: the FIFOs of this communicator's plan kernels, in
+  // device memory (made on first use), and their order: a kernel launched on
+  // another stream than the previous one first waits for it, since both use
+  // the same FIFOs and Ports.
+  lanes::PortTable& lanePorts();
+  Result orderLaneKernel(cudaStream_t stream);
+  Result noteLaneKernel(cudaStream_t stream);
+
+ private:
+  void loop();
+  bool next(DeviceJob* job);
+  void runJob(DeviceJob& job);
+  void runArrivedLaunches();
+  Result skipReason() const;
+  Result waitReady(DeviceJob& job);
+  bool finished(const InflightJob& job) const;
+  // Waits (bounded) for every inflight job; false when some did not finish.
+  bool waitInflight();
+  void reclaimCapturedLocked();  // inflightMu_ held
+
+  ncclComm* comm_;
+  int device_;
+  StagingPool pool_;
+  MappedWords words_;
+  MappedSlots tickets_;
+  std::shared_ptr<LaunchPort> port_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<DeviceJob> queue_;     // issued outside graphs, in issue order
+  std::deque<DeviceJob> launches_;  // graph launches, in ticket order
+  uint64_t lastTicket_ = 0;
+  bool busy_ = false;
+  bool paused_ = false;  // launches wait: a call on host buffers runs
+  bool stop_ = false;
+  std::atomic<bool> lostLaunch_{false};  // a launch could not be queued (out of memory)
+  bool failed_ = false;  // proxy thread only: later jobs are skipped
+  std::mutex inflightMu_;
+  std::vector<InflightJob> inflight_;
+  std::vector<std::shared_ptr<CapturedJob>> captured_;
+  std::unique_ptr<lanes::PortTable> lanePorts_;
+  CudaEvent laneKernelDone_;
+  cudaStream_t laneStream_ = nullptr;
+  bool laneKernelLaunched_ = false;
+  std::thread thread_;
+};
+
+// Where graph launches submit their jobs: the proxy while it lives. A graph
+// may outlive its communicator; its launches then submit nothing.
+class LaunchPort {
+ public:
+  explicit LaunchPort(DeviceProxy* proxy) : proxy_(proxy) {}
+  // From a CUDA host function: takes two mutexes, makes no CUDA call.
+  void submit(CapturedJob& job);
+  void close();
+
+ private:
+  std::mutex mu_;
+  DeviceProxy* proxy_;
+};
+
+}  // namespace braid

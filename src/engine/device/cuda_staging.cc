@@ -1,0 +1,156 @@
+#include "engine/device/cuda_staging.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "base/log.h"
+#include "base/cuda_util.h"
+
+namespace braid {
+
+namespace {
+
+size_t sizeClass(size_t bytes) {
+  size_t c = 4096;
+  while (c < bytes) c <<= 1;
+  return c;
+}
+
+}  // namespace
+
+StagingPool::~StagingPool() {
+  for (char* p : all_) cudaFreeHost(p);
+}
+
+Result StagingPool::acquire(size_t bytes, PinnedBlock* out) {
+  const size_t cls = sizeClass(std::max<size_t>(bytes, 1));
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<char*>& list = free_[cls];
+  if (!list.empty()) {
+    *out = {list.back(), cls};
+    list.pop_back();
+    return Result::success();
+  }
+  void* p = nullptr;
+  // Portable: any device's copies may use it, whatever device was current.
+  const cudaError_t err = cudaHostAlloc(&p, cls, cudaHostAllocPortable);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return fail(ncclSystemError, "cannot allocate %zu bytes of pinned host memory to stage device buffers: %s",
+                cls, cudaGetErrorString(err));
+  }
+  all_.push_back(static_cast<char*>(p));
+  *out = {static_cast<char*>(p), cls};
+  return Result::success();
+}
+
+void StagingPool::release(const PinnedBlock& block) {
+  if (block.data == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  free_[block.bytes].push_back(block.data);
+}
+
+void StagingPool::abandon(const PinnedBlock& block) {
+  if (block.data == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  all_.erase(std::remove(all_.begin(), all_.end(), block.data), all_.end());
+  BRAID_WARN("device path: leaking a pinned staging block of %zu bytes that the GPU may still use", block.bytes);
+}
+
+void StagingPool::leak(const PinnedBlock& block) {
+  if (block.data == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  all_.erase(std::remove(all_.begin(), all_.end(), block.data), all_.end());
+}
+
+MappedWords::~MappedWords() {
+  if (host_) cudaFreeHost(host_);
+}
+
+Result MappedWords::allocate() {
+  void* p = nullptr;
+  BRAID_CUDA_TRY(cudaHostAlloc(&p, sizeof(Words), cudaHostAllocMapped | cudaHostAllocPortable));
+  host_ = static_cast<Words*>(p);
+  host_->published = 0;
+  host_->launchPublished = 0;
+  host_->abort = 0;
+  host_->laneFailure = 0;
+  void* dev = nullptr;
+  BRAID_CUDA_TRY(cudaHostGetDevicePointer(&dev, p, 0));
+  auto* words = static_cast<Words*>(dev);
+  devicePublished_ = &words->published;
+  deviceLaunchPublished_ = &words->launchPublished;
+  deviceAbort_ = &words->abort;
+  deviceLaneFailure_ = &words->laneFailure;
+  return Result::success();
+}
+
+void MappedWords::publish(uint64_t sequence) {
+  // Every staged byte the host work wrote is visible before the word is.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  __atomic_store_n(&host_->published, sequence, __ATOMIC_SEQ_CST);
+}
+
+void MappedWords::publishLaunch(uint64_t ticket) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  __atomic_store_n(&host_->launchPublished, ticket, __ATOMIC_SEQ_CST);
+}
+
+uint64_t MappedWords::launchPublished() const {
+  return host_ ? __atomic_load_n(&host_->launchPublished, __ATOMIC_SEQ_CST) : 0;
+}
+
+uint32_t MappedWords::takeLaneFailure() const {
+  return host_ ? __atomic_exchange_n(&host_->laneFailure, 0u, __ATOMIC_SEQ_CST) : 0;
+}
+
+void MappedWords::setAbort() {
+  if (host_) __atomic_store_n(&host_->abort, 1u, __ATOMIC_SEQ_CST);
+}
+
+namespace {
+
+constexpr size_t kSlotChunkBytes = 4096;
+
+}  // namespace
+
+MappedSlots::~MappedSlots() {
+  for (void* chunk : chunks_) cudaFreeHost(chunk);
+}
+
+Result MappedSlots::acquire(MappedSlot* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (free_.empty()) {
+    void* p = nullptr;
+    BRAID_CUDA_TRY(cudaHostAlloc(&p, kSlotChunkBytes, cudaHostAllocMapped | cudaHostAllocPortable));
+    void* dev = nullptr;
+    const cudaError_t err = cudaHostGetDevicePointer(&dev, p, 0);
+    if (err != cudaSuccess) {
+      cudaFreeHost(p);
+      return cudaFailure("cudaHostGetDevicePointer", err);
+    }
+    chunks_.push_back(p);
+    auto* host = static_cast<uint64_t*>(p);
+    auto* device = static_cast<const volatile uint64_t*>(dev);
+    for (size_t i = kSlotChunkBytes / sizeof(uint64_t); i-- > 0;) free_.push_back({host + i, device + i});
+  }
+  *out = free_.back();
+  free_.pop_back();
+  __atomic_store_n(out->host, uint64_t(0), __ATOMIC_SEQ_CST);
+  return Result::success();
+}
+
+void MappedSlots::release(const MappedSlot& slot) {
+  if (slot.host == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  free_.push_back(slot);
+}
+
+void MappedSlots::leak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  chunks_.clear();
+  free_.clear();
+}
+
+}  // namespace braid

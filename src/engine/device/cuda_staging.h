@@ -1,0 +1,110 @@
+// Pinned host memory for the staged device path, kept per communicator and
+// reused: cudaHostAlloc is far too slow to pay on every call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "base/result.h"
+
+namespace braid {
+
+struct PinnedBlock {
+  char* data = nullptr;
+  size_t bytes = 0;  // capacity: a power of two
+};
+
+class StagingPool {
+ public:
+  StagingPool() = default;
+  ~StagingPool();
+  StagingPool(const StagingPool&) = delete;
+  StagingPool& operator=(const StagingPool&) = delete;
+
+  // A block of at least `bytes` (a free one of its size class, or a new one).
+  Result acquire(size_t bytes, PinnedBlock* out);
+  // Only once no copy and no host work uses it any more.
+  void release(const PinnedBlock& block);
+  // A block something may still use: never reused nor freed (with a warning).
+  void abandon(const PinnedBlock& block);
+  // The same without a warning: the caller says why, once.
+  void leak(const PinnedBlock& block);
+
+ private:
+  std::mutex mu_;
+  std::map<size_t, std::vector<char*>> free_;  // by capacity
+  std::vector<char*> all_;                     // freed at destruction
+};
+
+// Words of mapped pinned memory that stream-wait kernels read: the last
+// published job sequence of calls issued outside graphs, the last published
+// ticket of graph launches (kernels/README.md: two counters, as the two kinds
+// of jobs reach the proxy in different orders), and the abort word.
+class MappedWords {
+ public:
+  MappedWords() = default;
+  ~MappedWords();
+  MappedWords(const MappedWords&) = delete;
+  MappedWords& operator=(const MappedWords&) = delete;
+
+  Result allocate();
+  void publish(uint64_t sequence);
+  void publishLaunch(uint64_t ticket);
+  uint64_t launchPublished() const;  // the host's view
+  void setAbort();
+  // The worst status a device lane ended with since the last take (0: none);
+  // plan kernels raise it (BRAID_DEVICE_ENGINE=kernels).
+  uint32_t takeLaneFailure() const;
+  void leak() { host_ = nullptr; }  // a kernel may still read them
+  const volatile uint64_t* devicePublished() const { return devicePublished_; }
+  const volatile uint64_t* deviceLaunchPublished() const { return deviceLaunchPublished_; }
+  const volatile uint32_t* deviceAbort() const { return deviceAbort_; }
+  uint32_t* deviceLaneFailure() const { return deviceLaneFailure_; }
+
+ private:
+  struct Words {
+    uint64_t published;
+    uint64_t launchPublished;
+    uint32_t abort;
+    uint32_t laneFailure;
+  };
+  Words* host_ = nullptr;
+  const volatile uint64_t* devicePublished_ = nullptr;
+  const volatile uint64_t* deviceLaunchPublished_ = nullptr;
+  const volatile uint32_t* deviceAbort_ = nullptr;
+  uint32_t* deviceLaneFailure_ = nullptr;
+};
+
+// One 8-byte word of mapped pinned memory.
+struct MappedSlot {
+  uint64_t* host = nullptr;
+  const volatile uint64_t* device = nullptr;
+};
+
+// Words of mapped pinned memory handed out one at a time and reused: the
+// ticket word of each captured call (graph launches write the ticket there,
+// the stream-wait kernel of the launch reads it).
+class MappedSlots {
+ public:
+  MappedSlots() = default;
+  ~MappedSlots();
+  MappedSlots(const MappedSlots&) = delete;
+  MappedSlots& operator=(const MappedSlots&) = delete;
+
+  // A slot holding 0.
+  Result acquire(MappedSlot* out);
+  // Only once no kernel and no graph launch may use it any more.
+  void release(const MappedSlot& slot);
+  // A kernel may still read some slot: nothing is freed.
+  void leak();
+
+ private:
+  std::mutex mu_;
+  std::vector<void*> chunks_;  // freed at destruction
+  std::vector<MappedSlot> free_;
+};
+
+}  // namespace braid

@@ -1,0 +1,57 @@
+// Collectives on device (CUDA) buffers, stage 1: the data is staged through
+// pinned host memory and the host plan runs on a proxy thread per communicator,
+// ordered on the user's stream (kernels/README.md). Built with CUDA, the cuda_*.cc
+// files implement this; without it, no_cuda.cc answers "not built with CUDA".
+//
+// Host buffers keep the host path: while the application has not loaded the
+// CUDA driver no device buffer can exist, and no CUDA call is made; once it has,
+// whether CUDA is usable is decided once per process, and an unusable CUDA
+// (no device) means every buffer is host memory.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "base/result.h"
+#include "engine/task.h"
+
+namespace braid {
+
+// Built with CUDA and a CUDA device usable by this process (decided now, once).
+bool deviceBuffersSupported();
+
+// Device or managed memory. False, without a CUDA call, when CUDA is not in use.
+bool isDeviceMemory(const void* ptr);
+
+// Sets *device when any task of the group has device buffers. Fails with
+// ncclInvalidArgument when a call mixes device and host buffers, the group mixes
+// calls on device and on host buffers, or device buffers reach a library built
+// without CUDA; with ncclInvalidUsage when a communicator's device calls are
+// captured in a CUDA graph on more than one stream or only in part, or a
+// stream's capture was invalidated.
+Result classifyGroup(const std::vector<Task>& tasks, bool* device);
+
+// Runs host work on the staged copies of one communicator's tasks (called on
+// that communicator's proxy thread).
+using StagedRunner = std::function<Result(const std::vector<Task>&)>;
+
+// Enqueues the group on its streams and returns: copies to pinned memory, the
+// host work on each communicator's proxy thread, and the copies back. On a
+// capturing stream all of it is captured, and the host work runs at each
+// launch of the graph.
+Result submitDeviceGroup(const std::vector<Task>& tasks, const StagedRunner& run);
+
+// Returns once every device job of `comm` has run its host work, so that a host
+// call that follows uses the connections in issue order.
+void drainDeviceWork(ncclComm* comm);
+
+// Around a call on host buffers: drains `comm`'s device work, and keeps graph
+// launches that arrive meanwhile queued until resume, so that the host call
+// and the proxy never use the connections at once.
+void pauseDeviceWork(ncclComm* comm);
+void resumeDeviceWork(ncclComm* comm);
+
+// ncclCommAbort: releases stream-wait kernels of `comm` that still wait.
+void abortDeviceWork(ncclComm* comm);
+
+}  // namespace braid

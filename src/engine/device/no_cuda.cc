@@ -1,0 +1,75 @@
+// The device path of a library built without CUDA: no device buffer is
+// supported. A device pointer is still recognised (through the driver the
+// application loaded, never initialising it) so that it fails with a clear
+// error instead of a crash in a host memcpy.
+#include <dlfcn.h>
+
+#include <cstdint>
+
+#include "engine/comm.h"
+#include "engine/device/device.h"
+#include "engine/device/driver_probe.h"
+
+namespace braid {
+
+class DeviceProxy {};
+
+void DeviceProxyDeleter::operator()(DeviceProxy* proxy) const { delete proxy; }
+
+namespace {
+
+// cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr): the
+// driver API's values, spelled out to need no CUDA header.
+using PointerAttributeFn = int (*)(void* data, int attribute, unsigned long long ptr);
+constexpr int kAttributeMemoryType = 2;
+constexpr unsigned kMemoryTypeDevice = 2;
+
+PointerAttributeFn driverPointerAttribute() {
+  static const PointerAttributeFn fn = [] {
+    void* handle = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    return handle ? reinterpret_cast<PointerAttributeFn>(dlsym(handle, "cuPointerGetAttribute")) : nullptr;
+  }();
+  return fn;
+}
+
+}  // namespace
+
+bool deviceBuffersSupported() { return false; }
+
+bool isDeviceMemory(const void* ptr) {
+  if (ptr == nullptr || !cudaDriverLoaded()) return false;
+  const PointerAttributeFn fn = driverPointerAttribute();
+  unsigned type = 0;
+  // Not initialised (CUDA_ERROR_NOT_INITIALIZED) or not CUDA memory: host.
+  return fn != nullptr && fn(&type, kAttributeMemoryType, reinterpret_cast<uintptr_t>(ptr)) == 0 &&
+         type == kMemoryTypeDevice;
+}
+
+Result classifyGroup(const std::vector<Task>& tasks, bool* device) {
+  *device = false;
+  for (const Task& t : tasks) {
+    if (t.count == 0) continue;
+    for (const void* p : {t.sendbuff, static_cast<const void*>(t.recvbuff)}) {
+      if (isDeviceMemory(p))
+        return fail(ncclInvalidArgument,
+                    "%s: buffer %p is CUDA device memory, but this braid was built without CUDA "
+                    "(host buffers only; braidSupportsDeviceBuffers() returns 0)",
+                    collectiveName(t.coll), p);
+    }
+  }
+  return Result::success();
+}
+
+Result submitDeviceGroup(const std::vector<Task>&, const StagedRunner&) {
+  return fail(ncclInvalidArgument, "device buffers need a braid built with CUDA");
+}
+
+void drainDeviceWork(ncclComm*) {}
+
+void pauseDeviceWork(ncclComm*) {}
+
+void resumeDeviceWork(ncclComm*) {}
+
+void abortDeviceWork(ncclComm*) {}
+
+}  // namespace braid

@@ -1,0 +1,50 @@
+#include "engine/device/stage_span.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "reduce/host_reduce.h"
+
+namespace braid {
+
+StageSpan stageSpanOf(const Task& t, int rank, int nranks) {
+  const size_t n = t.count * typeSize(t.type);
+  const size_t all = n * static_cast<size_t>(nranks);
+  const bool root = rank == t.root;
+  switch (t.coll) {
+    case Collective::AllReduce: return {n, n};
+    case Collective::ReduceScatter: return {all, n};
+    case Collective::AllGather: return {n, all};
+    case Collective::Broadcast: return {root ? n : 0, n};
+    case Collective::Reduce: return {n, root ? n : 0};
+    case Collective::AllToAll: return {all, all};
+    case Collective::Gather: return {n, root ? all : 0};
+    case Collective::Scatter: return {root ? all : 0, n};
+    case Collective::Send: return {n, 0};
+    case Collective::Recv: return {0, n};
+  }
+  return {};
+}
+
+StageLayout stageLayoutOf(const void* sendbuff, const void* recvbuff, const StageSpan& span) {
+  constexpr size_t kAlign = 256;
+  const auto in = reinterpret_cast<uintptr_t>(sendbuff);
+  const auto out = reinterpret_cast<uintptr_t>(recvbuff);
+  StageLayout l;
+  const bool overlap = span.inBytes > 0 && span.outBytes > 0 && in < out + span.outBytes &&
+                       out < in + span.inBytes;
+  if (overlap) {
+    const uintptr_t lo = std::min(in, out);
+    const uintptr_t hi = std::max(in + span.inBytes, out + span.outBytes);
+    l.inOffset = in - lo;
+    l.outOffset = out - lo;
+    l.blockBytes = hi - lo;
+    return l;
+  }
+  l.inOffset = 0;
+  l.outOffset = (span.inBytes + kAlign - 1) / kAlign * kAlign;
+  l.blockBytes = l.outOffset + span.outBytes;
+  return l;
+}
+
+}  // namespace braid

@@ -1,0 +1,69 @@
+#include "engine/lanes/comm_program.h"
+
+#include <algorithm>
+
+#include "engine/comm.h"
+#include "engine/task_plan.h"
+
+namespace braid {
+namespace lanes {
+
+namespace {
+
+// The most bytes any message of the call can carry: its whole buffer. Every
+// rank computes the same value, so all choose the same protocol for it.
+uint64_t operationBytes(const Task& t) {
+  uint64_t elems = t.count;
+  switch (t.coll) {
+    case Collective::AllGather:
+    case Collective::ReduceScatter:
+    case Collective::AllToAll:
+    case Collective::Gather:
+    case Collective::Scatter: elems *= uint64_t(t.comm->nranks); break;
+    default: break;
+  }
+  return elems * typeSize(t.type);
+}
+
+// On host threads an LL line costs a poll of its own and twice the bytes,
+// while a bulk slot's counter is one coherent cache line: measured on 2 ranks
+// over shm (docs/performance.md, "One engine"), LL is faster only up to 32 B.
+constexpr uint64_t kHostLLOpBytes = 32;
+
+exec::Protocol protocolOf(const Task& t, const LaneLimits& limits, LaneRunner runner) {
+  const uint64_t most = runner == LaneRunner::Host ? std::min(kHostLLOpBytes, limits.llPayloadBytes)
+                                                   : limits.llPayloadBytes;
+  return laneUsesLL(tuningInputOf(t), operationBytes(t), most) ? exec::Protocol::LL : exec::Protocol::Bulk;
+}
+
+}  // namespace
+
+LaneLimits limitsOf(const ncclComm* comm) {
+  LaneLimits l;
+  l.channelPayloadBytes = comm->settings.slotBytes;
+  l.peerPayloadBytes = comm->settings.peerSlotBytes;
+  l.llPayloadBytes = std::min<uint64_t>({l.llPayloadBytes, l.channelPayloadBytes, l.peerPayloadBytes});
+  return l;
+}
+
+uint64_t llStageBytesOf(const ncclComm* comm) { return (limitsOf(comm).llPayloadBytes + 7) / 8 * 8; }
+
+Result commProgramOf(const std::vector<const Task*>& tasks, LaneRunner runner, CommProgram* out) {
+  if (tasks.empty()) return fail(ncclInternalError, "lane program of no call");
+  std::vector<Plan> plans;
+  std::vector<LaneOp> ops;
+  CommProgram cp;
+  const LaneLimits limits = limitsOf(tasks.front()->comm);
+  for (const Task* t : tasks) {
+    plans.push_back(generatePlan(shapeOf(*t)));
+    ops.push_back({t->type, protocolOf(*t, limits, runner)});
+    cp.scratchOffsets.push_back(cp.scratchBytes);
+    cp.scratchBytes += (plans.back().scratchElems * typeSize(t->type) + 63) & ~size_t(63);
+  }
+  BRAID_TRY(buildLaneProgram(ops, plans, limits, &cp.program));
+  *out = std::move(cp);
+  return Result::success();
+}
+
+}  // namespace lanes
+}  // namespace braid

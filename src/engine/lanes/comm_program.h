@@ -1,0 +1,34 @@
+// One communicator's calls of a group as a lane program: what the host-thread
+// runner (lane_executor.cc) and the CUDA runner (engine/device/
+// cuda_lane_launch.cc) both start from.
+#pragma once
+
+#include <vector>
+
+#include "base/result.h"
+#include "engine/task.h"
+#include "engine/lanes/lane_program.h"
+
+namespace braid {
+namespace lanes {
+
+struct CommProgram {
+  LaneProgram program;
+  std::vector<size_t> scratchOffsets;  // per call: where its Buffer::Scratch starts
+  size_t scratchBytes = 0;
+};
+
+// FIFO slot sizes and the LL threshold of a communicator (alike on all ranks).
+LaneLimits limitsOf(const ncclComm* comm);
+// Bytes of each LL staging buffer of a lane.
+uint64_t llStageBytesOf(const ncclComm* comm);
+
+// Who runs the lanes: host threads (the host runner) or CUDA blocks.
+enum class LaneRunner { Host, Device };
+
+// Plans `tasks` (one communicator's, in call order) and merges them into lanes
+// with the protocol that suits `runner` (alike on every rank).
+Result commProgramOf(const std::vector<const Task*>& tasks, LaneRunner runner, CommProgram* out);
+
+}  // namespace lanes
+}  // namespace braid

@@ -1,0 +1,179 @@
+#include "engine/lanes/lane_executor.h"
+
+#include <sched.h>
+#include <time.h>
+
+#include <algorithm>
+
+#include "engine/comm.h"
+#include "base/log.h"
+#include "kernels/executor/host_lane_runner.h"
+#include "engine/lanes/lane_group.h"
+#include "engine/lanes/lane_watchdog.h"
+#include "engine/lanes/host_lanes.h"
+
+namespace braid {
+
+namespace {
+
+// Every lane back at its first step, every stage counter at zero.
+void rewind(lanes::LaneGroup& group) {
+  for (lanes::LaneRun& run : group.runs) {
+    exec::rewindLane(*run.exec);
+    std::fill(run.exec->stages, run.exec->stages + run.exec->nstages, 0);
+    run.done = false;
+    run.status = exec::ExecStatus::Ok;
+  }
+}
+
+// Runs the lane until it ends or would wait; true when it got anywhere. A
+// lane that waits is only re-entered once what it waits for is there.
+bool turn(lanes::LaneRun& run) {
+  exec::LaneExec& L = *run.exec;
+  if (!exec::awaitedReady(L)) return false;
+  bool moved = false;
+  run.status = exec::runLaneTurn(L, &moved);
+  run.done = run.status != exec::ExecStatus::WouldBlock;
+  return moved;
+}
+
+// The error of a lane that ended with a failure.
+lanes::Stop laneFailure(const lanes::LaneRun& run) {
+  ncclComm* comm = run.owner->comm;
+  const uint32_t at = run.exec->failedStep;
+  const std::string where = "rank " + std::to_string(comm->rank) + ", " + lanes::describeLane(run, at);
+  switch (run.status) {
+    case exec::ExecStatus::Aborted:
+      return {fail(ncclSystemError, "communicator aborted (%s)", where.c_str()), comm};
+    case exec::ExecStatus::SizeMismatch:
+      return {fail(ncclInvalidUsage, "%s: rank %d sent a message of another size than this step expects: the "
+                   "ranks called different operations or counts", where.c_str(), lanes::peerOfStep(run, at)), comm};
+    default:
+      return {fail(ncclInternalError, "engine: %s: %s", where.c_str(), exec::execStatusName(run.status)),
+              comm};
+  }
+}
+
+// The network bridges of the group's communicators: pumped every round, and
+// the group ends only once they have sent everything.
+class Bridges {
+ public:
+  explicit Bridges(const lanes::LaneGroup& group) {
+    for (const auto& c : group.comms)
+      if (lanes::NetBridge* b = c->comm->hostLanes->ports.bridge()) list_.push_back({b, c->comm});
+  }
+  // The sockets of FIFOs a lane waits on are read in every round, the others
+  // in one round of eight: a read is a system call, a FIFO poll a load.
+  bool pump(const std::vector<lanes::LaneRun>& runs) {
+    if (list_.empty()) return false;
+    const bool readSockets = ++rounds_ % 8 == 0;
+    awaited_.clear();
+    if (!readSockets)
+      for (const lanes::LaneRun& run : runs)
+        if (const uint64_t* head = awaitedHead(run)) awaited_.push_back(head);
+    bool moved = false;
+    for (const Entry& e : list_) moved = e.bridge->pump(readSockets, awaited_) || moved;
+    return moved;
+  }
+  bool flushed() const {
+    for (const Entry& e : list_)
+      if (!e.bridge->flushed()) return false;
+    return true;
+  }
+  // A send that failed: the peer it went to is lost (told to the others).
+  lanes::Stop failure() const {
+    for (const Entry& e : list_)
+      if (!e.bridge->error().ok())
+        return {Result(e.bridge->error()).context("rank " + std::to_string(e.comm->rank)), e.comm, -1, true};
+    return {};
+  }
+
+ private:
+  struct Entry {
+    lanes::NetBridge* bridge;
+    ncclComm* comm;
+  };
+  // The head of the FIFO a waiting lane expects a message on, or null.
+  static const uint64_t* awaitedHead(const lanes::LaneRun& run) {
+    if (run.done) return nullptr;
+    const exec::WaitTarget t = exec::waitTargetOf(exec::loadRelaxed(&run.exec->waitingOn));
+    if (!t.waiting || t.send || t.port >= run.exec->nrecvPorts) return nullptr;
+    return run.exec->recvPorts[t.port]->fifo.head;
+  }
+
+  std::vector<Entry> list_;
+  std::vector<const uint64_t*> awaited_;
+  unsigned rounds_ = 0;
+};
+
+// Every lane in turn on this thread, and the bridges between them, until all
+// are done and sent; the watchdog looks in every 1024 idle rounds.
+lanes::Stop runTurns(lanes::LaneGroup& group) {
+  lanes::LaneWatchdog watchdog(group);
+  Bridges bridges(group);
+  Backoff backoff(group.comms.front()->comm->settings.wait);
+  size_t remaining = group.runs.size();
+  unsigned idleRounds = 0;
+  while (remaining > 0 || !bridges.flushed()) {
+    bool progressed = bridges.pump(group.runs);
+    lanes::Stop failed = bridges.failure();
+    if (!failed.why.ok()) return failed;
+    for (lanes::LaneRun& run : group.runs) {
+      if (run.done || !turn(run)) continue;
+      progressed = true;
+      if (!run.done) continue;
+      --remaining;
+      if (run.status != exec::ExecStatus::Ok) return laneFailure(run);
+    }
+    if (progressed) {
+      backoff.reset();
+      continue;
+    }
+    backoff.pause();
+    if (++idleRounds % 1024 != 0) continue;
+    lanes::Stop stop = watchdog.check();
+    if (!stop.why.ok()) return stop;
+  }
+  return {};
+}
+
+Result runPrepared(lanes::LaneGroup& group) {
+  rewind(group);
+  lanes::Stop stop = runTurns(group);
+  if (stop.why.ok()) return Result::success();
+  if (stop.notify && stop.comm && stop.comm->bootstrap)
+    stop.comm->bootstrap->notifyFailure(stop.why.message(), stop.lostPeer, Clock::now() + std::chrono::seconds(1));
+  return stop.why;
+}
+
+// A lone call (the common case: no group around it) runs from the
+// communicator's cache; the first call of a shape plans and connects.
+Result runSingle(const Task& t) {
+  ncclComm* comm = t.comm;
+  const PlanKey key = planKeyOf(t);
+  lanes::LaneGroup* group = lanes::hostLanesOf(comm).plans.find(key);
+  if (!group) {
+    auto fresh = std::make_unique<lanes::LaneGroup>();
+    BRAID_TRY(lanes::prepareLaneGroup({t}, fresh.get()));
+    group = comm->hostLanes->plans.insert(key, std::move(fresh));
+  }
+  lanes::rebindLaneGroup(*group, t);
+  return runPrepared(*group);
+}
+
+}  // namespace
+
+bool lanesShareMemoryWithEveryPeer(const std::vector<Task>& tasks) {
+  return std::all_of(tasks.begin(), tasks.end(), [](const Task& t) { return lanes::PortTable::reachable(t.comm); });
+}
+
+Result runLaneGroup(const std::vector<Task>& tasks) {
+  // With NCCL_DEBUG_SUBSYS=TUNING every call is planned afresh, so that each
+  // one logs its choice.
+  if (tasks.size() == 1 && !logEnabled(LogLevel::Info, kLogTuning)) return runSingle(tasks.front());
+  lanes::LaneGroup group;
+  BRAID_TRY(lanes::prepareLaneGroup(tasks, &group));
+  return runPrepared(group);
+}
+
+}  // namespace braid

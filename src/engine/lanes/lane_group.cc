@@ -1,0 +1,117 @@
+#include "engine/lanes/lane_group.h"
+
+#include <map>
+
+#include "engine/comm.h"
+#include "engine/connect.h"
+#include "engine/lanes/comm_program.h"
+#include "engine/lanes/lane_image.h"
+#include "engine/lanes/host_lanes.h"
+
+namespace braid {
+namespace lanes {
+
+namespace {
+
+// Plans the communicator's calls and merges them into lanes.
+Result plan(CommRun& run) {
+  ncclComm* comm = run.comm;
+  std::vector<const Task*> tasks;
+  for (const Task& t : run.tasks) tasks.push_back(&t);
+  CommProgram cp;
+  BRAID_TRY(commProgramOf(tasks, LaneRunner::Host, &cp));
+  std::vector<char>& scratch = hostLanesOf(comm).scratch;
+  if (scratch.size() < cp.scratchBytes) scratch.resize(cp.scratchBytes);
+  run.scratchOffsets = std::move(cp.scratchOffsets);
+  run.program = std::move(cp.program);
+  return Result::success();
+}
+
+exec::OpBuffers opBuffersOf(const CommRun& run, size_t i) {
+  const Task& t = run.tasks[i];
+  return {static_cast<const char*>(t.sendbuff), static_cast<char*>(t.recvbuff),
+          run.comm->hostLanes->scratch.data() + run.scratchOffsets[i], t.op};
+}
+
+// Same-host FIFOs (offer, then accept, for every communicator), then the
+// connections and FIFOs of ranks on other hosts.
+Result connect(std::vector<std::unique_ptr<CommRun>>& comms) {
+  for (auto& c : comms) BRAID_TRY(c->comm->hostLanes->ports.offer(c->comm, portsOf(c->program), limitsOf(c->comm)));
+  for (auto& c : comms) BRAID_TRY(c->comm->hostLanes->ports.accept(c->comm, portsOf(c->program), limitsOf(c->comm)));
+  std::vector<ConnectionNeed> needs;
+  for (auto& c : comms) {
+    const auto more = c->comm->hostLanes->ports.bridgeNeeds(c->comm, portsOf(c->program));
+    needs.insert(needs.end(), more.begin(), more.end());
+  }
+  if (!needs.empty()) BRAID_TRY(connectAll(needs));
+  for (auto& c : comms)
+    BRAID_TRY(c->comm->hostLanes->ports.attachBridged(c->comm, portsOf(c->program), limitsOf(c->comm)));
+  return Result::success();
+}
+
+// Lays the communicator's lanes out in host memory, resumable, to run in
+// place. Every wait polls the communicator's abort flag itself.
+Result buildImage(CommRun& c) {
+  const PortTable& ports = c.comm->hostLanes->ports;
+  const uint64_t stage = llStageBytesOf(c.comm);
+  for (size_t i = 0; i < c.tasks.size(); ++i) c.ops.push_back(opBuffersOf(c, i));
+  ImagePart part;
+  part.program = &c.program;
+  part.ops = c.ops;
+  part.portOf = [&ports](const PortKey& k) { return ports.port(k); };
+  part.abortWord = abortWordOf(*c.comm);
+  part.resumable = true;
+  const std::vector<ImagePart> parts = {part};
+  c.image.assign((laneImageBytes(parts, stage) + 7) / 8, 0);
+  c.opsOffset = opBuffersOffset(parts, stage, 0, 0);
+  return writeLaneImage(parts, stage, reinterpret_cast<uintptr_t>(c.image.data()), c.image.data());
+}
+
+}  // namespace
+
+Result prepareLaneGroup(const std::vector<Task>& tasks, LaneGroup* group) {
+  std::map<ncclComm*, CommRun*> byComm;
+  for (const Task& t : tasks) {
+    CommRun*& run = byComm[t.comm];
+    if (!run) {
+      group->comms.push_back(std::make_unique<CommRun>());
+      run = group->comms.back().get();
+      run->comm = t.comm;
+    }
+    run->tasks.push_back(t);
+  }
+  for (auto& c : group->comms) BRAID_TRY(plan(*c));
+  BRAID_TRY(connect(group->comms));
+  for (auto& c : group->comms) {
+    BRAID_TRY(buildImage(*c));
+    auto* lanes = reinterpret_cast<exec::LaneExec*>(c->image.data());
+    for (size_t i = 0; i < c->program.lanes.size(); ++i)
+      group->runs.push_back({c.get(), &c->program.lanes[i], &lanes[i]});
+  }
+  return Result::success();
+}
+
+void rebindLaneGroup(LaneGroup& group, const Task& t) {
+  CommRun& c = *group.comms.front();
+  // The cache key fixed the rest of the call.
+  Task& mine = c.tasks.front();
+  mine.sendbuff = t.sendbuff;
+  mine.recvbuff = t.recvbuff;
+  mine.op = t.op;
+  mine.sequence = t.sequence;
+  // comm->scratch may have moved since (a larger group grew it).
+  exec::OpBuffers& o = *reinterpret_cast<exec::OpBuffers*>(reinterpret_cast<char*>(c.image.data()) + c.opsOffset);
+  o = opBuffersOf(c, 0);
+  c.ops.front() = o;
+}
+
+int peerOfStep(const LaneRun& run, uint64_t step) {
+  if (step >= run.lane->bound.steps.size()) return -1;
+  const exec::ExecStep& s = run.lane->bound.steps[step];
+  if (s.recvPort >= 0) return run.lane->bound.recvPeers[size_t(s.recvPort)];
+  if (s.sendPort >= 0) return run.lane->bound.sendPeers[size_t(s.sendPort)];
+  return -1;
+}
+
+}  // namespace lanes
+}  // namespace braid

@@ -1,0 +1,62 @@
+// A group's calls made ready for the host runner: planned, merged into lanes
+// (comm_program.h), their FIFOs connected (port_table.h) and laid out as a lane
+// image in host memory. A lone call's group is kept per communicator and call
+// shape (engine/lanes/plan_cache.h), so a repeated call only rebinds its buffers.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "base/result.h"
+#include "engine/task.h"
+#include "kernels/executor/plan_interpreter.h"
+#include "engine/lanes/lane_program.h"
+
+struct ncclComm;
+
+namespace braid {
+namespace lanes {
+
+// One communicator's part of the group.
+struct CommRun {
+  ncclComm* comm = nullptr;
+  std::vector<Task> tasks;  // copies: a cached group outlives the calls
+  LaneProgram program;
+  std::vector<size_t> scratchOffsets;  // per call, into comm->scratch
+  std::vector<exec::OpBuffers> ops;
+  size_t opsOffset = 0;        // bytes from the image's start to `ops`' copy in it
+  std::vector<uint64_t> image;  // the lanes (lane_image.h), run in place
+};
+
+// One lane and where the runner is with it.
+struct LaneRun {
+  CommRun* owner = nullptr;
+  const ProgramLane* lane = nullptr;
+  exec::LaneExec* exec = nullptr;  // in owner->image
+  bool done = false;
+  exec::ExecStatus status = exec::ExecStatus::Ok;
+};
+
+// Neither copied nor moved: its lanes point into its own images.
+struct LaneGroup {
+  LaneGroup() = default;
+  LaneGroup(const LaneGroup&) = delete;
+  LaneGroup& operator=(const LaneGroup&) = delete;
+
+  std::vector<std::unique_ptr<CommRun>> comms;
+  std::vector<LaneRun> runs;
+};
+
+// Plans `tasks`, connects the FIFOs their lanes need (for every communicator
+// of the group at once) and lays the lanes out, resumable, ready to run.
+Result prepareLaneGroup(const std::vector<Task>& tasks, LaneGroup* group);
+
+// Points a cached single-call group at this call's buffers, reduction and
+// operation number, and rewinds its lanes.
+void rebindLaneGroup(LaneGroup& group, const Task& t);
+
+// The peer a lane's step `step` waits for (receive first), or -1.
+int peerOfStep(const LaneRun& run, uint64_t step);
+
+}  // namespace lanes
+}  // namespace braid

@@ -1,0 +1,139 @@
+#include "engine/lanes/lane_image.h"
+
+#include <cstring>
+
+namespace braid {
+namespace lanes {
+
+namespace {
+
+// Hands out 8-byte aligned pieces of the block.
+class Layout {
+ public:
+  size_t take(size_t bytes) {
+    const size_t at = used_;
+    used_ += (bytes + 7) & ~size_t(7);
+    return at;
+  }
+  size_t used() const { return used_; }
+
+ private:
+  size_t used_ = 0;
+};
+
+struct LaneParts {
+  size_t steps = 0, sendPorts = 0, recvPorts = 0, recvStage = 0, sendStage = 0;
+};
+
+struct PartLayout {
+  size_t ops = 0, stages = 0;
+  std::vector<LaneParts> lanes;
+};
+
+struct ImageLayout {
+  size_t bytes = 0;
+  std::vector<PartLayout> parts;
+};
+
+size_t lanesOf(const std::vector<ImagePart>& parts) {
+  size_t n = 0;
+  for (const ImagePart& p : parts) n += p.program->lanes.size();
+  return n;
+}
+
+ImageLayout layoutOf(const std::vector<ImagePart>& parts, uint64_t llStageBytes) {
+  Layout layout;
+  ImageLayout l;
+  layout.take(lanesOf(parts) * sizeof(exec::LaneExec));
+  for (const ImagePart& part : parts) {
+    PartLayout pl;
+    pl.ops = layout.take(part.ops.size() * sizeof(exec::OpBuffers));
+    pl.stages = layout.take(part.program->nstages * sizeof(uint64_t));
+    for (const ProgramLane& lane : part.program->lanes) {
+      LaneParts p;
+      p.steps = layout.take(lane.bound.steps.size() * sizeof(exec::ExecStep));
+      p.sendPorts = layout.take(lane.bound.sendPeers.size() * sizeof(exec::Port*));
+      p.recvPorts = layout.take(lane.bound.recvPeers.size() * sizeof(exec::Port*));
+      if (lane.anyLL) {
+        p.recvStage = layout.take(llStageBytes);
+        p.sendStage = layout.take(llStageBytes);
+      }
+      pl.lanes.push_back(p);
+    }
+    l.parts.push_back(std::move(pl));
+  }
+  l.bytes = layout.used();
+  return l;
+}
+
+// Writes one lane's steps and port pointers into `host`; returns its LaneExec.
+exec::LaneExec writeLane(const ImagePart& part, const PartLayout& pl, size_t i, uint64_t llStageBytes,
+                         uintptr_t base, char* host) {
+  const ProgramLane& lane = part.program->lanes[i];
+  const LaneParts& p = pl.lanes[i];
+  auto there = [base](size_t offset) { return base + offset; };
+  if (!lane.bound.steps.empty())
+    memcpy(host + p.steps, lane.bound.steps.data(), lane.bound.steps.size() * sizeof(exec::ExecStep));
+  auto* sends = reinterpret_cast<exec::Port**>(host + p.sendPorts);
+  auto* recvs = reinterpret_cast<exec::Port**>(host + p.recvPorts);
+  for (size_t k = 0; k < lane.bound.sendPeers.size(); ++k) sends[k] = part.portOf(lane.sendKey(k));
+  for (size_t k = 0; k < lane.bound.recvPeers.size(); ++k) recvs[k] = part.portOf(lane.recvKey(k));
+  exec::LaneExec L;
+  L.steps = reinterpret_cast<const exec::ExecStep*>(there(p.steps));
+  L.nsteps = uint32_t(lane.bound.steps.size());
+  L.sendPorts = reinterpret_cast<exec::Port* const*>(there(p.sendPorts));
+  L.nsendPorts = uint32_t(lane.bound.sendPeers.size());
+  L.recvPorts = reinterpret_cast<exec::Port* const*>(there(p.recvPorts));
+  L.nrecvPorts = uint32_t(lane.bound.recvPeers.size());
+  L.ops = reinterpret_cast<const exec::OpBuffers*>(there(pl.ops));
+  L.nops = uint32_t(part.ops.size());
+  L.stages = reinterpret_cast<uint64_t*>(there(pl.stages));
+  L.nstages = part.program->nstages;
+  if (lane.anyLL) {
+    L.recvStage = reinterpret_cast<uint32_t*>(there(p.recvStage));
+    L.sendStage = reinterpret_cast<uint32_t*>(there(p.sendStage));
+    L.stageBytes = llStageBytes;
+  }
+  L.wait.abortFlag = part.abortWord;
+  L.wait.resumable = part.resumable;
+  L.failure = part.failureWord;
+  return L;
+}
+
+}  // namespace
+
+size_t laneImageBytes(const std::vector<ImagePart>& parts, uint64_t llStageBytes) {
+  return layoutOf(parts, llStageBytes).bytes;
+}
+
+size_t opBuffersOffset(const std::vector<ImagePart>& parts, uint64_t llStageBytes, size_t part, size_t op) {
+  return layoutOf(parts, llStageBytes).parts[part].ops + op * sizeof(exec::OpBuffers);
+}
+
+Result writeLaneImage(const std::vector<ImagePart>& parts, uint64_t llStageBytes, uintptr_t base, void* dst) {
+  if (base % 8 != 0 || reinterpret_cast<uintptr_t>(dst) % 8 != 0 || llStageBytes % 8 != 0)
+    return fail(ncclInternalError, "lane image: misaligned block or staging size");
+  for (const ImagePart& part : parts)
+    for (const PortKey& k : portsOf(*part.program))
+      if (part.portOf(k) == nullptr)
+        return fail(ncclInternalError, "lane image: no port for the FIFO %s rank %d, channel %d",
+                    k.send ? "to" : "from", k.peer, k.channel);
+  const ImageLayout l = layoutOf(parts, llStageBytes);
+  char* host = static_cast<char*>(dst);
+  memset(host, 0, l.bytes);  // stage counters start at zero
+  auto* lanes = reinterpret_cast<exec::LaneExec*>(host);
+  size_t next = 0;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const ImagePart& part = parts[p];
+    const PartLayout& pl = l.parts[p];
+    if (!part.ops.empty()) memcpy(host + pl.ops, part.ops.data(), part.ops.size() * sizeof(exec::OpBuffers));
+    for (size_t i = 0; i < part.program->lanes.size(); ++i) {
+      const exec::LaneExec L = writeLane(part, pl, i, llStageBytes, base, host);
+      memcpy(&lanes[next++], &L, sizeof(L));
+    }
+  }
+  return Result::success();
+}
+
+}  // namespace lanes
+}  // namespace braid

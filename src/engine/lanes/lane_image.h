@@ -1,0 +1,49 @@
+// The lanes of a group as one relocatable block of memory: the LaneExec
+// array of every part (a communicator's program), then each part's
+// operations' table and stage counters, and each lane's steps, port-pointer
+// arrays and LL staging. It is built on the host with every pointer computed
+// for the address where the block will be used, so host threads run it in
+// place and a CUDA kernel runs it after one copy to device memory: both
+// executors run the same bytes, and one launch runs the lanes of every
+// communicator on a stream.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "base/result.h"
+#include "engine/lanes/lane_program.h"
+
+namespace braid {
+namespace lanes {
+
+// The Port of a FIFO end, in memory the lanes' runner reaches.
+using PortOf = std::function<exec::Port*(const PortKey&)>;
+
+// One communicator's lanes in the block.
+struct ImagePart {
+  const LaneProgram* program = nullptr;
+  std::vector<exec::OpBuffers> ops;  // buffers and reductions, at addresses the runner reaches
+  PortOf portOf;
+  const uint32_t* abortWord = nullptr;  // polled by every wait
+  bool resumable = false;               // host runner: waits return WouldBlock (WaitControl)
+  uint32_t* failureWord = nullptr;      // optional: the worst failed status (CUDA kernel)
+};
+
+// Bytes of the block of `parts`.
+size_t laneImageBytes(const std::vector<ImagePart>& parts, uint64_t llStageBytes);
+
+// Where, in the block, part `part`'s OpBuffers of operation `op` is (a device
+// PreMulSum scalar is copied into its RedOp on the stream).
+size_t opBuffersOffset(const std::vector<ImagePart>& parts, uint64_t llStageBytes, size_t part, size_t op);
+
+// Writes the block into `dst` (laneImageBytes, 8-byte aligned) for use at
+// `base` (dst itself, or where it will be copied). The LaneExec array of all
+// parts' lanes, in part order, is at its start. LL lanes get two staging
+// buffers of llStageBytes (a multiple of 8, at least the LL payload); the
+// stage counters start at zero.
+Result writeLaneImage(const std::vector<ImagePart>& parts, uint64_t llStageBytes, uintptr_t base, void* dst);
+
+}  // namespace lanes
+}  // namespace braid

@@ -1,0 +1,39 @@
+#include "engine/lanes/plan_cache.h"
+
+#include <algorithm>
+
+namespace braid {
+
+PlanKey planKeyOf(const Task& t) {
+  PlanKey k;
+  k.coll = t.coll;
+  k.count = t.count;
+  k.type = t.type;
+  k.root = t.root;
+  return k;
+}
+
+lanes::LaneGroup* PlanCache::find(const PlanKey& key) {
+  for (Entry& e : entries_) {
+    if (!(e.key == key)) continue;
+    e.lastUse = ++clock_;
+    return e.group.get();
+  }
+  return nullptr;
+}
+
+lanes::LaneGroup* PlanCache::insert(const PlanKey& key, std::unique_ptr<lanes::LaneGroup> group) {
+  Entry* slot = nullptr;
+  if (entries_.size() < kEntries) {
+    slot = &entries_.emplace_back();
+  } else {
+    slot = &*std::min_element(entries_.begin(), entries_.end(),
+                              [](const Entry& a, const Entry& b) { return a.lastUse < b.lastUse; });
+  }
+  slot->key = key;
+  slot->group = std::move(group);
+  slot->lastUse = ++clock_;
+  return slot->group.get();
+}
+
+}  // namespace braid
