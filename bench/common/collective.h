@@ -1,7 +1,7 @@
 // What one perf tool measures: the NCCL call it makes, how a byte size maps
 // to buffer sizes (nccl-tests conventions), its bandwidth factors, and where
-// each output element's expected value comes from. One spec per tool in
-// bench/tools/; the driver in perf_driver.cc does everything else.
+// each output element's expected value comes from. The nine specs are one
+// table in collective_specs.cc; the driver in perf_driver.cc does everything else.
 #pragma once
 
 #include <nccl.h>
@@ -43,6 +43,7 @@ struct CollArgs {
 };
 
 struct CollectiveSpec {
+  const char* tool;       // "all_reduce_perf": the binary that runs it
   const char* name;       // "AllReduce", printed in the header
   bool hasOp;             // the reduction operator matters (redop column, -o)
   bool hasRoot;           // the root matters (root column, -r)
@@ -57,6 +58,9 @@ struct CollectiveSpec {
   // Expected value of receive element `index` on `rank`.
   Expect (*expect)(int rank, int nranks, int root, size_t index, const CollCounts& counts);
 };
+
+// The spec of the tool named `tool` ("all_reduce_perf"); null if there is none.
+const CollectiveSpec* findCollective(const char* tool);
 
 // Runs the whole tool: parses argv, joins the job, sweeps, prints the table.
 // Returns the process exit status (non-zero when any result was wrong).

@@ -2,8 +2,8 @@
 #pragma once
 
 #include "common/datatypes.h"
+#include "common/option_table.h"
 
-#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -11,15 +11,8 @@ namespace braid::bench {
 
 enum class MemoryKind { kAuto, kHost, kDevice };
 
-struct Options {
-  size_t minBytes = 32u << 20;
-  size_t maxBytes = 32u << 20;
-  size_t stepBytes = 1u << 20;
-  size_t stepFactor = 1;  // > 1: multiply, else add stepBytes
-  int iters = 20;
-  int warmupIters = 5;
+struct Options : SweepOptions {
   int aggIters = 1;
-  int check = 1;          // check iterations per size (0: no check)
   int average = 1;        // time across ranks: 0 rank 0, 1 avg, 2 min, 3 max
   int blocking = 0;       // 1: barrier after every collective
   int runCycles = 1;      // 0: sweep forever
@@ -33,14 +26,10 @@ struct Options {
   std::vector<std::string> ignored;  // accepted nccl-tests flags that do nothing here
 };
 
-enum class ParseStatus { kOk, kHelp, kError };
-
 // Parses argv. kHelp: usage was requested (print usage, exit 0); kError:
 // *error says what is wrong (print it and usage, exit 2).
 ParseStatus parseOptions(int argc, char** argv, Options* out, std::string* error);
-void printUsage(const char* prog);
-
-// "32M"-style sizes: K/M/G (binary), fractions allowed. False if malformed.
-bool parseSize(const std::string& text, size_t* out);
+// The help text, every flag included.
+std::string usage(const char* prog);
 
 }  // namespace braid::bench

@@ -529,7 +529,7 @@ int runPerfTool(const CollectiveSpec& spec, int argc, char** argv) {
   Options opts;
   std::string error;
   switch (parseOptions(argc, argv, &opts, &error)) {
-    case ParseStatus::kHelp: printUsage(tool); return 0;
+    case ParseStatus::kHelp: std::fputs(usage(tool).c_str(), stdout); return 0;
     case ParseStatus::kError:
       std::fprintf(stderr, "%s: %s\n", tool, error.c_str());
       std::fprintf(stderr, "Run '%s -h' for the options.\n", tool);

@@ -1,11 +1,7 @@
 #include "peers/peer_driver.h"
 
-#include <getopt.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,59 +13,25 @@
 namespace braid::peers {
 namespace {
 
+using braid::bench::Flag;
 using braid::bench::formatResultColumns;
 
-bool parseSize(const char* text, size_t* out) {
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(text, &end);
-  if (errno != 0 || end == text || !(v >= 0) || !std::isfinite(v)) return false;
-  double unit = 1;
-  switch (*end) {
-    case '\0': break;
-    case 'k': case 'K': unit = 1024.0; ++end; break;
-    case 'm': case 'M': unit = 1024.0 * 1024; ++end; break;
-    case 'g': case 'G': unit = 1024.0 * 1024 * 1024; ++end; break;
-    default: return false;
-  }
-  if (*end == 'B' || *end == 'b') ++end;
-  if (*end != '\0' || v * unit > 1e18) return false;
-  *out = static_cast<size_t>(v * unit);
-  return true;
+// all_reduce_perf's -d and -o, where the peers time one value: `value`, also
+// accepted as `fullName`, the name errors use.
+Flag onlyValue(char shortName, const char* longName, const char* value, const char* fullName) {
+  return {shortName, longName, value, "accepted for compatibility; no other value is",
+          [=](const char* text, std::string* error) {
+            if (std::strcmp(text, value) == 0 || std::strcmp(text, fullName) == 0) return true;
+            *error = std::string("-") + shortName + " " + text + ": the peer programs time " + fullName + " only";
+            return false;
+          }};
 }
 
-bool parseInt(const char* text, long lo, long hi, long* out) {
-  errno = 0;
-  char* end = nullptr;
-  const long v = std::strtol(text, &end, 0);
-  if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi) return false;
-  *out = v;
-  return true;
-}
-
-// Applies one flag; false with *error when its value is not acceptable.
-bool applyFlag(int flag, const char* value, Options* o, std::string* error) {
-  long n = 0;
-  switch (flag) {
-    case 'b': if (parseSize(value, &o->minBytes)) return true; break;
-    case 'e': if (parseSize(value, &o->maxBytes)) return true; break;
-    case 'i': if (parseSize(value, &o->stepBytes)) return true; break;
-    case 'f': if (parseInt(value, 1, 1 << 20, &n)) { o->stepFactor = static_cast<size_t>(n); return true; } break;
-    case 'n': if (parseInt(value, 0, 1 << 30, &n)) { o->iters = static_cast<int>(n); return true; } break;
-    case 'w': if (parseInt(value, 0, 1 << 30, &n)) { o->warmupIters = static_cast<int>(n); return true; } break;
-    case 'c': if (parseInt(value, 0, 1 << 20, &n)) { o->check = static_cast<int>(n); return true; } break;
-    case 'd':
-      if (std::strcmp(value, "float") == 0 || std::strcmp(value, "float32") == 0) return true;
-      *error = std::string("-d ") + value + ": the peer programs time float32 only";
-      return false;
-    case 'o':
-      if (std::strcmp(value, "sum") == 0) return true;
-      *error = std::string("-o ") + value + ": the peer programs time sum only";
-      return false;
-    default: break;
-  }
-  *error = std::string("invalid value '") + value + "' for -" + static_cast<char>(flag);
-  return false;
+std::vector<Flag> peerFlags(Options* o) {
+  std::vector<Flag> flags = bench::sweepFlags(o);
+  flags.push_back(onlyValue('d', "datatype", "float", "float32"));
+  flags.push_back(onlyValue('o', "op", "sum", "sum"));
+  return flags;
 }
 
 struct FreeDeleter {
@@ -238,46 +200,15 @@ class Sweep {
 
 ParseStatus parseOptions(int argc, char** argv, Options* out, std::string* error) {
   Options o;
-  static const struct option longOpts[] = {
-      {"minbytes", required_argument, nullptr, 'b'},   {"maxbytes", required_argument, nullptr, 'e'},
-      {"stepbytes", required_argument, nullptr, 'i'},  {"stepfactor", required_argument, nullptr, 'f'},
-      {"iters", required_argument, nullptr, 'n'},      {"warmup_iters", required_argument, nullptr, 'w'},
-      {"check", required_argument, nullptr, 'c'},      {"datatype", required_argument, nullptr, 'd'},
-      {"op", required_argument, nullptr, 'o'},         {"help", no_argument, nullptr, 'h'},
-      {nullptr, 0, nullptr, 0}};
-  optind = 1;
-  opterr = 0;
-  int c;
-  while ((c = getopt_long(argc, argv, ":b:e:i:f:n:w:c:d:o:h", longOpts, nullptr)) != -1) {
-    if (c == 'h') return ParseStatus::kHelp;
-    if (c == '?' || c == ':') {
-      *error = std::string(c == ':' ? "missing value for " : "unknown flag ") + argv[optind - 1];
-      return ParseStatus::kError;
-    }
-    if (!applyFlag(c, optarg, &o, error)) return ParseStatus::kError;
-  }
-  if (optind < argc) {
-    *error = std::string("unexpected argument '") + argv[optind] + "'";
-    return ParseStatus::kError;
-  }
-  if (o.minBytes > o.maxBytes) {
-    *error = "-b is larger than -e";
-    return ParseStatus::kError;
-  }
-  *out = o;
-  return ParseStatus::kOk;
+  const ParseStatus status = bench::parseCommandLine(argc, argv, peerFlags(&o), o, error);
+  if (status == ParseStatus::kOk) *out = o;
+  return status;
 }
 
 void printUsage(const char* tool) {
-  std::printf(
-      "Usage: %s [-b min] [-e max] [-f factor | -i step] [-n iters] [-w warmup] [-c checks]\n"
-      "Float32 sum allreduce sweep with all_reduce_perf's columns (sizes take K/M/G).\n"
-      "  -b/-e  smallest/largest size in bytes (default 32M/32M)\n"
-      "  -f/-i  step factor / step in bytes (default: +1M)\n"
-      "  -n/-w  timed / warm-up iterations (default 20/5)\n"
-      "  -c     check the result this many times per size, 0 = off (default 1)\n"
-      "  -d float, -o sum are accepted for compatibility\n",
-      tool);
+  Options unused;
+  std::printf("Usage: %s [options]\nFloat32 sum allreduce sweep with all_reduce_perf's columns.\n%s", tool,
+              bench::flagHelp(peerFlags(&unused)).c_str());
 }
 
 int runSweep(Backend& backend, const Options& opts, const char* tool) {

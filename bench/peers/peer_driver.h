@@ -6,26 +6,18 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 #include <string>
+
+#include "common/option_table.h"
 
 namespace braid::peers {
 
-struct Options {
-  size_t minBytes = 32u << 20;  // nccl-tests' defaults, as all_reduce_perf
-  size_t maxBytes = 32u << 20;
-  size_t stepBytes = 1u << 20;
-  size_t stepFactor = 1;  // > 1: multiply, else add stepBytes
-  int iters = 20;
-  int warmupIters = 5;
-  int check = 1;  // check runs per size (0: off)
-};
+using Options = bench::SweepOptions;  // all_reduce_perf's defaults
+using bench::ParseStatus;
 
-enum class ParseStatus { kOk, kHelp, kError };
-
-// The subset of all_reduce_perf's flags that means something for a float32
-// sum: -b -e -i -f -n -w -c; -d float and -o sum are accepted, other values
-// refused. *error says what is wrong on kError.
+// all_reduce_perf's flags that mean something for a float32 sum, through
+// its parser: the sweep flags, and -d float and -o sum (other values are
+// refused). *error says what is wrong on kError.
 ParseStatus parseOptions(int argc, char** argv, Options* out, std::string* error);
 void printUsage(const char* tool);
 

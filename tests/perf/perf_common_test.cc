@@ -1,17 +1,20 @@
 // Tests of the perf tools' own logic: element codecs, exactness of the
-// generated data, option parsing and launch environment detection.
+// generated data, option parsing (the tools' and the peers') and launch
+// environment detection.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/data_check.h"
 #include "common/datatypes.h"
 #include "common/launch_env.h"
 #include "common/options.h"
+#include "peers/peer_driver.h"
 
 namespace braid::bench {
 namespace {
@@ -172,12 +175,23 @@ TEST(PerfGuard, DetectsWrites) {
 
 // ---- options -------------------------------------------------------------------
 
-ParseStatus parse(std::vector<std::string> args, Options* o, std::string* err) {
+// Runs `parser` on the argv {"tool", args...}.
+template <typename O>
+ParseStatus parseArgs(ParseStatus (*parser)(int, char**, O*, std::string*), std::vector<std::string> args, O* o,
+                      std::string* err) {
   args.insert(args.begin(), "tool");
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  return parseOptions(static_cast<int>(args.size()), argv.data(), o, err);
+  return parser(static_cast<int>(args.size()), argv.data(), o, err);
+}
+
+ParseStatus parse(std::vector<std::string> args, Options* o, std::string* err) {
+  return parseArgs(parseOptions, std::move(args), o, err);
+}
+
+ParseStatus parse(std::vector<std::string> args, peers::Options* o, std::string* err) {
+  return parseArgs(peers::parseOptions, std::move(args), o, err);
 }
 
 TEST(PerfOptions, NcclTestsFlags) {
@@ -231,6 +245,132 @@ TEST(PerfOptions, RejectsBadInput) {
   EXPECT_EQ(parse({"-q"}, &o, &err), ParseStatus::kError);
   EXPECT_EQ(parse({"-b", "8", "-e", "64", "-i", "0"}, &o, &err), ParseStatus::kError);
   EXPECT_EQ(parse({"-h"}, &o, &err), ParseStatus::kHelp);
+}
+
+TEST(PerfOptions, LongFlags) {
+  Options o;
+  std::string err;
+  ASSERT_EQ(parse({"--minbytes", "1K", "--maxbytes", "1M", "--stepbytes", "4K", "--stepfactor", "4", "--iters", "3",
+                   "--warmup_iters", "2", "--check", "2", "--agg_iters", "3", "--op", "max", "--datatype", "int8",
+                   "--root", "all", "--average", "2", "--blocking", "1", "--run_cycles", "0", "--nthreads", "1",
+                   "--ngpus", "1", "--cudagraph", "4"},
+                  &o, &err),
+            ParseStatus::kOk)
+      << err;
+  EXPECT_EQ(o.minBytes, 1024u);
+  EXPECT_EQ(o.maxBytes, 1u << 20);
+  EXPECT_EQ(o.stepBytes, 4096u);
+  EXPECT_EQ(o.stepFactor, 4u);
+  EXPECT_EQ(o.iters, 3);
+  EXPECT_EQ(o.warmupIters, 2);
+  EXPECT_EQ(o.check, 2);
+  EXPECT_EQ(o.aggIters, 3);
+  ASSERT_EQ(o.ops.size(), 1u);
+  EXPECT_EQ(o.ops[0].op, ncclMax);
+  ASSERT_EQ(o.types.size(), 1u);
+  EXPECT_EQ(o.types[0].type, ncclInt8);
+  EXPECT_EQ(o.root, -1);
+  EXPECT_EQ(o.average, 2);
+  EXPECT_EQ(o.blocking, 1);
+  EXPECT_EQ(o.runCycles, 0);
+  EXPECT_EQ(o.graphLaunches, 4);
+}
+
+TEST(PerfOptions, BadValuesSayWhy) {
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"-n", "x"}, "invalid value 'x' for -n (expected an integer in [0, 1073741824])"},
+      {{"--average", "4"}, "invalid value '4' for -a (expected an integer in [0, 3])"},
+      {{"-t", "0"}, "invalid value '0' for -t (expected an integer in [1, 1024])"},
+      {{"-r", "x"}, "invalid value 'x' for -r (expected an integer in [0, 16777216])"},
+      {{"-C", "x"}, "invalid value 'x' for -C (expected an integer in [0, 1073741824])"},
+      {{"-b", "12Q"}, "invalid size '12Q' for -b (e.g. 8, 64K, 1M, 0.5G)"},
+      {{"-o", "xor"}, "unknown operator 'xor' for -o (sum, prod, min, max, avg, all)"},
+      {{"-d", "float128"},
+       "unknown datatype 'float128' for -d (int8, uint8, int32, uint32, int64, uint64, half, float, double, "
+       "bfloat16, fp8e4m3, fp8e5m2, all)"},
+      {{"--memory", "gpu"}, "invalid value 'gpu' for --memory (host, device or auto)"},
+      {{"-b"}, "option -b needs a value"},
+      {{"-q"}, "unknown option '-q'"},
+      {{"8"}, "unexpected argument '8'"},
+      {{"-b", "1M", "-e", "1K"}, "minbytes (-b 1048576) is larger than maxbytes (-e 1024)"},
+      {{"-b", "8", "-e", "64", "-i", "0"}, "the size sweep never advances: give -f > 1 or -i > 0"},
+  };
+  for (const auto& [args, message] : cases) {
+    Options o;
+    std::string err;
+    EXPECT_EQ(parse(args, &o, &err), ParseStatus::kError) << args[0];
+    EXPECT_EQ(err, message);
+  }
+}
+
+TEST(PerfOptions, IgnoredFlagsAreReportedOnlyWhenSet) {
+  Options o;
+  std::string err;
+  ASSERT_EQ(parse({"-p", "1", "-y", "0", "--timeout", "5", "-C", "0"}, &o, &err), ParseStatus::kOk) << err;
+  EXPECT_EQ(o.ignored, (std::vector<std::string>{"-p 1", "-T 5"}));
+}
+
+TEST(PerfOptions, Roots) {
+  Options o;
+  std::string err;
+  for (const char* every : {"all", "-1"}) {
+    ASSERT_EQ(parse({"-r", every}, &o, &err), ParseStatus::kOk) << err;
+    EXPECT_EQ(o.root, -1);
+  }
+  ASSERT_EQ(parse({"-r", "2"}, &o, &err), ParseStatus::kOk) << err;
+  EXPECT_EQ(o.root, 2);
+}
+
+TEST(PerfOptions, HelpListsEveryFlag) {
+  const std::string help = usage("tool");
+  EXPECT_EQ(help.rfind("Usage: tool [options]\n", 0), 0u);
+  for (const char* flag :
+       {"-b,--minbytes <size>", "-e,--maxbytes <size>", "-i,--stepbytes <size>", "-f,--stepfactor <n>",
+        "-n,--iters <n>", "-w,--warmup_iters <n>", "-m,--agg_iters <n>", "-c,--check <n>", "-o,--op <op>",
+        "-d,--datatype <type>", "-r,--root <rank|all>", "-a,--average <0-3>", "-z,--blocking <0/1>",
+        "-N,--run_cycles <n>", "-t,--nthreads <n>", "-g,--ngpus <n>", "-G,--cudagraph <n>",
+        "-p,--parallel_init <n>", "-y,--stream_null <n>", "-T,--timeout <n>", "-C,--report_cputime <n>",
+        "--memory host|device|auto", "-h,--help"})
+    EXPECT_NE(help.find("\n  " + std::string(flag)), std::string::npos) << flag;
+  // A help text of several lines continues in its own column.
+  EXPECT_NE(help.find("  -d,--datatype <type>      int8 uint8 int32 uint32 int64 uint64 half float double\n"
+                      "                            bfloat16 fp8e4m3 fp8e5m2, or all (default float)\n"),
+            std::string::npos)
+      << help;
+}
+
+// The peers take all_reduce_perf's sweep flags through the same table.
+TEST(PeerOptions, SweepFlagsAndFloatSumOnly) {
+  peers::Options o;
+  std::string err;
+  ASSERT_EQ(parse({}, &o, &err), ParseStatus::kOk) << err;
+  EXPECT_EQ(o.minBytes, 32u << 20);
+  EXPECT_EQ(o.iters, 20);
+  ASSERT_EQ(parse({"-b", "8", "--maxbytes", "64M", "-f", "2", "-n", "3", "-w", "1", "-c", "0", "-d", "float32", "-o",
+                   "sum"},
+                  &o, &err),
+            ParseStatus::kOk)
+      << err;
+  EXPECT_EQ(o.minBytes, 8u);
+  EXPECT_EQ(o.maxBytes, 64u << 20);
+  EXPECT_EQ(o.stepFactor, 2u);
+  EXPECT_EQ(o.iters, 3);
+  EXPECT_EQ(o.warmupIters, 1);
+  EXPECT_EQ(o.check, 0);
+  EXPECT_EQ(parse({"-d", "float"}, &o, &err), ParseStatus::kOk) << err;
+  EXPECT_EQ(parse({"-h"}, &o, &err), ParseStatus::kHelp);
+
+  const std::pair<std::vector<std::string>, std::string> refused[] = {
+      {{"-d", "half"}, "-d half: the peer programs time float32 only"},
+      {{"--op", "max"}, "-o max: the peer programs time sum only"},
+      {{"-m", "2"}, "unknown option '-m'"},  // all_reduce_perf's, but meaningless here
+      {{"-n", "x"}, "invalid value 'x' for -n (expected an integer in [0, 1073741824])"},
+      {{"-b", "1M", "-e", "1K"}, "minbytes (-b 1048576) is larger than maxbytes (-e 1024)"},
+  };
+  for (const auto& [args, message] : refused) {
+    EXPECT_EQ(parse(args, &o, &err), ParseStatus::kError) << args[0];
+    EXPECT_EQ(err, message);
+  }
 }
 
 TEST(PerfOptions, Sizes) {
