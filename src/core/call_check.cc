@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "core/comm_registry.h"
 #include "engine/comm.h"
@@ -109,7 +110,17 @@ Result checkCallsMatch(const std::vector<Task>& tasks) {
     if (!t.comm->settings.checkCalls || !t.comm->bootstrap) continue;
     if (std::find(comms.begin(), comms.end(), t.comm) == comms.end()) comms.push_back(t.comm);
   }
-  for (ncclComm* comm : comms) BRAID_TRY(checkComm(comm, tasks));
+  if (comms.size() == 1) return checkComm(comms.front(), tasks);
+  // One thread may drive several ranks of one job through a group
+  // (ncclCommInitAll): each rank's allGather waits for the others', so they
+  // must exchange at the same time, not one after another.
+  std::vector<Result> results(comms.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < comms.size(); ++i)
+    threads.emplace_back([&, i] { results[i] = checkComm(comms[i], tasks); });
+  for (std::thread& t : threads) t.join();
+  for (Result& r : results)
+    if (!r.ok()) return r;
   return Result::success();
 }
 

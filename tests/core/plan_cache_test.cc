@@ -1,0 +1,164 @@
+// src/core/plan_cache: prepared lone calls kept per call shape (collective,
+// count, datatype, root). The cache itself on its own, then through real
+// lone calls on communicators of this process: a repeated shape reruns the
+// same prepared lanes on the new call's buffers, another shape plans anew,
+// and a group is never cached.
+#include <gtest/gtest.h>
+#include <nccl.h>
+
+#include <memory>
+#include <vector>
+
+#include "common/local_comms.h"
+#include "core/comm.h"
+#include "core/plan_cache.h"
+
+namespace braid {
+namespace {
+
+using lanes::LaneGroup;
+
+PlanKey key(Collective coll, size_t count, ncclDataType_t type = ncclFloat32, int root = 0) {
+  PlanKey k;
+  k.coll = coll;
+  k.count = count;
+  k.type = type;
+  k.root = root;
+  return k;
+}
+
+TEST(PlanCache, FindGivesBackWhatWasInsertedForThatKeyOnly) {
+  PlanCache cache;
+  const PlanKey k = key(Collective::AllReduce, 1024);
+  EXPECT_EQ(cache.find(k), nullptr);
+  auto owned = std::make_unique<LaneGroup>();
+  LaneGroup* const group = owned.get();
+  EXPECT_EQ(cache.insert(k, std::move(owned)), group);
+  EXPECT_EQ(cache.find(k), group);
+  EXPECT_EQ(cache.find(k), group) << "a hit must not consume the entry";
+}
+
+// Each field of the shape alone makes another plan.
+TEST(PlanCache, AShapeDifferingInAnyFieldMisses) {
+  PlanCache cache;
+  const PlanKey k = key(Collective::Broadcast, 1024, ncclFloat32, 1);
+  cache.insert(k, std::make_unique<LaneGroup>());
+  EXPECT_EQ(cache.find(key(Collective::Reduce, 1024, ncclFloat32, 1)), nullptr);
+  EXPECT_EQ(cache.find(key(Collective::Broadcast, 1025, ncclFloat32, 1)), nullptr);
+  EXPECT_EQ(cache.find(key(Collective::Broadcast, 1024, ncclInt32, 1)), nullptr);
+  EXPECT_EQ(cache.find(key(Collective::Broadcast, 1024, ncclFloat32, 0)), nullptr);
+  EXPECT_NE(cache.find(k), nullptr);
+}
+
+// The buffers, the reduction and the operation number are rebound per call:
+// they must not split the cache.
+TEST(PlanCache, KeyOfATaskIsItsShapeOnly) {
+  float a[4], b[4];
+  Task t1, t2;
+  t1.coll = t2.coll = Collective::Reduce;
+  t1.count = t2.count = 4;
+  t1.type = t2.type = ncclFloat16;
+  t1.root = t2.root = 2;
+  t1.sendbuff = a;
+  t1.recvbuff = b;
+  t2.sendbuff = b;
+  t2.recvbuff = a;
+  t1.userOp = ncclSum;
+  t2.userOp = ncclMax;
+  t2.sequence = 42;
+  EXPECT_TRUE(planKeyOf(t1) == planKeyOf(t2));
+  const PlanKey k = planKeyOf(t1);
+  EXPECT_EQ(k.coll, Collective::Reduce);
+  EXPECT_EQ(k.count, 4u);
+  EXPECT_EQ(k.type, ncclFloat16);
+  EXPECT_EQ(k.root, 2);
+  t2.root = 1;
+  EXPECT_FALSE(planKeyOf(t1) == planKeyOf(t2));
+}
+
+TEST(PlanCache, FullCacheReplacesTheLeastRecentlyUsed) {
+  PlanCache cache;
+  std::vector<LaneGroup*> groups;
+  for (size_t i = 0; i < PlanCache::kEntries; ++i)
+    groups.push_back(cache.insert(key(Collective::AllReduce, i + 1), std::make_unique<LaneGroup>()));
+  // Entry 0 is the oldest insert but was just used; entry 1 is now the least recent.
+  ASSERT_EQ(cache.find(key(Collective::AllReduce, 1)), groups[0]);
+  LaneGroup* newest = cache.insert(key(Collective::AllGather, 7), std::make_unique<LaneGroup>());
+  EXPECT_EQ(cache.find(key(Collective::AllGather, 7)), newest);
+  EXPECT_EQ(cache.find(key(Collective::AllReduce, 2)), nullptr) << "the least recently used entry survived";
+  EXPECT_EQ(cache.find(key(Collective::AllReduce, 1)), groups[0]) << "a recently used entry was replaced";
+  for (size_t i = 2; i < PlanCache::kEntries; ++i)
+    EXPECT_EQ(cache.find(key(Collective::AllReduce, i + 1)), groups[i]) << "entry " << i;
+}
+
+// ---- through lone calls on real communicators -------------------------------------
+
+class PlanCacheCalls : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(comms_.ok()) << comms_.error(); }
+  // A lone sum all-reduce of `count` floats on every rank at once, each rank
+  // adding rank + 1 + base; true when every rank got the right sum.
+  bool allReduce(size_t count, float base, std::vector<std::vector<float>>* outs) {
+    outs->assign(size_t(comms_.size()), std::vector<float>(count, -1.0f));
+    std::vector<std::vector<float>> ins;
+    for (int r = 0; r < comms_.size(); ++r) ins.emplace_back(count, float(r + 1) + base);
+    std::vector<ncclResult_t> results(size_t(comms_.size()), ncclInternalError);
+    comms_.onEveryRank([&](int r) {
+      results[size_t(r)] =
+          ncclAllReduce(ins[size_t(r)].data(), (*outs)[size_t(r)].data(), count, ncclFloat32, ncclSum, comms_[r], nullptr);
+    });
+    const float want = 3.0f + 2 * base;  // (1 + base) + (2 + base)
+    for (int r = 0; r < comms_.size(); ++r) {
+      if (results[size_t(r)] != ncclSuccess) return false;
+      for (float v : (*outs)[size_t(r)])
+        if (v != want) return false;
+    }
+    return true;
+  }
+  LaneGroup* cached(int rank, size_t count) {
+    return comms_[rank]->planCache.find(key(Collective::AllReduce, count));
+  }
+  braidtest::LocalComms comms_{2};
+};
+
+TEST_F(PlanCacheCalls, RepeatedCallReusesThePreparedLanesOnItsOwnBuffers) {
+  std::vector<std::vector<float>> first, second;
+  ASSERT_EQ(cached(0, 1000), nullptr);
+  ASSERT_TRUE(allReduce(1000, 0, &first));
+  LaneGroup* const group = cached(0, 1000);
+  ASSERT_NE(group, nullptr) << "a lone call was not cached";
+  ASSERT_TRUE(allReduce(1000, 10, &second)) << "the reused lanes computed a wrong sum";
+  EXPECT_EQ(cached(0, 1000), group) << "the repeated call planned again";
+  ASSERT_EQ(group->comms.size(), 1u);
+  EXPECT_EQ(group->comms[0]->tasks[0].recvbuff, second[0].data()) << "the reused lanes kept the first call's buffer";
+  EXPECT_EQ(group->comms[0]->tasks[0].sequence, 2u);
+}
+
+TEST_F(PlanCacheCalls, AnotherShapePlansAnewAndKeepsBoth) {
+  std::vector<std::vector<float>> out;
+  ASSERT_TRUE(allReduce(1000, 0, &out));
+  LaneGroup* const thousand = cached(1, 1000);
+  ASSERT_TRUE(allReduce(64, 0, &out));
+  LaneGroup* const small = cached(1, 64);
+  ASSERT_NE(small, nullptr);
+  EXPECT_NE(small, thousand);
+  EXPECT_EQ(cached(1, 1000), thousand);
+  ASSERT_TRUE(allReduce(1000, 1, &out));
+  EXPECT_EQ(cached(1, 1000), thousand);
+}
+
+// A group's lanes depend on all of its calls, not on one shape: never cached.
+TEST_F(PlanCacheCalls, CallsOfAGroupAreNotCached) {
+  std::vector<float> in(512, 1.0f);
+  std::vector<std::vector<float>> out(2, std::vector<float>(512, 0.0f));
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 2; ++r)
+    ASSERT_EQ(ncclAllReduce(in.data(), out[r].data(), 512, ncclFloat32, ncclSum, comms_[r], nullptr), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+  EXPECT_EQ(out[1][511], 2.0f);
+  EXPECT_EQ(cached(0, 512), nullptr);
+  EXPECT_EQ(cached(1, 512), nullptr);
+}
+
+}  // namespace
+}  // namespace braid
