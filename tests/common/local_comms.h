@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/comm.h"
+#include "engine/comm.h"
 
 namespace braidtest {
 

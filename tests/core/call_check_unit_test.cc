@@ -14,7 +14,7 @@
 
 #include "common/local_comms.h"
 #include "core/call_check.h"
-#include "core/comm.h"
+#include "engine/comm.h"
 
 namespace braid {
 namespace {

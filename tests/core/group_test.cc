@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/local_comms.h"
-#include "core/comm.h"
+#include "engine/comm.h"
 #include "core/group.h"
 #include "reduce/host_reduce.h"
 

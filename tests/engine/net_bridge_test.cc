@@ -1,4 +1,4 @@
-// src/runtime/lanes/net_bridge: messages of a lane FIFO in host memory moved
+// src/engine/lanes/net_bridge: messages of a lane FIFO in host memory moved
 // over a real transport connection (TCP on loopback, which sends from and
 // receives into the FIFO's slots in place; inproc and shm, which the bridge
 // copies to and from) into the peer's FIFO. The test plays both lanes: it
@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "kernels/executor/fifo_view.h"
-#include "runtime/lanes/fifo_memory.h"
-#include "runtime/lanes/net_bridge.h"
+#include "transports/fifo_memory.h"
+#include "engine/lanes/net_bridge.h"
 #include "transports/inproc/inproc_transport.h"
 #include "transports/shm/shm_transport.h"
 #include "transports/tcp/tcp_transport.h"
@@ -107,7 +107,7 @@ Pair connectPair(Kind kind, size_t slotBytes = kSlotBytes) {
 struct HostFifo {
   explicit HostFifo(uint64_t payloadBytes = kSlotBytes) {
     const exec::FifoLayout layout = exec::fifoLayout(exec::Protocol::Bulk, kSlots, payloadBytes);
-    Result r = provider->create(layout, 0, &memory);
+    Result r = provider->create(layout.totalBytes, [&](char* image) { exec::initFifoImage(image, layout, 0); }, &memory);
     EXPECT_TRUE(r.ok()) << r.message();
     if (r.ok()) view = exec::fifoViewAt(memory->base(), layout);
   }

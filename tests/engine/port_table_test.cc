@@ -1,4 +1,4 @@
-// src/runtime/lanes/port_table: where each lane FIFO of a rank lives, per
+// src/engine/lanes/port_table: where each lane FIFO of a rank lives, per
 // peer. Ranks of one process share heap FIFOs; ranks of one host in other
 // processes share a /dev/shm segment; a peer whose memory is out of reach
 // (NCCL_SHM_DISABLE=1, or another host) gets a FIFO on each end, bridged over
@@ -17,10 +17,10 @@
 
 #include "common/local_comms.h"
 #include "common/mp_harness.h"
-#include "core/comm.h"
-#include "core/connect.h"
-#include "runtime/lanes/comm_program.h"
-#include "runtime/lanes/port_table.h"
+#include "engine/comm.h"
+#include "engine/connect.h"
+#include "engine/lanes/comm_program.h"
+#include "engine/lanes/port_table.h"
 
 namespace braid {
 namespace lanes {

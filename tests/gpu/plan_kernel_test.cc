@@ -2,7 +2,7 @@
 // ranks of an allreduce run as blocks of one launch, on device buffers, over
 // FIFOs in device memory, with each protocol, for several datatypes (fp8 on
 // sm_90+; refused below); the outputs must equal the reference's
-// arithmetic bit for bit (tests/executor/exec_harness.h). The GPU cases skip
+// arithmetic bit for bit (tests/kernels/exec_harness.h). The GPU cases skip
 // without a GPU.
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@
 #include "kernels/executor/lane_binding.h"
 #include "kernels/executor/plan_kernel.h"
 #include "reduce/host_reduce.h"
-#include "tests/executor/exec_harness.h"
+#include "tests/kernels/exec_harness.h"
 #include "tests/gpu/gpu_env.h"
 
 namespace exectest {

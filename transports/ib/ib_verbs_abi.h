@@ -3,7 +3,7 @@
 //
 // Layouts follow the stable ABI of libibverbs.so.1 (x86_64/aarch64 LP64). Only
 // fields braid reads or writes are named; the rest is opaque padding of the
-// right size. tests/ib/ib_abi_test.cc checks every named offset and struct size
+// right size. tests/transports/ib/ib_abi_test.cc checks every named offset and struct size
 // against rdma-core's <infiniband/verbs.h> when that header is present.
 // Names differ from rdma-core's on purpose: verbs.h defines some functions as
 // macros, and both headers must be includable in one file for that check.

@@ -1,4 +1,4 @@
-// src/core/connect: connectAll makes the connections a group needs, for
+// src/engine/connect: connectAll makes the connections a group needs, for
 // several communicators from one thread, over the real transports their
 // ranks select (inproc between ranks of this process; TCP on loopback for a
 // byte stream), and awaitSetUpMessage ends a wait on a peer that cannot come.
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "common/local_comms.h"
-#include "core/comm.h"
-#include "core/connect.h"
+#include "engine/comm.h"
+#include "engine/connect.h"
 #include "transports/tcp/tcp_connection.h"
 
 namespace braid {

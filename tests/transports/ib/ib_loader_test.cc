@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "tests/ib/ib_fixture.h"
+#include "tests/transports/ib/ib_fixture.h"
 #include "transports/ib/ib_probe.h"
 #include "transports/ib/ib_transport.h"
 #include "transports/ib/ib_verbs_loader.h"

@@ -1,4 +1,4 @@
-// The RC data path end to end over the fake libibverbs (tests/ib/fake_ibverbs.c):
+// The RC data path end to end over the fake libibverbs (tests/transports/ib/fake_ibverbs.c):
 // both ends of a connection in this process, the fake copying RDMA writes
 // between them and checking keys as an HCA would.
 #include <arpa/inet.h>
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/ib/ib_fixture.h"
+#include "tests/transports/ib/ib_fixture.h"
 #include "transports/ib/ib_blob.h"
 #include "transports/ib/ib_completion.h"
 #include "transports/ib/ib_connection.h"

@@ -1,4 +1,4 @@
-// src/core/plan_cache: prepared lone calls kept per call shape (collective,
+// src/engine/lanes/plan_cache: prepared lone calls kept per call shape (collective,
 // count, datatype, root). The cache itself on its own, then through real
 // lone calls on communicators of this process: a repeated shape reruns the
 // same prepared lanes on the new call's buffers, another shape plans anew,
@@ -10,8 +10,9 @@
 #include <vector>
 
 #include "common/local_comms.h"
-#include "core/comm.h"
-#include "core/plan_cache.h"
+#include "engine/comm.h"
+#include "engine/lanes/host_lanes.h"
+#include "engine/lanes/plan_cache.h"
 
 namespace braid {
 namespace {
@@ -116,7 +117,7 @@ class PlanCacheCalls : public ::testing::Test {
     return true;
   }
   LaneGroup* cached(int rank, size_t count) {
-    return comms_[rank]->planCache.find(key(Collective::AllReduce, count));
+    return lanes::hostLanesOf(comms_[rank]).plans.find(key(Collective::AllReduce, count));
   }
   braidtest::LocalComms comms_{2};
 };

@@ -1,5 +1,5 @@
 // The plan interpreter (kernels/executor) against the reference's
-// arithmetic (tests/executor/exec_harness.h), bit for bit: generated plans of
+// arithmetic (tests/kernels/exec_harness.h), bit for bit: generated plans of
 // every collective and algorithm for 1..8 ranks, both protocols, odd counts
 // and chunks, all 12 datatypes for AllReduce with several operators.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "reduce/host_reduce.h"
-#include "tests/executor/exec_harness.h"
+#include "tests/kernels/exec_harness.h"
 
 namespace exectest {
 namespace {

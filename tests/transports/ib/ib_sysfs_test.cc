@@ -1,7 +1,7 @@
 // The sysfs scanner over fixture trees.
 #include <gtest/gtest.h>
 
-#include "tests/ib/ib_fixture.h"
+#include "tests/transports/ib/ib_fixture.h"
 #include "transports/ib/ib_sysfs.h"
 
 namespace braid {

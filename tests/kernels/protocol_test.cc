@@ -12,7 +12,7 @@
 
 #include "kernels/executor/bulk_protocol.h"
 #include "kernels/executor/ll_protocol.h"
-#include "tests/executor/exec_harness.h"
+#include "tests/kernels/exec_harness.h"
 
 namespace exectest {
 namespace {

@@ -1,4 +1,4 @@
-#include "tests/executor/exec_harness.h"
+#include "tests/kernels/exec_harness.h"
 
 #include <cstring>
 #include <deque>
