@@ -1,6 +1,5 @@
 // Entry points that create, query and destroy communicators.
 #include <cstring>
-#include <thread>
 
 #include "api/api_util.h"
 #include "api/init_entry.h"
@@ -34,16 +33,9 @@ ncclResult_t startInit(ncclComm_t* out, int nranks, const ncclUniqueId& id, int 
     groupFail(r);
     return report(r);
   }
-  ncclComm* comm = allocateComm(rank, nranks, settings);
-  *out = comm;
-  if (!settings.blocking) {
-    comm->initThread = std::thread([comm, id, nranks, rank] {
-      Result res = initCommunicator(comm, id, nranks, rank);
-      if (!res.ok()) BRAID_WARN("%s", res.message().c_str());
-    });
-    return ncclInProgress;
-  }
-  return report(enqueueInit([comm, id, nranks, rank] { return initCommunicator(comm, id, nranks, rank); }));
+  bool inProgress = false;
+  r = startCommunicator(id, nranks, rank, settings, out, &inProgress);
+  return inProgress ? ncclInProgress : report(r);
 }
 
 }  // namespace braid
@@ -67,28 +59,10 @@ BRAID_NCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nrank
 BRAID_NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* devlist) {
   if (comms == nullptr) return report(fail(ncclInvalidArgument, "ncclCommInitAll: comms is NULL"));
   if (ndev < 1) return report(fail(ncclInvalidArgument, "ncclCommInitAll: ndev %d must be at least 1", ndev));
-  ncclUniqueId id;
-  Result r = createPrivateUniqueId(&id);
   CommSettings settings;
-  if (r.ok()) r = makeCommSettings(nullptr, &settings);
-  if (!r.ok()) return report(r);
-  settings.blocking = true;
-  std::vector<ncclComm*> made(ndev);
-  std::vector<Result> results(ndev);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < ndev; ++i) {
-    made[i] = allocateComm(i, ndev, settings);
-    made[i]->cudaDev = devlist ? devlist[i] : i;
-    threads.emplace_back([&, i] { results[i] = initCommunicator(made[i], id, ndev, i); });
-  }
-  for (auto& t : threads) t.join();
-  for (int i = 0; i < ndev; ++i) {
-    if (results[i].ok()) continue;
-    for (ncclComm* c : made) destroyComm(c);
-    return report(results[i]);
-  }
-  for (int i = 0; i < ndev; ++i) comms[i] = made[i];
-  return ncclSuccess;
+  Result r = makeCommSettings(nullptr, &settings);
+  if (r.ok()) r = initAllCommunicators(ndev, devlist, settings, comms);
+  return report(r);
 }
 
 BRAID_NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,

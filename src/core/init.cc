@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/peer_info.h"
 #include "core/comm_registry.h"
+#include "core/group.h"
 #include "engine/calibration_measure.h"
 #include "engine/device/device.h"
 #include "transports/registry/registry.h"
@@ -291,6 +292,42 @@ void settleDeviceWork(ncclComm* comm, bool abortQueued) {
     abortDeviceWork(comm);
   }
   drainDeviceWork(comm);
+}
+
+Result startCommunicator(const ncclUniqueId& id, int nranks, int rank, const CommSettings& settings, ncclComm** out,
+                         bool* inProgress) {
+  ncclComm* comm = allocateComm(rank, nranks, settings);
+  *out = comm;
+  *inProgress = !settings.blocking;
+  if (settings.blocking)
+    return enqueueInit([comm, id, nranks, rank] { return initCommunicator(comm, id, nranks, rank); });
+  comm->initThread = std::thread([comm, id, nranks, rank] {
+    Result res = initCommunicator(comm, id, nranks, rank);
+    if (!res.ok()) BRAID_WARN("%s", res.message().c_str());
+  });
+  return Result::success();
+}
+
+Result initAllCommunicators(int ndev, const int* devlist, CommSettings settings, ncclComm** comms) {
+  ncclUniqueId id;
+  BRAID_TRY(createPrivateUniqueId(&id));
+  settings.blocking = true;
+  std::vector<ncclComm*> made(static_cast<size_t>(ndev));
+  std::vector<Result> results(static_cast<size_t>(ndev));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < ndev; ++i) {
+    made[size_t(i)] = allocateComm(i, ndev, settings);
+    made[size_t(i)]->cudaDev = devlist ? devlist[i] : i;
+    threads.emplace_back([&, i] { results[size_t(i)] = initCommunicator(made[size_t(i)], id, ndev, i); });
+  }
+  for (auto& t : threads) t.join();
+  for (const Result& r : results) {
+    if (r.ok()) continue;
+    for (ncclComm* c : made) destroyComm(c);
+    return r;
+  }
+  std::copy(made.begin(), made.end(), comms);
+  return Result::success();
 }
 
 }  // namespace braid

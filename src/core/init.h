@@ -22,6 +22,17 @@ size_t peerFifoBytes(int nranks, size_t ringFifoBytes);
 // the communicator is left in the Failed state with the message recorded.
 Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int rank);
 
+// Creates rank `rank`'s communicator of the job `id` into *out: with blocking
+// settings it joins now (or at the end of the open group); otherwise on a
+// thread of its own (*inProgress set), until ncclCommGetAsyncError says how
+// it went.
+Result startCommunicator(const ncclUniqueId& id, int nranks, int rank, const CommSettings& settings, ncclComm** out,
+                         bool* inProgress);
+
+// ncclCommInitAll: ndev ranks of a private job, created together on threads
+// (each waits for the others); all or none of comms[] are set.
+Result initAllCommunicators(int ndev, const int* devlist, CommSettings settings, ncclComm** comms);
+
 // Allocates and registers an empty communicator in the Initializing state.
 ncclComm* allocateComm(int rank, int nranks, const CommSettings& settings);
 

@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "schedule/generators.h"
+#include "schedule/schedules.h"
 
 namespace braid {
 
@@ -27,79 +28,22 @@ const char* algorithmName(Algorithm a) {
   return "?";
 }
 
-bool algorithmSupports(Algorithm a, Collective c) {
-  switch (a) {
-    case Algorithm::Ring:
-      return c == Collective::AllReduce || c == Collective::ReduceScatter || c == Collective::AllGather ||
-             c == Collective::Broadcast || c == Collective::Reduce;
-    case Algorithm::Tree:
-      return c == Collective::AllReduce || c == Collective::Broadcast || c == Collective::Reduce;
-    case Algorithm::RecursiveDoubling: return c == Collective::AllReduce || c == Collective::AllGather;
-    case Algorithm::HalvingDoubling: return c == Collective::AllReduce || c == Collective::ReduceScatter;
-    case Algorithm::Direct:
-      return c == Collective::AllToAll || c == Collective::Gather || c == Collective::Scatter ||
-             c == Collective::Send || c == Collective::Recv;
-  }
-  return false;
-}
+bool algorithmSupports(Algorithm a, Collective c) { return findSchedule(c, a) != nullptr; }
 
 namespace {
 
-// The non-ring families; false when `a` has no schedule for the collective.
-bool generateOther(const CollShape& s, Algorithm a, Plan* plan) {
-  switch (a) {
-    case Algorithm::Tree:
-      if (s.coll == Collective::AllReduce) treeAllReduce(s, plan);
-      if (s.coll == Collective::Broadcast) treeBroadcast(s, plan);
-      if (s.coll == Collective::Reduce) treeReduce(s, plan);
-      return true;
-    case Algorithm::RecursiveDoubling:
-      if (s.coll == Collective::AllReduce) recursiveDoublingAllReduce(s, plan);
-      if (s.coll == Collective::AllGather) recursiveDoublingAllGather(s, plan);
-      return true;
-    case Algorithm::HalvingDoubling:
-      if (s.coll == Collective::AllReduce) halvingDoublingAllReduce(s, plan);
-      if (s.coll == Collective::ReduceScatter) halvingDoublingReduceScatter(s, plan);
-      return true;
-    default: return false;
-  }
+// Which algorithm actually runs: one that cannot serve the collective is the
+// ring, and the pairwise collectives have only Direct.
+Algorithm effectiveAlgorithm(const CollShape& s) {
+  if (algorithmSupports(s.algorithm, s.coll)) return s.algorithm;
+  return algorithmSupports(Algorithm::Ring, s.coll) ? Algorithm::Ring : Algorithm::Direct;
 }
 
 // Generates over positions (rank, root and peers are positions).
 Plan generateInPositions(const CollShape& s) {
   Plan plan;
-  if (s.count == 0) return plan;
-  switch (s.coll) {
-    case Collective::AllToAll: pairwiseAllToAll(s, &plan); return plan;
-    case Collective::Gather: directGather(s, &plan); return plan;
-    case Collective::Scatter: directScatter(s, &plan); return plan;
-    case Collective::Send:
-    case Collective::Recv: pointToPoint(s, &plan); return plan;
-    default: break;
-  }
-  // An algorithm that cannot serve the collective falls back to the ring.
-  if (algorithmSupports(s.algorithm, s.coll) && generateOther(s, s.algorithm, &plan)) return plan;
-  // Ring families: one lane per channel, each owning a slice of the elements.
-  // A channel is only worth its synchronisation with a few chunks of data.
-  auto ranges = splitOverChannels(s.count, s.nchannels, s.chunkElems);
-  for (size_t c = 0; c < ranges.size(); ++c) {
-    Lane lane{{LaneKind::Channel, static_cast<int32_t>(c)}, static_cast<int32_t>(c), {}};
-    switch (s.coll) {
-      case Collective::AllReduce: ringAllReduce(s, ranges[c], &lane); break;
-      case Collective::ReduceScatter: ringReduceScatter(s, ranges[c], &lane); break;
-      case Collective::AllGather: ringAllGather(s, ranges[c], &lane); break;
-      case Collective::Broadcast: chainBroadcast(s, ranges[c], &lane); break;
-      case Collective::Reduce: chainReduce(s, ranges[c], &lane); break;
-      default: break;
-    }
-    if (!lane.steps.empty()) plan.lanes.push_back(std::move(lane));
-  }
+  if (s.count > 0) findSchedule(s.coll, effectiveAlgorithm(s))->generate(s, &plan);
   return plan;
-}
-
-// Which algorithm actually runs: one that cannot serve the collective is the ring.
-Algorithm effectiveAlgorithm(const CollShape& s) {
-  return algorithmSupports(s.algorithm, s.coll) ? s.algorithm : Algorithm::Ring;
 }
 
 bool orderApplies(const CollShape& s) {
