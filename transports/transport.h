@@ -1,10 +1,11 @@
-// The one interface every transport implements.
-//
-// A connection is a one-way FIFO of `nslots` slots of `slotBytes` bytes between a
-// sender rank and a receiver rank, for one channel. The engine's network bridge fills
-// slots on the sending side and drains them on the receiving side; where memory
-// is shared (same process, same host) the slot lives where the receiver reads
-// it and the sender writes it in place; otherwise (TCP) progress() moves bytes.
+// The one interface every transport implements. A transport says whether it
+// joins two ranks (canConnect) and how: ranks that share memory (inproc, shm)
+// get the engine's FIFOs in memory both map (transports/fifo_memory.h); the
+// others (TCP, IB) get connections. A connection is a one-way FIFO of
+// `nslots` slots of `slotBytes` bytes between a sender rank and a receiver
+// rank, for one channel; the engine's network bridge fills slots on the
+// sending side and drains them on the receiving side, and progress() moves
+// the bytes.
 //
 // Setting a connection up takes three phases, run for every pending connection
 // of a group before the next phase starts, so that one thread can connect many
@@ -114,9 +115,10 @@ class Transport {
   // /dev/shm): the engine then puts their FIFOs in memory both map, and bridges
   // the others' over a connection.
   virtual bool sharesMemory() const { return false; }
-  virtual Result listen(const ConnectRequest& req, std::unique_ptr<RecvEndpoint>* out) = 0;
-  virtual Result connect(const ConnectRequest& req, const Blob& blob,
-                         std::unique_ptr<SendConnection>* out) = 0;
+  // Connections carry bytes between ranks that share no memory (TCP, IB);
+  // a transport that shares memory has none (ncclInternalError).
+  virtual Result listen(const ConnectRequest& req, std::unique_ptr<RecvEndpoint>* out);
+  virtual Result connect(const ConnectRequest& req, const Blob& blob, std::unique_ptr<SendConnection>* out);
   // Called when a communicator goes away: removes what peers that died (killed
   // mid-connect, say) left behind in this transport, such as named segments.
   // `patience` > 0 (the communicator failed): a peer may still be exiting (its

@@ -1,4 +1,5 @@
-// Microbenchmarks of the shm and tcp transports between two processes:
+// Microbenchmarks of TCP connections between two processes (ranks that share
+// memory have no connections: the engine's FIFOs live in that memory):
 // one-way throughput (GB/s) and ping-pong latency, 8 slots of 512 KiB.
 //
 // Every benchmark run forks a peer process and connects two FIFOs:
@@ -17,7 +18,6 @@
 #include <memory>
 #include <vector>
 
-#include "transports/shm/shm_transport.h"
 #include "transports/tcp/tcp_transport.h"
 #include "transports/transport.h"
 
@@ -28,11 +28,11 @@ constexpr size_t kSlotBytes = 512 << 10;
 constexpr int kSlots = 8;
 constexpr int kSlotsPerAck = 64;  // 32 MiB between acknowledgements
 
-enum class Kind { kShm, kTcp };
+enum class Kind { kTcp };
 enum class Mode { kStream, kEcho };
 
 std::unique_ptr<Transport> makeTransport(Kind k) {
-  return k == Kind::kShm ? makeShmTransport() : makeTcpTransport();
+  return makeTcpTransport();
 }
 
 PeerInfo makePeer(int rank) {
@@ -222,10 +222,7 @@ void BM_PingPong(benchmark::State& state, Kind kind) {
       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
-BENCHMARK_CAPTURE(BM_OneWayThroughput, shm, Kind::kShm)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_OneWayThroughput, tcp, Kind::kTcp)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_PingPong, shm, Kind::kShm)->Arg(8)->Arg(64 << 10)->Arg(kSlotBytes)
-    ->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_PingPong, tcp, Kind::kTcp)->Arg(8)->Arg(64 << 10)->Arg(kSlotBytes)
     ->UseRealTime()->Unit(benchmark::kMicrosecond);
 

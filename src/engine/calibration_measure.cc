@@ -1,6 +1,7 @@
 // The measurements behind measureCalibration(): reduction and copy speed on
-// this core with braid's own loops, and latency / bandwidth of the in-process
-// FIFO and of TCP loopback through the real transports, between two threads.
+// this core with braid's own loops, and latency / bandwidth of the engine's
+// bulk FIFO in memory and of TCP loopback through the real transport, between
+// two threads.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sched.h>
@@ -14,9 +15,10 @@
 #include <thread>
 #include <vector>
 
+#include "base/aligned_buffer.h"
 #include "base/log.h"
 #include "reduce/host_reduce.h"
-#include "transports/inproc/inproc_transport.h"
+#include "kernels/executor/bulk_protocol.h"
 #include "transports/tcp/tcp_transport.h"
 #include "engine/calibration_measure.h"
 
@@ -53,7 +55,70 @@ double timeHostLoop(ncclDataType_t type, bool copy) {
   return best / kArithBytes;
 }
 
-// ---- transports ----------------------------------------------------------------
+// ---- links ---------------------------------------------------------------------
+
+// One thread's two ends of a two-way link: toward the other thread and from
+// it. Memory (the engine's bulk FIFOs in heap memory, as ranks of one process
+// or host use them) or a TCP connection over loopback.
+class Link {
+ public:
+  virtual ~Link() = default;
+  virtual void* acquire() = 0;                      // the next slot to send, or null
+  virtual void post(size_t bytes) = 0;
+  virtual const void* peek(size_t bytes) = 0;       // the next message of `bytes`, or null
+  virtual void release() = 0;
+  virtual bool progress() { return true; }          // false once the link failed
+  virtual bool flushed() const { return true; }
+};
+
+// A bulk FIFO in heap memory with its two ports.
+struct HeapFifo {
+  HeapFifo(size_t slotBytes, uint32_t nslots)
+      : layout(exec::fifoLayout(exec::Protocol::Bulk, nslots, slotBytes)), memory(layout.totalBytes, 4096) {
+    char* base = reinterpret_cast<char*>(memory.data());
+    exec::initFifoImage(base, layout, 0);
+    send.fifo = recv.fifo = exec::fifoViewAt(base, layout);
+  }
+  exec::FifoLayout layout;
+  AlignedBuffer memory;  // as the heap FIFO provider allocates
+  exec::Port send, recv;
+};
+
+class FifoLink final : public Link {
+ public:
+  FifoLink(HeapFifo* out, HeapFifo* in) : out_(out->send), in_(in->recv) {}
+  void* acquire() override {
+    return exec::waitCredit(out_, group_, kPoll) == exec::ExecStatus::Ok ? exec::bulkSlot(out_) : nullptr;
+  }
+  void post(size_t bytes) override { exec::bulkPost(out_, bytes, group_); }
+  const void* peek(size_t bytes) override {
+    const char* data = nullptr;
+    return exec::bulkWaitRecv(in_, bytes, &data, group_, kPoll) == exec::ExecStatus::Ok ? data : nullptr;
+  }
+  void release() override { exec::bulkRelease(in_, group_); }
+
+ private:
+  static constexpr exec::WaitControl kPoll{nullptr, 0, true};  // one poll, never blocks
+  exec::Port& out_;
+  exec::Port& in_;
+  exec::HostGroup group_;
+};
+
+class ConnectionLink final : public Link {
+ public:
+  void* acquire() override { return send->acquire(); }
+  void post(size_t bytes) override { send->post(bytes); }
+  const void* peek(size_t) override {
+    size_t got = 0;
+    return recv->peek(&got);
+  }
+  void release() override { recv->release(); }
+  bool progress() override { return send->progress().ok() && recv->progress().ok(); }
+  bool flushed() const override { return send->flushed(); }
+
+  std::unique_ptr<SendConnection> send;
+  std::unique_ptr<RecvConnection> recv;
+};
 
 PeerInfo loopbackPeer(int rank) {
   PeerInfo p{};
@@ -61,7 +126,7 @@ PeerInfo loopbackPeer(int rank) {
   p.cudaDev = -1;
   p.hostHash = 1;
   p.shmDomain = 1;
-  p.processId = static_cast<uint64_t>(getpid());  // both "ranks" live here: inproc connects them
+  p.processId = static_cast<uint64_t>(getpid());
   p.pid = getpid();
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -71,14 +136,10 @@ PeerInfo loopbackPeer(int rank) {
   return p;
 }
 
-struct Side {
-  std::unique_ptr<SendConnection> send;
-  std::unique_ptr<RecvConnection> recv;
-};
-
-// from.send -> to.recv, through the three connection phases in this thread.
-Result connectOneWay(Transport& t, int fromRank, int toRank, size_t slotBytes, int nslots,
-                     Deadline deadline, Side* from, Side* to) {
+// from.send -> to.recv over TCP loopback, through the three connection phases
+// in this thread.
+Result connectOneWay(Transport& t, int fromRank, int toRank, size_t slotBytes, int nslots, Deadline deadline,
+                     ConnectionLink* from, ConnectionLink* to) {
   ConnectRequest rreq;
   rreq.self = loopbackPeer(toRank);
   rreq.peer = loopbackPeer(fromRank);
@@ -94,56 +155,53 @@ Result connectOneWay(Transport& t, int fromRank, int toRank, size_t slotBytes, i
 }
 
 // One thread's end of the exchange: blocking send / receive of whole slots,
-// driving both connections while it waits and giving the core up when idle
-// (the other thread may share it).
+// driving the link while it waits and giving the core up when idle (the
+// other thread may share it).
 class Pump {
  public:
-  Pump(Side* side, Deadline deadline, std::atomic<bool>* failed)
-      : side_(side), deadline_(deadline), failed_(failed) {}
+  Pump(Link* link, Deadline deadline, std::atomic<bool>* failed)
+      : link_(link), deadline_(deadline), failed_(failed) {}
 
   bool send(const void* src, size_t bytes) {
     for (unsigned idle = 0;; ++idle) {
-      if (void* slot = side_->send->acquire()) {
+      if (void* slot = link_->acquire()) {
         memcpy(slot, src, bytes);
-        side_->send->post(bytes);
+        link_->post(bytes);
         return progress();
       }
       if (!wait(idle)) return false;
     }
   }
 
-  // Copies the next slot into dst; returns its size, or -1 on failure.
-  long recv(void* dst) {
+  bool recv(void* dst, size_t bytes) {
     for (unsigned idle = 0;; ++idle) {
-      size_t bytes = 0;
-      if (const void* slot = side_->recv->peek(&bytes)) {
+      if (const void* slot = link_->peek(bytes)) {
         memcpy(dst, slot, bytes);
-        side_->recv->release();
-        return static_cast<long>(bytes);
+        link_->release();
+        return true;
       }
-      if (!wait(idle)) return -1;
+      if (!wait(idle)) return false;
     }
   }
 
   // Sends and receives `slots` slots of `bytes` each way, interleaved as the
-  // executor does; false on failure.
+  // engine does; false on failure.
   bool stream(const uint8_t* src, uint8_t* dst, size_t bytes, int slots, size_t bufBytes) {
     int sent = 0, received = 0;
     for (unsigned idle = 0; sent < slots || received < slots;) {
       bool did = false;
       if (sent < slots) {
-        if (void* slot = side_->send->acquire()) {
+        if (void* slot = link_->acquire()) {
           memcpy(slot, src + (sent * bytes) % bufBytes, bytes);
-          side_->send->post(bytes);
+          link_->post(bytes);
           ++sent;
           did = true;
         }
       }
-      size_t got = 0;
       if (received < slots) {
-        if (const void* slot = side_->recv->peek(&got)) {
-          memcpy(dst + (received * bytes) % bufBytes, slot, got);
-          side_->recv->release();
+        if (const void* slot = link_->peek(bytes)) {
+          memcpy(dst + (received * bytes) % bufBytes, slot, bytes);
+          link_->release();
           ++received;
           did = true;
         }
@@ -159,14 +217,14 @@ class Pump {
   }
 
   bool flush() {
-    for (unsigned idle = 0; !side_->send->flushed(); ++idle)
+    for (unsigned idle = 0; !link_->flushed(); ++idle)
       if (!wait(idle)) return false;
     return true;
   }
 
  private:
   bool progress() {
-    if (!side_->send->progress().ok() || !side_->recv->progress().ok()) failed_->store(true);
+    if (!link_->progress()) failed_->store(true);
     return !failed_->load(std::memory_order_relaxed);
   }
   bool wait(unsigned idle) {
@@ -181,7 +239,7 @@ class Pump {
     return true;
   }
 
-  Side* side_;
+  Link* link_;
   Deadline deadline_;
   std::atomic<bool>* failed_;
 };
@@ -203,11 +261,11 @@ constexpr int kTrials = 3;    // bandwidth trials; the best counts
 constexpr int kNslots = 4;
 
 // The echoing side: returns every small slot until told to stop, then streams.
-void echoThread(Side* side, const Budget& b, Deadline deadline, std::atomic<bool>* failed) {
-  Pump pump(side, deadline, failed);
+void echoThread(Link* link, const Budget& b, Deadline deadline, std::atomic<bool>* failed) {
+  Pump pump(link, deadline, failed);
   uint64_t word = 0;
   do {
-    if (pump.recv(&word) < 0 || !pump.send(&word, sizeof(word))) return;
+    if (!pump.recv(&word, sizeof(word)) || !pump.send(&word, sizeof(word))) return;
   } while (word != 0);
   const size_t buf = 4 * b.slotBytes;
   std::vector<uint8_t> src(buf, 0x5a), dst(buf);
@@ -219,14 +277,11 @@ void echoThread(Side* side, const Budget& b, Deadline deadline, std::atomic<bool
 // core (each batch already averages kBatch round trips).
 double fastest(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 
-Result measureLink(Transport& t, const Budget& b, LinkResult* out) {
-  const Deadline deadline = Clock::now() + 2s;
-  Side a, e;  // a: the measuring thread; e: the echoing thread
-  BRAID_TRY(connectOneWay(t, 0, 1, b.slotBytes, kNslots, deadline, &a, &e));
-  BRAID_TRY(connectOneWay(t, 1, 0, b.slotBytes, kNslots, deadline, &e, &a));
+// `a` measures, `e` echoes, each on a thread of its own.
+Result measureLink(const char* what, Link* a, Link* e, const Budget& b, Deadline deadline, LinkResult* out) {
   std::atomic<bool> failed{false};
-  std::thread echo(echoThread, &e, b, deadline, &failed);
-  Pump pump(&a, deadline, &failed);
+  std::thread echo(echoThread, e, b, deadline, &failed);
+  Pump pump(a, deadline, &failed);
 
   std::vector<double> batches;
   auto start = Clock::now();
@@ -235,11 +290,11 @@ Result measureLink(Transport& t, const Budget& b, LinkResult* out) {
   for (int rt = 0; ok && rt < b.maxRoundTrips; rt += kBatch) {
     if (rt > 0 && secondsSince(start) > b.pingSeconds) break;
     auto t0 = Clock::now();
-    for (int i = 0; ok && i < kBatch; ++i) ok = pump.send(&word, sizeof(word)) && pump.recv(&word) >= 0;
+    for (int i = 0; ok && i < kBatch; ++i) ok = pump.send(&word, sizeof(word)) && pump.recv(&word, sizeof(word));
     if (ok) batches.push_back(secondsSince(t0) / kBatch / 2);
   }
   word = 0;
-  ok = ok && pump.send(&word, sizeof(word)) && pump.recv(&word) >= 0;
+  ok = ok && pump.send(&word, sizeof(word)) && pump.recv(&word, sizeof(word));
 
   double bestStream = 1e30;
   const size_t buf = 4 * b.slotBytes;
@@ -252,10 +307,27 @@ Result measureLink(Transport& t, const Budget& b, LinkResult* out) {
   if (!ok) failed.store(true);
   echo.join();
   if (failed.load() || batches.empty())
-    return fail(ncclSystemError, "%s calibration did not complete within its time limit", t.name());
+    return fail(ncclSystemError, "%s calibration did not complete within its time limit", what);
   out->alpha = fastest(batches);
   out->beta = bestStream / (static_cast<double>(b.slotBytes) * b.streamSlots);
   return Result::success();
+}
+
+// The engine's bulk FIFOs in heap memory: what ranks of one process or one
+// host move through.
+Result measureMemory(const Budget& b, LinkResult* out) {
+  HeapFifo there(b.slotBytes, kNslots), back(b.slotBytes, kNslots);
+  FifoLink a(&there, &back), e(&back, &there);
+  return measureLink("memory FIFO", &a, &e, b, Clock::now() + 2s, out);
+}
+
+Result measureTcp(const Budget& b, LinkResult* out) {
+  const Deadline deadline = Clock::now() + 2s;
+  auto tcp = makeTcpTransport();
+  ConnectionLink a, e;
+  BRAID_TRY(connectOneWay(*tcp, 0, 1, b.slotBytes, kNslots, deadline, &a, &e));
+  BRAID_TRY(connectOneWay(*tcp, 1, 0, b.slotBytes, kNslots, deadline, &e, &a));
+  return measureLink("TCP", &a, &e, b, deadline, out);
 }
 
 bool plausible(double v, double lo, double hi) { return v >= lo && v <= hi; }
@@ -287,8 +359,7 @@ Result measureCalibration(CalibrationParams* out) {
 
   int links = 0;
   LinkResult r;
-  auto inproc = makeInprocTransport();
-  Result res = measureLink(*inproc, {0.015, 2048, 256 << 10, 16}, &r);
+  Result res = measureMemory({0.015, 2048, 256 << 10, 16}, &r);
   if (res.ok()) {
     ++links;
     for (TransportClass c : {TransportClass::InProcess, TransportClass::SharedMemory}) {
@@ -298,8 +369,7 @@ Result measureCalibration(CalibrationParams* out) {
   } else {
     BRAID_INFO(kLogTuning, "calibration: %s; keeping defaults", res.message().c_str());
   }
-  auto tcp = makeTcpTransport();
-  res = measureLink(*tcp, {0.025, 512, 256 << 10, 8}, &r);
+  res = measureTcp({0.025, 512, 256 << 10, 8}, &r);
   if (res.ok()) {
     ++links;
     const int c = static_cast<int>(TransportClass::Tcp);

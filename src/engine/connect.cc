@@ -39,8 +39,10 @@ ConnectRequest makeRequest(ncclComm* comm, int peer, int channel) {
 
 uint32_t tagFor(int channel) { return kTagConnectBase + static_cast<uint32_t>(channel); }
 
-Result transportFor(ncclComm* comm, int peer, bool stream, Transport** out, uint32_t* index) {
-  Transport* t = selectTransport(comm, peer, stream);
+// Connections are byte streams (TCP, IB) for the network bridge: ranks that
+// share memory have their FIFOs there and no connection.
+Result transportFor(ncclComm* comm, int peer, Transport** out, uint32_t* index) {
+  Transport* t = selectTransport(comm, peer, true);
   if (!t) return fail(ncclInternalError, "no transport can connect rank %d to rank %d", comm->rank, peer);
   for (uint32_t i = 0; i < comm->transports.size(); ++i)
     if (comm->transports[i].get() == t) *index = i;
@@ -49,9 +51,9 @@ Result transportFor(ncclComm* comm, int peer, bool stream, Transport** out, uint
 }
 
 // The receiver picks the transport (the sender follows the index it sends), so
-// when its first choice cannot make an end (a full /dev/shm, say) it may fall
-// back to a later transport that can join the pair, with a warning rather than
-// a failed job.
+// when its first choice cannot make an end (an IB device out of resources,
+// say) it may fall back to a later transport that can join the pair, with a
+// warning rather than a failed job.
 Result listenWithFallback(ncclComm* comm, const ConnectionNeed& n, Transport** t, uint32_t* index,
                           std::unique_ptr<RecvEndpoint>* out) {
   Result first = (*t)->listen(makeRequest(comm, n.peer, n.channel), out);
@@ -59,7 +61,7 @@ Result listenWithFallback(ncclComm* comm, const ConnectionNeed& n, Transport** t
   const PeerInfo& self = comm->peers[comm->rank];
   for (uint32_t i = *index + 1; i < comm->transports.size(); ++i) {
     Transport* next = comm->transports[i].get();
-    if (!next->canConnect(self, comm->peers[n.peer])) continue;
+    if (next->sharesMemory() || !next->canConnect(self, comm->peers[n.peer])) continue;
     if (!next->listen(makeRequest(comm, n.peer, n.channel), out).ok()) continue;
     BRAID_WARN("rank %d: %s; using the %s transport from rank %d instead (slower)", comm->rank,
                first.message().c_str(), next->name(), n.peer);
@@ -75,7 +77,7 @@ Result listenPhase(const ConnectionNeed& n, std::vector<PendingRecv>* pending) {
   ncclComm* comm = n.comm;
   Transport* t = nullptr;
   uint32_t index = 0;
-  BRAID_TRY(transportFor(comm, n.peer, n.stream, &t, &index));
+  BRAID_TRY(transportFor(comm, n.peer, &t, &index));
   PendingRecv p{comm, n.peer, n.channel, nullptr};
   BRAID_TRY(listenWithFallback(comm, n, &t, &index, &p.endpoint));
   const Blob& blob = p.endpoint->blob();
@@ -114,7 +116,7 @@ Result connectPhase(const ConnectionNeed& n, const std::vector<PendingRecv>& pen
         memcpy(msg.blob, b.data(), b.size());
         uint32_t index = 0;
         Transport* t = nullptr;
-        BRAID_TRY(transportFor(comm, n.peer, n.stream, &t, &index));
+        BRAID_TRY(transportFor(comm, n.peer, &t, &index));
         msg.transport = index;
       }
   } else {

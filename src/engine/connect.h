@@ -13,10 +13,6 @@ struct ConnectionNeed {
   int peer;
   int channel;
   bool send;  // true: comm->sendConns; false: comm->recvConns
-  // A byte stream (TCP, IB) even where the pair's first transport shares
-  // memory: the engine's network bridge for a FIFO whose memory could not be
-  // made (a full /dev/shm).
-  bool stream = false;
 };
 
 // Runs the transports' three phases over all needs at once (see

@@ -25,12 +25,8 @@ constexpr int kChannel = 7;
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-ConnectionNeed sendNeed(ncclComm* comm, int peer, int channel = kChannel, bool stream = false) {
-  return {comm, peer, channel, true, stream};
-}
-ConnectionNeed recvNeed(ncclComm* comm, int peer, int channel = kChannel, bool stream = false) {
-  return {comm, peer, channel, false, stream};
-}
+ConnectionNeed sendNeed(ncclComm* comm, int peer, int channel = kChannel) { return {comm, peer, channel, true}; }
+ConnectionNeed recvNeed(ncclComm* comm, int peer, int channel = kChannel) { return {comm, peer, channel, false}; }
 
 SendConnection* sendConn(ncclComm* comm, int peer, int channel = kChannel) {
   auto it = comm->sendConns.find({peer, channel});
@@ -73,28 +69,17 @@ class Connect : public ::testing::Test {
 
 // Both ends of a pair from one thread: the receiver's listen, the sender's
 // connect and the accept are phases over all needs, so no end waits on the other.
-TEST_F(Connect, BothEndsFromOneThreadOverTheSharedMemoryTransport) {
+// Connections exist for the network bridge only, so they are byte streams
+// even between ranks of one process (whose FIFOs otherwise live in memory).
+TEST_F(Connect, BothEndsFromOneThreadOverTcp) {
   Result r = connectAll({sendNeed(comms_[1], 0), recvNeed(comms_[0], 1)});
   ASSERT_TRUE(r.ok()) << r.message();
   SendConnection* send = sendConn(comms_[1], 0);
   RecvConnection* recv = recvConn(comms_[0], 1);
-  ASSERT_NE(send, nullptr);
-  ASSERT_NE(recv, nullptr);
-  EXPECT_EQ(dynamic_cast<TcpSend*>(send), nullptr) << "ranks of one process connected over TCP";
-  EXPECT_EQ(roundTrip(send, recv, 1000, 0x5a), "");
-  EXPECT_EQ(sendConn(comms_[0], 1), nullptr) << "a connection nobody needed was made";
-}
-
-// The engine's network bridge needs a byte stream even between ranks that
-// share memory (a FIFO whose memory could not be made).
-TEST_F(Connect, StreamNeedIsMadeOverTcp) {
-  Result r = connectAll({recvNeed(comms_[1], 0, kChannel, true), sendNeed(comms_[0], 1, kChannel, true)});
-  ASSERT_TRUE(r.ok()) << r.message();
-  SendConnection* send = sendConn(comms_[0], 1);
-  RecvConnection* recv = recvConn(comms_[1], 0);
   EXPECT_NE(dynamic_cast<TcpSend*>(send), nullptr);
   EXPECT_NE(dynamic_cast<TcpRecv*>(recv), nullptr);
-  EXPECT_EQ(roundTrip(send, recv, 4096, 0xc3), "");
+  EXPECT_EQ(roundTrip(send, recv, 1000, 0x5a), "");
+  EXPECT_EQ(sendConn(comms_[0], 1), nullptr) << "a connection nobody needed was made";
 }
 
 // A group connects only what it lacks: were a met need redone, its

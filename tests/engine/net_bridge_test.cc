@@ -1,7 +1,6 @@
 // src/engine/lanes/net_bridge: messages of a lane FIFO in host memory moved
 // over a real transport connection (TCP on loopback, which sends from and
-// receives into the FIFO's slots in place; inproc and shm, which the bridge
-// copies to and from) into the peer's FIFO. The test plays both lanes: it
+// receives into the FIFO's slots in place) into the peer's FIFO. The test plays both lanes: it
 // posts into the sending FIFO and consumes from the receiving one, exactly
 // as the plan interpreter's bulk protocol does (kernels/executor/fifo_view.h).
 #include <arpa/inet.h>
@@ -21,7 +20,6 @@
 #include "transports/fifo_memory.h"
 #include "engine/lanes/net_bridge.h"
 #include "transports/inproc/inproc_transport.h"
-#include "transports/shm/shm_transport.h"
 #include "transports/tcp/tcp_transport.h"
 
 namespace braid {
@@ -35,12 +33,11 @@ constexpr size_t kSlotBytes = 4096;
 constexpr int kPeerOfSender = 3;    // the rank the receiving half names
 constexpr int kPeerOfReceiver = 5;  // the rank the sending half names
 
-enum class Kind { kInproc, kShm, kTcp };
+// The transports with connections (IB has its own suite, over a fake verbs library).
+enum class Kind { kTcp };
 
 const char* kindName(Kind k) {
   switch (k) {
-    case Kind::kInproc: return "inproc";
-    case Kind::kShm: return "shm";
     case Kind::kTcp: return "tcp";
   }
   return "?";
@@ -49,15 +46,12 @@ void PrintTo(Kind k, std::ostream* os) { *os << kindName(k); }
 
 std::unique_ptr<Transport> makeTransport(Kind k) {
   switch (k) {
-    case Kind::kInproc: return makeInprocTransport();
-    case Kind::kShm: return makeShmTransport();
     case Kind::kTcp: return makeTcpTransport();
   }
   return nullptr;
 }
 
-// Two ranks of one host; distinct processes except for inproc, so that
-// every transport accepts the pair.
+// Two ranks of one host, in distinct processes.
 PeerInfo makePeer(int rank, uint64_t processId) {
   PeerInfo p{};
   p.rank = rank;
@@ -93,7 +87,7 @@ struct Pair {
 Pair connectPair(Kind kind, size_t slotBytes = kSlotBytes) {
   Pair p;
   p.transport = makeTransport(kind);
-  const PeerInfo r0 = makePeer(0, 100), r1 = makePeer(1, kind == Kind::kInproc ? 100 : 101);
+  const PeerInfo r0 = makePeer(0, 100), r1 = makePeer(1, 101);
   std::unique_ptr<RecvEndpoint> ep;
   Result r = p.transport->listen(makeRequest(r0, r1, slotBytes), &ep);
   if (r.ok()) r = p.transport->connect(makeRequest(r1, r0, slotBytes), ep->blob(), &p.send);
@@ -236,7 +230,7 @@ TEST_P(AnyConnection, DeliveryWaitsForTheReceivingLane) {
   EXPECT_EQ(error, "");
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, AnyConnection, ::testing::Values(Kind::kInproc, Kind::kShm, Kind::kTcp),
+INSTANTIATE_TEST_SUITE_P(Transports, AnyConnection, ::testing::Values(Kind::kTcp),
                          [](const ::testing::TestParamInfo<Kind>& i) { return std::string(kindName(i.param)); });
 
 // A read is a system call: a runner polling its lanes reads a socket only
@@ -303,7 +297,7 @@ TEST(NetBridge, FailedSendStopsTheBridgeNamingThePeer) {
 // The sizes come from the peer: one larger than the receiving FIFO's slot
 // must stop that half rather than overrun the slot.
 TEST(NetBridge, OversizedMessageClosesTheReceivingHalf) {
-  Pair p = connectPair(Kind::kInproc);
+  Pair p = connectPair(Kind::kTcp);
   ASSERT_TRUE(p.send && p.recv);
   HostFifo out, in(1024);
   NetBridge sender, receiver;

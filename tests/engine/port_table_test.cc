@@ -206,10 +206,10 @@ void twoProcessRank(int rank, int nranks, const ncclUniqueId& id, const Placemen
     MP_EXPECT(table->port(bulk) == nullptr, "rank %d: a remote FIFO was put in shared memory", rank);
     // LL and bulk messages share one bulk FIFO, hence one connection.
     MP_CHECK(needs.size() == 1, "rank %d: %zu bridge connections for the two keys", rank, needs.size());
-    MP_EXPECT(needs[0].peer == peer && needs[0].send == send && needs[0].stream &&
+    MP_EXPECT(needs[0].peer == peer && needs[0].send == send &&
                   needs[0].channel == PortTable::bridgeChannel(bulk),
-              "rank %d: bridge need peer %d channel %d send %d stream %d", rank, needs[0].peer, needs[0].channel,
-              int(needs[0].send), int(needs[0].stream));
+              "rank %d: bridge need peer %d channel %d send %d", rank, needs[0].peer, needs[0].channel,
+              int(needs[0].send));
   } else {
     MP_EXPECT(needs.empty(), "rank %d: %zu bridge connections for shared memory", rank, needs.size());
   }

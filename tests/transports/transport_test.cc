@@ -1,5 +1,6 @@
-// Tests of the inproc, shm and tcp transports over real memory, real
-// processes (fork) and real sockets.
+// Tests of the transports over real memory, real processes (fork) and real
+// sockets: TCP connections; which pairs inproc and shm join, and the FIFO
+// memory they provide (transports/fifo_memory.h).
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -17,7 +18,6 @@
 #include <thread>
 #include <vector>
 
-#include "transports/common/fifo.h"
 #include "base/unique_fd.h"
 #include "transports/inproc/inproc_transport.h"
 #include "transports/shm/shm_transport.h"
@@ -25,18 +25,18 @@
 #include "transports/tcp/tcp_transport.h"
 #include "transports/tcp/tcp_wire.h"
 #include "transports/transport.h"
+#include "kernels/executor/fifo_view.h"
 
 namespace braid {
 namespace {
 
 using namespace std::chrono_literals;
 
-enum class Kind { kInproc, kShm, kTcp };
+// The transports with connections (IB has its own suite, over a fake verbs library).
+enum class Kind { kTcp };
 
 const char* kindName(Kind k) {
   switch (k) {
-    case Kind::kInproc: return "inproc";
-    case Kind::kShm: return "shm";
     case Kind::kTcp: return "tcp";
   }
   return "?";
@@ -44,8 +44,6 @@ const char* kindName(Kind k) {
 
 std::unique_ptr<Transport> makeTransport(Kind k) {
   switch (k) {
-    case Kind::kInproc: return makeInprocTransport();
-    case Kind::kShm: return makeShmTransport();
     case Kind::kTcp: return makeTcpTransport();
   }
   return nullptr;
@@ -151,11 +149,10 @@ struct Pair {
 };
 
 // Connects rank 1 -> rank 0 within this thread; the ranks claim to be distinct
-// processes except for inproc, so every transport accepts the pair.
+// processes.
 Pair connectPair(Transport& t, size_t slotBytes, int nslots, bool ipv6 = false) {
   Pair pair;
-  const bool sameProcess = std::string(t.name()) == "inproc";
-  PeerInfo r0 = makePeer(0, 100, ipv6), r1 = makePeer(1, sameProcess ? 100 : 101, ipv6);
+  PeerInfo r0 = makePeer(0, 100, ipv6), r1 = makePeer(1, 101, ipv6);
   EXPECT_TRUE(t.canConnect(r0, r1) && t.canConnect(r1, r0));
   std::unique_ptr<RecvEndpoint> ep;
   Result res = t.listen(makeRequest(r0, r1, slotBytes, nslots), &ep);
@@ -197,10 +194,6 @@ TEST_P(AnyTransport, AcquireTwiceGivesSameBufferAndFullFifoGivesNull) {
   }
   // Without progress and release, the FIFO holds exactly nslots.
   EXPECT_EQ(p.send->acquire(), nullptr);
-  if (GetParam() != Kind::kTcp) {
-    ASSERT_TRUE(p.send->progress().ok());
-    EXPECT_EQ(p.send->acquire(), nullptr) << "FIFO must stay full until the receiver releases";
-  }
   // Drain one slot on the receiving side; a slot frees up for the sender.
   size_t bytes = 0;
   const void* got = nullptr;
@@ -235,7 +228,7 @@ TEST_P(AnyTransport, EmptyReceiverPeeksNull) {
 
 TEST_P(AnyTransport, AcceptWithoutSenderTimesOutNamingPeer) {
   auto t = makeTransport(GetParam());
-  PeerInfo r0 = makePeer(0, 100), r1 = makePeer(1, GetParam() == Kind::kInproc ? 100 : 101);
+  PeerInfo r0 = makePeer(0, 100), r1 = makePeer(1, 101);
   std::unique_ptr<RecvEndpoint> ep;
   ASSERT_TRUE(t->listen(makeRequest(r0, r1, 1024, 2, 200ms), &ep).ok());
   std::unique_ptr<RecvConnection> conn;
@@ -250,7 +243,7 @@ TEST_P(AnyTransport, AcceptWithoutSenderTimesOutNamingPeer) {
 
 TEST_P(AnyTransport, AbortFlagStopsAccept) {
   auto t = makeTransport(GetParam());
-  PeerInfo r0 = makePeer(0, 100), r1 = makePeer(1, GetParam() == Kind::kInproc ? 100 : 101);
+  PeerInfo r0 = makePeer(0, 100), r1 = makePeer(1, 101);
   std::atomic<uint32_t> abortFlag{0};
   ConnectRequest req = makeRequest(r0, r1, 1024, 2, 30s);
   req.abortFlag = &abortFlag;
@@ -271,7 +264,7 @@ TEST_P(AnyTransport, AbortFlagStopsAccept) {
 
 TEST_P(AnyTransport, MismatchedGeometryIsRefused) {
   auto t = makeTransport(GetParam());
-  PeerInfo r0 = makePeer(0, 100), r1 = makePeer(1, GetParam() == Kind::kInproc ? 100 : 101);
+  PeerInfo r0 = makePeer(0, 100), r1 = makePeer(1, 101);
   std::unique_ptr<RecvEndpoint> ep;
   ASSERT_TRUE(t->listen(makeRequest(r0, r1, 1024, 4), &ep).ok());
   std::unique_ptr<SendConnection> send;
@@ -285,7 +278,7 @@ TEST_P(AnyTransport, MismatchedGeometryIsRefused) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, AnyTransport,
-                         ::testing::Values(Kind::kInproc, Kind::kShm, Kind::kTcp),
+                         ::testing::Values(Kind::kTcp),
                          [](const ::testing::TestParamInfo<Kind>& i) { return kindName(i.param); });
 
 // ---- two real processes -----------------------------------------------------------
@@ -432,93 +425,11 @@ std::vector<std::string> ourShmSegments() {
   return out;
 }
 
-TEST(ShmTransport, LargeTransferAcrossProcesses) {
-  receiveLarge(Kind::kShm, 1 << 20, 4, 64u << 20);
-  EXPECT_TRUE(ourShmSegments().empty());
-}
-
 TEST(TcpTransport, LargeTransferAcrossProcesses) {
   receiveLarge(Kind::kTcp, 1 << 20, 4, 64u << 20);
 }
 
 // ---- shm specifics ----------------------------------------------------------------
-
-// A sender that posts its last slots and exits has done nothing wrong: the
-// receiver's liveness check must not fail while those slots are unread, and
-// must fail once the FIFO is empty.
-TEST(ShmTransport, ExitedSendersUnreadSlotsAreNoFailure) {
-  auto t = makeShmTransport();
-  Pipe blobPipe;
-  pid_t child = forkChild([&] {
-    Blob blob;
-    if (!recvBlob(blobPipe.r.get(), &blob)) return 10;
-    std::unique_ptr<SendConnection> send;
-    if (!t->connect(makeRequest(makePeer(1, kPid1), makePeer(0, kPid0), 4096, 4), blob, &send).ok()) return 11;
-    for (int i = 0; i < 3; ++i) {
-      void* buf = send->acquire();
-      if (!buf) return 12;
-      fillSlot(buf, i, 4096);
-      send->post(4096);
-    }
-    return 0;
-  });
-  ASSERT_GT(child, 0);
-  PeerInfo r0 = makePeer(0, kPid0), r1 = makePeer(1, kPid1);
-  r1.pid = child;
-  std::unique_ptr<RecvEndpoint> ep;
-  ASSERT_TRUE(t->listen(makeRequest(r0, r1, 4096, 4), &ep).ok());
-  sendBlob(blobPipe.w.get(), ep->blob());
-  std::unique_ptr<RecvConnection> recv;
-  ASSERT_TRUE(ep->accept(&recv).ok());
-  ASSERT_EQ(waitChild(child), 0);
-  for (int i = 0; i < 3; ++i) {
-    Result alive = recv->checkPeer();
-    ASSERT_TRUE(alive.ok()) << "slot " << i << " unread, yet: " << alive.message();
-    size_t bytes = 0;
-    const void* p = recv->peek(&bytes);
-    ASSERT_NE(p, nullptr);
-    EXPECT_EQ(checkSlot(p, i, bytes), -1);
-    recv->release();
-  }
-  Result gone = recv->checkPeer();
-  ASSERT_FALSE(gone.ok()) << "empty FIFO from an exited sender went unnoticed";
-  EXPECT_EQ(gone.code(), ncclRemoteError);
-  EXPECT_NE(gone.message().find("rank 1 (pid " + std::to_string(child)), std::string::npos) << gone.message();
-}
-
-// A receiver that exits before draining leaves the sender nothing to wait for
-// until its FIFO is full: only then is the death this sender's error.
-TEST(ShmTransport, ExitedReceiverFailsTheSenderOnlyWhenFull) {
-  auto t = makeShmTransport();
-  Pipe blobPipe;
-  pid_t child = forkChild([&] {
-    std::unique_ptr<RecvEndpoint> ep;
-    if (!t->listen(makeRequest(makePeer(0, kPid0), makePeer(1, kPid1), 4096, 4), &ep).ok()) return 10;
-    sendBlob(blobPipe.w.get(), ep->blob());
-    std::unique_ptr<RecvConnection> recv;
-    return ep->accept(&recv).ok() ? 0 : 11;
-  });
-  ASSERT_GT(child, 0);
-  Blob blob;
-  ASSERT_TRUE(recvBlob(blobPipe.r.get(), &blob));
-  PeerInfo r1 = makePeer(1, kPid1), r0 = makePeer(0, kPid0);
-  r0.pid = child;
-  std::unique_ptr<SendConnection> send;
-  Result r = t->connect(makeRequest(r1, r0, 4096, 4), blob, &send);
-  ASSERT_TRUE(r.ok()) << r.message();
-  ASSERT_EQ(waitChild(child), 0);
-  int posted = 0;
-  while (void* buf = send->acquire()) {
-    Result alive = send->checkPeer();
-    ASSERT_TRUE(alive.ok()) << "room in the FIFO, yet: " << alive.message();
-    fillSlot(buf, posted++, 4096);
-    send->post(4096);
-  }
-  EXPECT_EQ(posted, 4);
-  Result gone = send->checkPeer();
-  ASSERT_FALSE(gone.ok()) << "full FIFO to an exited receiver went unnoticed";
-  EXPECT_EQ(gone.code(), ncclRemoteError);
-}
 
 TEST(ShmTransport, CanConnectOnlySameHostOtherProcess) {
   PeerInfo a = makePeer(0, kPid0), b = makePeer(1, kPid1);
@@ -539,177 +450,78 @@ TEST(ShmTransport, CanConnectOnlySameHostOtherProcess) {
   EXPECT_TRUE(t->canConnect(a, b)) << "the variable is read once, at construction";
 }
 
-TEST(ShmTransport, SegmentNameIsRemovedOnAcceptAndOnDestruction) {
-  auto t = makeShmTransport();
-  PeerInfo r0 = makePeer(0, kPid0), r1 = makePeer(1, kPid1);
-  {
-    std::unique_ptr<RecvEndpoint> ep;
-    ASSERT_TRUE(t->listen(makeRequest(r0, r1, 4096, 2), &ep).ok());
-    EXPECT_EQ(ourShmSegments().size(), 1u) << "listen creates the segment";
-  }
-  EXPECT_TRUE(ourShmSegments().empty()) << "an endpoint never accepted removes its segment";
-
-  std::unique_ptr<RecvEndpoint> ep;
-  ASSERT_TRUE(t->listen(makeRequest(r0, r1, 4096, 2), &ep).ok());
-  Blob blob = ep->blob();
-  ep.reset();
-  std::unique_ptr<SendConnection> send;
-  Result r = t->connect(makeRequest(r1, r0, 4096, 2), blob, &send);
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.message().find("no longer exists"), std::string::npos) << r.message();
-
-  Pair p = connectPair(*t, 4096, 2);
-  ASSERT_TRUE(p.send && p.recv);
-  EXPECT_TRUE(ourShmSegments().empty()) << "accept unlinks the name";
-  // Either side may go first; the other keeps its mapping.
-  p.recv.reset();
-  void* buf = p.send->acquire();
-  ASSERT_NE(buf, nullptr);
-  memset(buf, 1, 4096);
-  p.send->post(4096);
+// An engine FIFO of `bytes` with a recognisable image.
+Result createFifo(FifoMemoryProvider& provider, uint64_t bytes, std::unique_ptr<FifoMemory>* out) {
+  return provider.create(bytes, [bytes](char* image) { memset(image, 0x5a, bytes); }, out);
 }
 
-TEST(ShmTransport, TooSmallDevShmFailsAtListenWithSizeNeeded) {
+TEST(ShmFifoMemory, SegmentNameIsRemovedOnOpenAndOnDestruction) {
+  auto shm = makeShmFifoProvider();
+  {
+    std::unique_ptr<FifoMemory> made;
+    ASSERT_TRUE(createFifo(*shm, 4096, &made).ok());
+    EXPECT_EQ(ourShmSegments().size(), 1u) << "create makes the segment";
+    EXPECT_EQ(made->base()[4095], 0x5a) << "the image is written before create returns";
+  }
+  EXPECT_TRUE(ourShmSegments().empty()) << "a FIFO never opened removes its segment";
+
+  std::unique_ptr<FifoMemory> made, opened;
+  ASSERT_TRUE(createFifo(*shm, 4096, &made).ok());
+  const Blob blob = made->blob();
+  ASSERT_TRUE(shm->open(blob, 4096, &opened).ok());
+  EXPECT_TRUE(ourShmSegments().empty()) << "open unlinks the name";
+  EXPECT_TRUE(opened->blob().empty());
+  made->base()[7] = 42;
+  EXPECT_EQ(opened->base()[7], 42) << "both ends map the same memory";
+  made.reset();  // either side may go first; the other keeps its mapping
+  opened->base()[8] = 1;
+
+  std::unique_ptr<FifoMemory> again;
+  Result r = shm->open(blob, 4096, &again);
+  EXPECT_FALSE(r.ok()) << "the name is gone once opened";
+  r = shm->open(blob, 8192, &again);
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("the FIFO needs 8192"), std::string::npos) << r.message();
+}
+
+TEST(ShmFifoMemory, TooSmallDevShmFailsAtCreateWithSizeNeeded) {
   struct statvfs st;
   ASSERT_EQ(statvfs("/dev/shm", &st), 0);
   const uint64_t capacity = static_cast<uint64_t>(st.f_blocks) * st.f_frsize;
   if (capacity == 0) GTEST_SKIP() << "/dev/shm has no size limit here";
-  // Four slots of more than a quarter of /dev/shm each: more than it can ever hold.
-  const size_t slotBytes = capacity / 4 + (1 << 20);
-  const int nslots = 4;
-  fifo::Layout layout;
-  ASSERT_TRUE(fifo::makeLayout(slotBytes, nslots, &layout).ok());
-  auto t = makeShmTransport();
-  std::unique_ptr<RecvEndpoint> ep;
-  Result r = t->listen(makeRequest(makePeer(0, kPid0), makePeer(1, kPid1), slotBytes, nslots), &ep);
+  const uint64_t bytes = capacity + (4 << 20);  // more than it can ever hold
+  std::unique_ptr<FifoMemory> made;
+  Result r = createFifo(*makeShmFifoProvider(), bytes, &made);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("/dev/shm is too small"), std::string::npos) << r.message();
-  EXPECT_NE(r.message().find(std::to_string(layout.totalBytes) + " bytes"), std::string::npos)
-      << r.message();
-  EXPECT_NE(r.message().find("rank 1"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find(std::to_string(bytes) + " bytes"), std::string::npos) << r.message();
   EXPECT_TRUE(ourShmSegments().empty());
 }
 
-// ---- inproc specifics -------------------------------------------------------------
+TEST(HeapFifoMemory, SharedWithinTheProcessOnly) {
+  auto heap = makeHeapFifoProvider();
+  std::unique_ptr<FifoMemory> made, opened;
+  ASSERT_TRUE(createFifo(*heap, 4096, &made).ok());
+  ASSERT_TRUE(heap->open(made->blob(), 4096, &opened).ok());
+  EXPECT_EQ(opened->base(), made->base()) << "the same memory, by address";
+  EXPECT_EQ(opened->base()[100], 0x5a);
+  Blob forged = made->blob();
+  forged[4] ^= 1;  // the creating process's id, after the magic
+  Result r = heap->open(forged, 4096, &opened);
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("cannot be used by process"), std::string::npos) << r.message();
+}
 
-TEST(InprocTransport, LargeTransferBetweenThreads) {
-  auto t = makeInprocTransport();
-  const size_t slotBytes = 256 << 10, total = 64u << 20;
-  const int nslots = 4;
-  PeerInfo r0 = makePeer(0, kPid0), r1 = makePeer(1, kPid0);
-  ASSERT_TRUE(t->canConnect(r0, r1));
-  ASSERT_FALSE(t->canConnect(r0, makePeer(1, kPid1)));
-  std::unique_ptr<RecvEndpoint> ep;
-  ASSERT_TRUE(t->listen(makeRequest(r0, r1, slotBytes, nslots), &ep).ok());
-  Blob blob = ep->blob();
-  std::string senderError;
-  std::thread sender([&] {
-    std::unique_ptr<SendConnection> send;
-    Result r = t->connect(makeRequest(r1, r0, slotBytes, nslots), blob, &send);
-    if (!r.ok()) {
-      senderError = r.message();
-      return;
-    }
-    uint64_t seq = 0;
-    auto deadline = Clock::now() + 15s;
-    for (size_t off = 0; off < total && Clock::now() < deadline; ) {
-      if (void* buf = send->acquire()) {
-        size_t bytes = std::min(slotBytes, total - off);
-        fillSlot(buf, seq++, bytes);
-        send->post(bytes);
-        off += bytes;
-      } else {
-        std::this_thread::yield();
-      }
-    }
-  });
-  std::unique_ptr<RecvConnection> recv;
-  Result r = ep->accept(&recv);
-  ASSERT_TRUE(r.ok()) << r.message();
-  ep.reset();  // the connection keeps the FIFO alive
-  size_t got = 0;
-  uint64_t seq = 0;
-  std::string error;
-  auto deadline = Clock::now() + 15s;
-  while (got < total && error.empty() && Clock::now() < deadline) {
-    size_t bytes = 0;
-    if (const void* p = recv->peek(&bytes)) {
-      if (checkSlot(p, seq, bytes) >= 0) error = "slot " + std::to_string(seq);
-      recv->release();
-      got += bytes;
-      ++seq;
-    } else {
-      std::this_thread::yield();
-    }
+TEST(SharedMemoryTransports, HaveNoConnections) {
+  std::unique_ptr<Transport> shared[] = {makeInprocTransport(), makeShmTransport()};
+  for (const auto& t : shared) {
+    EXPECT_TRUE(t->sharesMemory()) << t->name();
+    std::unique_ptr<RecvEndpoint> ep;
+    Result r = t->listen(makeRequest(makePeer(0, kPid0), makePeer(1, kPid1), 4096, 2), &ep);
+    EXPECT_EQ(r.code(), ncclInternalError) << t->name();
+    EXPECT_NE(r.message().find("has no connections"), std::string::npos) << r.message();
   }
-  sender.join();
-  EXPECT_EQ(senderError, "");
-  EXPECT_EQ(error, "");
-  EXPECT_EQ(got, total);
-}
-
-TEST(InprocTransport, SelfConnection) {
-  auto t = makeInprocTransport();
-  PeerInfo me = makePeer(3, kPid0);
-  ASSERT_TRUE(t->canConnect(me, me));
-  const size_t slotBytes = 1000;  // not a multiple of 64: the stride still aligns slots
-  std::unique_ptr<RecvEndpoint> ep;
-  ASSERT_TRUE(t->listen(makeRequest(me, me, slotBytes, 3), &ep).ok());
-  std::unique_ptr<SendConnection> send;
-  ASSERT_TRUE(t->connect(makeRequest(me, me, slotBytes, 3), ep->blob(), &send).ok());
-  std::unique_ptr<RecvConnection> recv;
-  ASSERT_TRUE(ep->accept(&recv).ok());
-  EXPECT_EQ(exchange(send.get(), recv.get(), 300, slotBytes,
-                     [&](uint64_t s) { return variedSize(s, slotBytes); }),
-            "");
-}
-
-TEST(InprocTransport, ReceiverReadsTheSlotTheSenderWrote) {
-  auto t = makeInprocTransport();
-  Pair p = connectPair(*t, 4096, 2);
-  ASSERT_TRUE(p.send && p.recv);
-  void* written = p.send->acquire();
-  ASSERT_NE(written, nullptr);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(written) % 4096, 0u) << "page-sized slots are page aligned";
-  p.send->post(10);
-  size_t bytes = 0;
-  EXPECT_EQ(p.recv->peek(&bytes), written) << "zero copy: same memory on both sides";
-}
-
-TEST(InprocTransport, BlobOfDestroyedEndpointFailsCleanly) {
-  auto t = makeInprocTransport();
-  PeerInfo r0 = makePeer(0, kPid0), r1 = makePeer(1, kPid0);
-  std::unique_ptr<RecvEndpoint> ep;
-  ASSERT_TRUE(t->listen(makeRequest(r0, r1, 64, 2), &ep).ok());
-  Blob blob = ep->blob();
-  ep.reset();
-  std::unique_ptr<SendConnection> send;
-  Result r = t->connect(makeRequest(r1, r0, 64, 2), blob, &send);
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.message().find("gone"), std::string::npos) << r.message();
-}
-
-TEST(InprocTransport, EitherSideMayBeDestroyedFirst) {
-  auto t = makeInprocTransport();
-  Pair a = connectPair(*t, 128, 2);
-  ASSERT_TRUE(a.send && a.recv);
-  a.recv.reset();
-  void* buf = a.send->acquire();
-  ASSERT_NE(buf, nullptr);
-  memset(buf, 7, 128);
-  a.send->post(128);
-
-  Pair b = connectPair(*t, 128, 2);
-  ASSERT_TRUE(b.send && b.recv);
-  buf = b.send->acquire();
-  ASSERT_NE(buf, nullptr);
-  fillSlot(buf, 0, 128);
-  b.send->post(128);
-  b.send.reset();
-  size_t bytes = 0;
-  const void* p = b.recv->peek(&bytes);
-  ASSERT_NE(p, nullptr);
-  EXPECT_EQ(checkSlot(p, 0, bytes), -1);
+  EXPECT_FALSE(makeTcpTransport()->sharesMemory());
 }
 
 // ---- tcp specifics ----------------------------------------------------------------

@@ -14,6 +14,7 @@ class ShmFifo : public FifoMemory {
   char* base() const override { return static_cast<char*>(mapping_.data()); }
   Blob blob() const override {
     Blob b;
+    if (name_.str().empty()) return b;  // opened: nothing to hand on
     BlobWriter(&b).put(kShmMagic).put(uint64_t(mapping_.size())).putString(name_.str());
     return b;
   }

@@ -159,7 +159,7 @@ std::vector<ConnectionNeed> PortTable::bridgeNeeds(ncclComm* comm, const std::ve
     if (isRemote(comm, k) && port(k) == nullptr) bridged.insert(bridgedKey(comm, k));
   std::vector<ConnectionNeed> needs;
   for (const PortKey& b : bridged)
-    if (port(b) == nullptr) needs.push_back({comm, b.peer, bridgeChannel(b), b.send, true});
+    if (port(b) == nullptr) needs.push_back({comm, b.peer, bridgeChannel(b), b.send});
   return needs;
 }
 
