@@ -1,6 +1,7 @@
 #include "worker.h"
 
 #include <chrono>
+#include <cstdio>
 
 namespace braid_torch {
 
@@ -71,7 +72,15 @@ void Worker::loop(std::shared_ptr<Queue> q) {
       task = std::move(q->tasks.front());
       q->tasks.pop_front();
     }
-    task();
+    // A task reports its failure through its Work; one that escapes anyway
+    // must not end the process (std::terminate) with every rank's job.
+    try {
+      task();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "braid_torch: a worker task failed outside its Work: %s\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "braid_torch: a worker task failed outside its Work\n");
+    }
     task = Task();  // what the task captured goes now, before it counts as done
     taskDone();
   }

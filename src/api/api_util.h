@@ -9,12 +9,26 @@
 
 // Declares an exported NCCL entry point `name` and its profiling alias `p<name>`.
 // The nccl* symbol is weak so a profiler can interpose it and call pnccl*.
-// Use as: BRAID_NCCL_API(ncclResult_t, ncclFoo, int a) { ...body... }
+// Use as: BRAID_NCCL_API(ncclResult_t, ncclFoo, int a) try { ...body... }
+//         BRAID_API_CATCH(ncclFoo)
+// (tests/api/check_entry_points.py holds every entry point to it).
 #define BRAID_NCCL_API(ret, name, ...)                                             \
   extern "C" BRAID_EXPORT ret p##name(__VA_ARGS__) __attribute__((alias(#name))); \
   extern "C" BRAID_EXPORT __attribute__((weak)) ret name(__VA_ARGS__)
 
+// Closes an entry point written `BRAID_NCCL_API(ncclResult_t, name, ...) try {
+// ... } BRAID_API_CATCH(name)`: no C++ exception crosses the C API.
+#define BRAID_API_CATCH(name) \
+  catch (...) {               \
+    return ::braid::reportException(#name); \
+  }
+
 namespace braid {
+
+// The error an exception escaping entry point `fn` becomes (call it in a catch
+// block): std::bad_alloc is ncclSystemError, anything else ncclInternalError
+// with its text; recorded and logged like report().
+ncclResult_t reportException(const char* fn);
 
 // Records r's message as this thread's last error (ncclGetLastError), logs it at
 // WARN, and returns its code. Success passes through untouched.

@@ -15,29 +15,29 @@
 
 using namespace braid;
 
-extern "C" BRAID_EXPORT ncclResult_t braidCommSetTimeout(ncclComm_t comm, double seconds) {
+extern "C" BRAID_EXPORT ncclResult_t braidCommSetTimeout(ncclComm_t comm, double seconds) try {
   Result r = checkComm(comm, "braidCommSetTimeout");
   if (r.ok() && (!std::isfinite(seconds) || seconds <= 0))
     r = fail(ncclInvalidArgument, "braidCommSetTimeout: timeout %g s is not a positive number", seconds);
   if (!r.ok()) return report(r);
   comm->settings.timeoutSeconds = seconds;
   return ncclSuccess;
-}
+} BRAID_API_CATCH(braidCommSetTimeout)
 
-extern "C" BRAID_EXPORT ncclResult_t braidGetPrivateUniqueId(ncclUniqueId* uniqueId) {
+extern "C" BRAID_EXPORT ncclResult_t braidGetPrivateUniqueId(ncclUniqueId* uniqueId) try {
   if (uniqueId == nullptr) return report(fail(ncclInvalidArgument, "braidGetPrivateUniqueId: uniqueId is NULL"));
   return report(createPrivateUniqueId(uniqueId));
-}
+} BRAID_API_CATCH(braidGetPrivateUniqueId)
 
 extern "C" BRAID_EXPORT ncclResult_t braidCommInitRankTimeout(ncclComm_t* comm, int nranks, ncclUniqueId commId,
-                                                              int rank, ncclConfig_t* config, double seconds) {
+                                                              int rank, ncclConfig_t* config, double seconds) try {
   if (!std::isfinite(seconds) || seconds <= 0)
     return report(fail(ncclInvalidArgument, "braidCommInitRankTimeout: timeout %g s is not a positive number",
                        seconds));
   return startInit(comm, nranks, commId, rank, config, "braidCommInitRankTimeout", seconds);
-}
+} BRAID_API_CATCH(braidCommInitRankTimeout)
 
 // Frameworks ask it before they hand braid device memory.
-extern "C" BRAID_EXPORT int braidSupportsDeviceBuffers(void) {
+extern "C" BRAID_EXPORT int braidSupportsDeviceBuffers(void) try {
   return braid::deviceBuffersSupported() ? 1 : 0;
-}
+} catch (...) { return -1; }

@@ -51,6 +51,27 @@ Result resolveOp(ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, const char
   return Result::success();
 }
 
+// The most bytes a buffer of one call may span: more than a 64-bit process
+// can address (47 bits of user space) is a count in the wrong unit, or garbage.
+constexpr size_t kMaxBufferBytes = size_t(1) << 47;
+
+// A count whose buffers cannot exist is refused before anything is planned:
+// the largest buffer a rank passes (count elements, times the rank count for
+// the gathered or scattered side).
+Result checkBufferSize(const CallSpec& spec, const Task& t, int nranks) {
+  const bool perRank = spec.coll == Collective::AllGather || spec.coll == Collective::ReduceScatter ||
+                       spec.coll == Collective::AllToAll || spec.coll == Collective::Gather ||
+                       spec.coll == Collective::Scatter;
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(t.count, typeSize(t.type), &bytes) ||
+      (perRank && __builtin_mul_overflow(bytes, size_t(nranks), &bytes)) || bytes > kMaxBufferBytes)
+    return fail(ncclInvalidArgument,
+                "%s: count %zu of %s%s is more bytes than a process can address (at most 2^47): is the count "
+                "in bytes rather than elements, or uninitialised?", spec.name, t.count, typeName(t.type),
+                perRank ? " per rank" : "");
+  return Result::success();
+}
+
 Result validate(const CallSpec& spec, Task& t, ncclRedOp_t op) {
   BRAID_TRY(checkUsableComm(t.comm, spec.name));
   ncclComm* comm = t.comm;
@@ -61,6 +82,7 @@ Result validate(const CallSpec& spec, Task& t, ncclRedOp_t op) {
     return fail(ncclInvalidArgument, "%s: %s %d is out of range for a communicator of %d ranks",
                 spec.name, spec.coll == Collective::Send || spec.coll == Collective::Recv ? "peer" : "root",
                 t.root, comm->nranks);
+  BRAID_TRY(checkBufferSize(spec, t, comm->nranks));
   if (spec.reduces) BRAID_TRY(resolveOp(comm, op, t.type, spec.name, &t.op, &t.deviceScalar));
   else t.op = makeBuiltinOp(ncclSum, t.type, comm->nranks);
   if (t.count > 0) {
@@ -109,67 +131,67 @@ using braid::Collective;
 using braid::Need;
 
 BRAID_NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count,
-               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) try {
   static const braid::CallSpec spec{"ncclAllReduce", Collective::AllReduce, Need::All, Need::All, true, false};
   return braid::submit(spec, braid::makeTask(sendbuff, recvbuff, count, datatype, 0, comm, stream), op);
-}
+} BRAID_API_CATCH(ncclAllReduce)
 
 BRAID_NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
-               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) try {
   static const braid::CallSpec spec{"ncclReduceScatter", Collective::ReduceScatter, Need::All, Need::All, true, false};
   return braid::submit(spec, braid::makeTask(sendbuff, recvbuff, recvcount, datatype, 0, comm, stream), op);
-}
+} BRAID_API_CATCH(ncclReduceScatter)
 
 BRAID_NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
-               ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+               ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) try {
   static const braid::CallSpec spec{"ncclAllGather", Collective::AllGather, Need::All, Need::All, false, false};
   return braid::submit(spec, braid::makeTask(sendbuff, recvbuff, sendcount, datatype, 0, comm, stream));
-}
+} BRAID_API_CATCH(ncclAllGather)
 
 BRAID_NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count,
-               ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+               ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) try {
   static const braid::CallSpec spec{"ncclBroadcast", Collective::Broadcast, Need::Root, Need::All, false, true};
   return braid::submit(spec, braid::makeTask(sendbuff, recvbuff, count, datatype, root, comm, stream));
-}
+} BRAID_API_CATCH(ncclBroadcast)
 
 BRAID_NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root,
-               ncclComm_t comm, cudaStream_t stream) {
+               ncclComm_t comm, cudaStream_t stream) try {
   static const braid::CallSpec spec{"ncclBcast", Collective::Broadcast, Need::Root, Need::All, false, true};
   return braid::submit(spec, braid::makeTask(buff, buff, count, datatype, root, comm, stream));
-}
+} BRAID_API_CATCH(ncclBcast)
 
 BRAID_NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count,
-               ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+               ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) try {
   static const braid::CallSpec spec{"ncclReduce", Collective::Reduce, Need::All, Need::Root, true, true};
   return braid::submit(spec, braid::makeTask(sendbuff, recvbuff, count, datatype, root, comm, stream), op);
-}
+} BRAID_API_CATCH(ncclReduce)
 
 BRAID_NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count,
-               ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+               ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) try {
   static const braid::CallSpec spec{"ncclAlltoAll", Collective::AllToAll, Need::All, Need::All, false, false};
   return braid::submit(spec, braid::makeTask(sendbuff, recvbuff, count, datatype, 0, comm, stream));
-}
+} BRAID_API_CATCH(ncclAlltoAll)
 
 BRAID_NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count,
-               ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+               ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) try {
   static const braid::CallSpec spec{"ncclGather", Collective::Gather, Need::All, Need::Root, false, true};
   return braid::submit(spec, braid::makeTask(sendbuff, recvbuff, count, datatype, root, comm, stream));
-}
+} BRAID_API_CATCH(ncclGather)
 
 BRAID_NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count,
-               ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+               ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) try {
   static const braid::CallSpec spec{"ncclScatter", Collective::Scatter, Need::Root, Need::All, false, true};
   return braid::submit(spec, braid::makeTask(sendbuff, recvbuff, count, datatype, root, comm, stream));
-}
+} BRAID_API_CATCH(ncclScatter)
 
 BRAID_NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype,
-               int peer, ncclComm_t comm, cudaStream_t stream) {
+               int peer, ncclComm_t comm, cudaStream_t stream) try {
   static const braid::CallSpec spec{"ncclSend", Collective::Send, Need::All, Need::None, false, true};
   return braid::submit(spec, braid::makeTask(sendbuff, nullptr, count, datatype, peer, comm, stream));
-}
+} BRAID_API_CATCH(ncclSend)
 
 BRAID_NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
-               ncclComm_t comm, cudaStream_t stream) {
+               ncclComm_t comm, cudaStream_t stream) try {
   static const braid::CallSpec spec{"ncclRecv", Collective::Recv, Need::None, Need::All, false, true};
   return braid::submit(spec, braid::makeTask(nullptr, recvbuff, count, datatype, peer, comm, stream));
-}
+} BRAID_API_CATCH(ncclRecv)

@@ -42,31 +42,31 @@ ncclResult_t startInit(ncclComm_t* out, int nranks, const ncclUniqueId& id, int 
 
 using namespace braid;
 
-BRAID_NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
+BRAID_NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) try {
   if (uniqueId == nullptr) return report(fail(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL"));
   return report(createUniqueId(uniqueId));
-}
+} BRAID_API_CATCH(ncclGetUniqueId)
 
-BRAID_NCCL_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+BRAID_NCCL_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) try {
   return startInit(comm, nranks, commId, rank, nullptr, "ncclCommInitRank");
-}
+} BRAID_API_CATCH(ncclCommInitRank)
 
 BRAID_NCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks, ncclUniqueId commId,
-               int rank, ncclConfig_t* config) {
+               int rank, ncclConfig_t* config) try {
   return startInit(comm, nranks, commId, rank, config, "ncclCommInitRankConfig");
-}
+} BRAID_API_CATCH(ncclCommInitRankConfig)
 
-BRAID_NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* devlist) {
+BRAID_NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* devlist) try {
   if (comms == nullptr) return report(fail(ncclInvalidArgument, "ncclCommInitAll: comms is NULL"));
   if (ndev < 1) return report(fail(ncclInvalidArgument, "ncclCommInitAll: ndev %d must be at least 1", ndev));
   CommSettings settings;
   Result r = makeCommSettings(nullptr, &settings);
   if (r.ok()) r = initAllCommunicators(ndev, devlist, settings, comms);
   return report(r);
-}
+} BRAID_API_CATCH(ncclCommInitAll)
 
 BRAID_NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
-               ncclConfig_t* config) {
+               ncclConfig_t* config) try {
   if (newcomm == nullptr) return report(fail(ncclInvalidArgument, "ncclCommSplit: newcomm is NULL"));
   Result r = checkUsableComm(comm, "ncclCommSplit");
   CommSettings settings;
@@ -78,19 +78,19 @@ BRAID_NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key,
   if (r.ok()) drainDeviceWork(comm);
   if (r.ok()) r = splitCommunicator(comm, color, key, settings, newcomm);
   return report(r);
-}
+} BRAID_API_CATCH(ncclCommSplit)
 
-BRAID_NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
+BRAID_NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) try {
   Result r = checkComm(comm, "ncclCommRevoke");
   if (r.ok() && revokeFlags != NCCL_REVOKE_DEFAULT)
     r = fail(ncclInvalidArgument, "ncclCommRevoke: revokeFlags %d is not NCCL_REVOKE_DEFAULT", revokeFlags);
   if (!r.ok()) return report(r);
   revokeCommunicator(comm);
   return ncclSuccess;
-}
+} BRAID_API_CATCH(ncclCommRevoke)
 
 BRAID_NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
-               ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+               ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) try {
   Result r = checkComm(comm, "ncclCommShrink");
   if (r.ok() && newcomm == nullptr) r = fail(ncclInvalidArgument, "ncclCommShrink: newcomm is NULL");
   if (r.ok() && shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
@@ -103,9 +103,9 @@ BRAID_NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksL
   if (config) r = makeCommSettings(config, &settings);
   if (r.ok()) r = shrinkCommunicator(comm, excludeRanksList, excludeRanksCount, settings, newcomm);
   return report(r);
-}
+} BRAID_API_CATCH(ncclCommShrink)
 
-BRAID_NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
+BRAID_NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) try {
   Result r = checkUsableComm(comm, "ncclCommFinalize");
   if (!r.ok()) return report(r);
   // Operations on host memory complete before their call returns; those on
@@ -113,53 +113,53 @@ BRAID_NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
   drainDeviceWork(comm);
   comm->state.store(static_cast<int>(CommState::Finalized));
   return ncclSuccess;
-}
+} BRAID_API_CATCH(ncclCommFinalize)
 
-BRAID_NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
+BRAID_NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) try {
   if (comm == nullptr) return ncclSuccess;  // as NCCL: destroying NULL is a no-op
   Result r = checkComm(comm, "ncclCommDestroy");
   if (!r.ok()) return report(r);
   destroyComm(comm);
   return ncclSuccess;
-}
+} BRAID_API_CATCH(ncclCommDestroy)
 
-BRAID_NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
+BRAID_NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) try {
   if (comm == nullptr) return ncclSuccess;
   Result r = checkComm(comm, "ncclCommAbort");
   if (!r.ok()) return report(r);
   abortCommunicator(comm);
   return ncclSuccess;
-}
+} BRAID_API_CATCH(ncclCommAbort)
 
-BRAID_NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
+BRAID_NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) try {
   if (asyncError == nullptr)
     return report(fail(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL"));
   Result r = checkComm(comm, "ncclCommGetAsyncError");
   if (!r.ok()) return report(r);
   *asyncError = comm->asyncError.load();
   return ncclSuccess;
-}
+} BRAID_API_CATCH(ncclCommGetAsyncError)
 
-BRAID_NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
+BRAID_NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) try {
   if (count == nullptr) return report(fail(ncclInvalidArgument, "ncclCommCount: count is NULL"));
   Result r = checkComm(comm, "ncclCommCount");
   if (!r.ok()) return report(r);
   *count = comm->nranks;
   return ncclSuccess;
-}
+} BRAID_API_CATCH(ncclCommCount)
 
-BRAID_NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
+BRAID_NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) try {
   if (device == nullptr) return report(fail(ncclInvalidArgument, "ncclCommCuDevice: device is NULL"));
   Result r = checkComm(comm, "ncclCommCuDevice");
   if (!r.ok()) return report(r);
   *device = comm->cudaDev;
   return ncclSuccess;
-}
+} BRAID_API_CATCH(ncclCommCuDevice)
 
-BRAID_NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
+BRAID_NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) try {
   if (rank == nullptr) return report(fail(ncclInvalidArgument, "ncclCommUserRank: rank is NULL"));
   Result r = checkComm(comm, "ncclCommUserRank");
   if (!r.ok()) return report(r);
   *rank = comm->rank;
   return ncclSuccess;
-}
+} BRAID_API_CATCH(ncclCommUserRank)

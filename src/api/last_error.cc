@@ -61,6 +61,15 @@ ncclResult_t report(const Result& r) {
   return r.code();
 }
 
+ncclResult_t reportException(const char* fn) {
+  const Result r = currentExceptionResult(fn);
+  try {
+    return report(r);
+  } catch (...) {
+    return r.code();  // recording it needed memory too: the code alone
+  }
+}
+
 ncclResult_t notSupported(const char* function, const char* why) {
   return report(fail(ncclInvalidUsage, "%s is not supported by braid %s: %s", function,
                      BRAID_VERSION, why));
@@ -70,15 +79,15 @@ const char* lastErrorMessage() { return threadLastError().c_str(); }
 
 }  // namespace braid
 
-BRAID_NCCL_API(const char*, ncclGetErrorString, ncclResult_t result) {
+BRAID_NCCL_API(const char*, ncclGetErrorString, ncclResult_t result) try {
   return braid::resultText(result);
-}
+} catch (...) { return "braid: internal error"; }
 
-BRAID_NCCL_API(const char*, ncclGetLastError, ncclComm_t comm) {
+BRAID_NCCL_API(const char*, ncclGetLastError, ncclComm_t comm) try {
   return braid::lastErrorMessage();
-}
+} catch (...) { return "braid: internal error"; }
 
-extern "C" BRAID_EXPORT const char* braidVersionString(void) {
+extern "C" BRAID_EXPORT const char* braidVersionString(void) try {
   return "braid " BRAID_VERSION " (NCCL API " BRAID_STRINGIFY(NCCL_MAJOR) "." BRAID_STRINGIFY(
       NCCL_MINOR) "." BRAID_STRINGIFY(NCCL_PATCH) ")";
-}
+} catch (...) { return "braid: internal error"; }

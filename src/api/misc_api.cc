@@ -10,24 +10,26 @@
 
 using namespace braid;
 
-BRAID_NCCL_API(ncclResult_t, ncclGetVersion, int* version) {
+BRAID_NCCL_API(ncclResult_t, ncclGetVersion, int* version) try {
   if (version == nullptr) return report(fail(ncclInvalidArgument, "ncclGetVersion: version is NULL"));
   *version = NCCL_VERSION_CODE;
   return ncclSuccess;
-}
+} BRAID_API_CATCH(ncclGetVersion)
 
-BRAID_NCCL_API(ncclResult_t, ncclGroupStart) {
+BRAID_NCCL_API(ncclResult_t, ncclGroupStart) try {
   groupStart();
   return ncclSuccess;
-}
+} BRAID_API_CATCH(ncclGroupStart)
 
-BRAID_NCCL_API(ncclResult_t, ncclGroupEnd) { return report(groupEnd()); }
+BRAID_NCCL_API(ncclResult_t, ncclGroupEnd) try {
+  return report(groupEnd());
+} BRAID_API_CATCH(ncclGroupEnd)
 
 // NCCL_SIM_INFO_INITIALIZER's magic: a struct that was not initialised from it
 // is refused rather than half trusted.
 constexpr unsigned kSimInfoMagic = 0x74685283;
 
-BRAID_NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
+BRAID_NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) try {
   float micros = 0;
   // The group ends (its collectives dropped) even when simInfo is bad, so that
   // a caller who checks the error is not left inside a group.
@@ -38,10 +40,10 @@ BRAID_NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
                        "NCCL_SIM_INFO_INITIALIZER"));
   if (r.ok()) simInfo->estimatedTime = micros;
   return report(r);
-}
+} BRAID_API_CATCH(ncclGroupSimulateEnd)
 
 BRAID_NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar,
-               ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm) {
+               ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm) try {
   Result r = checkUsableComm(comm, "ncclRedOpCreatePreMulSum");
   if (r.ok() && (op == nullptr || scalar == nullptr))
     r = fail(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: op and scalar must not be NULL");
@@ -62,9 +64,9 @@ BRAID_NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* sc
   else comm->userOps[slot] = u;
   *op = static_cast<ncclRedOp_t>(ncclNumOps + static_cast<int>(slot));
   return ncclSuccess;
-}
+} BRAID_API_CATCH(ncclRedOpCreatePreMulSum)
 
-BRAID_NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
+BRAID_NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) try {
   Result r = checkComm(comm, "ncclRedOpDestroy");
   const int slot = static_cast<int>(op) - ncclNumOps;
   if (r.ok() && (slot < 0 || slot >= static_cast<int>(comm->userOps.size()) || !comm->userOps[slot].live))
@@ -73,11 +75,11 @@ BRAID_NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) 
   if (!r.ok()) return report(r);
   comm->userOps[slot].live = false;
   return ncclSuccess;
-}
+} BRAID_API_CATCH(ncclRedOpDestroy)
 
 // Without a GPU path yet, ncclMemAlloc hands out page-aligned host memory, which
 // every braid collective accepts.
-BRAID_NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
+BRAID_NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) try {
   if (ptr == nullptr) return report(fail(ncclInvalidArgument, "ncclMemAlloc: ptr is NULL"));
   if (size == 0) {
     *ptr = nullptr;
@@ -86,12 +88,12 @@ BRAID_NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
   if (posix_memalign(ptr, 4096, size) != 0)
     return report(fail(ncclSystemError, "ncclMemAlloc: cannot allocate %zu bytes of host memory", size));
   return ncclSuccess;
-}
+} BRAID_API_CATCH(ncclMemAlloc)
 
-BRAID_NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
+BRAID_NCCL_API(ncclResult_t, ncclMemFree, void* ptr) try {
   free(ptr);
   return ncclSuccess;
-}
+} BRAID_API_CATCH(ncclMemFree)
 
 namespace {
 struct Registration {
@@ -101,19 +103,19 @@ struct Registration {
 }  // namespace
 
 // Host buffers need no registration; the handle only records what was given.
-BRAID_NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size, void** handle) {
+BRAID_NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size, void** handle) try {
   Result r = checkComm(comm, "ncclCommRegister");
   if (r.ok() && (handle == nullptr || (buff == nullptr && size > 0)))
     r = fail(ncclInvalidArgument, "ncclCommRegister: buff and handle must not be NULL");
   if (!r.ok()) return report(r);
   *handle = std::make_unique<Registration>(Registration{buff, size}).release();
   return ncclSuccess;
-}
+} BRAID_API_CATCH(ncclCommRegister)
 
-BRAID_NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {
+BRAID_NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) try {
   Result r = checkComm(comm, "ncclCommDeregister");
   if (r.ok() && handle == nullptr) r = fail(ncclInvalidArgument, "ncclCommDeregister: handle is NULL");
   if (!r.ok()) return report(r);
   std::unique_ptr<Registration> owned(static_cast<Registration*>(handle));
   return ncclSuccess;
-}
+} BRAID_API_CATCH(ncclCommDeregister)

@@ -26,36 +26,37 @@ constexpr const char* kNoSuspend =
 // ---- NCCL 2.28 host API declared in nccl.h ------------------------------------------
 
 BRAID_NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size,
-               ncclWindow_t* win, int winFlags) {
+               ncclWindow_t* win, int winFlags) try {
   return braid::notSupported("ncclCommWindowRegister", kNoWindows);
-}
+} BRAID_API_CATCH(ncclCommWindowRegister)
 
-BRAID_NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
+BRAID_NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) try {
   return braid::notSupported("ncclCommWindowDeregister", kNoWindows);
-}
+} BRAID_API_CATCH(ncclCommWindowDeregister)
 
 BRAID_NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks,
-               int myrank, int nId, ncclUniqueId* commIds, ncclConfig_t* config) {
+               int myrank, int nId, ncclUniqueId* commIds, ncclConfig_t* config) try {
   return braid::notSupported(
       "ncclCommInitRankScalable",
       "initialisation from several unique ids is not implemented; use "
       "ncclCommInitRankConfig with one id");
-}
+} BRAID_API_CATCH(ncclCommInitRankScalable)
 
 // NCCL declares these deprecated; defining them must not warn.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-BRAID_NCCL_API(void, ncclResetDebugInit, void) {
+BRAID_NCCL_API(void, ncclResetDebugInit, void) try {
   BRAID_WARN(
       "ncclResetDebugInit: braid reads NCCL_DEBUG, NCCL_DEBUG_SUBSYS and NCCL_DEBUG_FILE "
       "once, at first use; changes made since are ignored");
-}
+} catch (...) { }
 #pragma GCC diagnostic pop
 
 // Not in any header: NCCL's own tests call it to reload logging settings.
 extern "C" void ncclResetDebugInitInternal(void);
-extern "C" BRAID_EXPORT void ncclResetDebugInitInternal(void) {
+extern "C" BRAID_EXPORT void ncclResetDebugInitInternal(void) try {
   BRAID_WARN("ncclResetDebugInitInternal: braid reads its logging settings once; ignored");
+} catch (...) {
 }
 
 // ---- host API of later NCCL releases (not in braid's 2.27 header) -----------------
@@ -80,51 +81,51 @@ ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUser
 
 BRAID_NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks,
                const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
-               ncclConfig_t* config) {
+               ncclConfig_t* config) try {
   return braid::notSupported(
       "ncclCommGrow",
       "growing a communicator is not implemented; create a new one with ncclCommInitRank");
-}
+} BRAID_API_CATCH(ncclCommGrow)
 
-BRAID_NCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId* uniqueId) {
+BRAID_NCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId* uniqueId) try {
   return braid::notSupported(
       "ncclCommGetUniqueId",
       "ids derived from a communicator are not implemented; use ncclGetUniqueId");
-}
+} BRAID_API_CATCH(ncclCommGetUniqueId)
 
-BRAID_NCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags) {
+BRAID_NCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags) try {
   return braid::notSupported("ncclCommSuspend", kNoSuspend);
-}
+} BRAID_API_CATCH(ncclCommSuspend)
 
-BRAID_NCCL_API(ncclResult_t, ncclCommResume, ncclComm_t comm) {
+BRAID_NCCL_API(ncclResult_t, ncclCommResume, ncclComm_t comm) try {
   return braid::notSupported("ncclCommResume", kNoSuspend);
-}
+} BRAID_API_CATCH(ncclCommResume)
 
-BRAID_NCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, int stat, uint64_t* value) {
+BRAID_NCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, int stat, uint64_t* value) try {
   return braid::notSupported("ncclCommMemStats",
                              "communicator memory statistics are not implemented");
-}
+} BRAID_API_CATCH(ncclCommMemStats)
 
 BRAID_NCCL_API(ncclResult_t, ncclPutSignal, const void* localbuff, size_t count,
                ncclDataType_t datatype, int peer, ncclWindow_t peerWin, size_t peerWinOffset,
-               int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream) {
+               int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream) try {
   return braid::notSupported("ncclPutSignal", kNoOneSided);
-}
+} BRAID_API_CATCH(ncclPutSignal)
 
 BRAID_NCCL_API(ncclResult_t, ncclSignal, int peer, int sigIdx, int ctx, unsigned int flags,
-               ncclComm_t comm, cudaStream_t stream) {
+               ncclComm_t comm, cudaStream_t stream) try {
   return braid::notSupported("ncclSignal", kNoOneSided);
-}
+} BRAID_API_CATCH(ncclSignal)
 
 BRAID_NCCL_API(ncclResult_t, ncclWaitSignal, int nDesc, void* signalDescs, ncclComm_t comm,
-               cudaStream_t stream) {
+               cudaStream_t stream) try {
   return braid::notSupported("ncclWaitSignal", kNoOneSided);
-}
+} BRAID_API_CATCH(ncclWaitSignal)
 
 BRAID_NCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win,
-               void** outUserPtr) {
+               void** outUserPtr) try {
   return braid::notSupported("ncclWinGetUserPtr", kNoWindows);
-}
+} BRAID_API_CATCH(ncclWinGetUserPtr)
 
 // ---- host side of NCCL 2.28's device API (nccl_device.h) ----------------------------
 // Only pointers to these types cross the boundary, except the team, which is
@@ -177,57 +178,57 @@ void deviceApiMissing(const char* function) {
 }  // namespace
 
 BRAID_NCCL_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm,
-               const ncclDevCommRequirements* reqs, ncclDevComm* outDevComm) {
+               const ncclDevCommRequirements* reqs, ncclDevComm* outDevComm) try {
   return braid::notSupported("ncclDevCommCreate", kNoDeviceApi);
-}
+} BRAID_API_CATCH(ncclDevCommCreate)
 
-BRAID_NCCL_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, const ncclDevComm* devComm) {
+BRAID_NCCL_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, const ncclDevComm* devComm) try {
   return braid::notSupported("ncclDevCommDestroy", kNoDeviceApi);
-}
+} BRAID_API_CATCH(ncclDevCommDestroy)
 
-BRAID_NCCL_API(braid::DeviceTeam, ncclTeamWorld, ncclComm_t comm) {
+BRAID_NCCL_API(braid::DeviceTeam, ncclTeamWorld, ncclComm_t comm) try {
   deviceApiMissing("ncclTeamWorld");
   return braid::DeviceTeam{};
-}
+} catch (...) { return braid::DeviceTeam{}; }
 
-BRAID_NCCL_API(braid::DeviceTeam, ncclTeamLsa, ncclComm_t comm) {
+BRAID_NCCL_API(braid::DeviceTeam, ncclTeamLsa, ncclComm_t comm) try {
   deviceApiMissing("ncclTeamLsa");
   return braid::DeviceTeam{};
-}
+} catch (...) { return braid::DeviceTeam{}; }
 
-BRAID_NCCL_API(braid::DeviceTeam, ncclTeamRail, ncclComm_t comm) {
+BRAID_NCCL_API(braid::DeviceTeam, ncclTeamRail, ncclComm_t comm) try {
   deviceApiMissing("ncclTeamRail");
   return braid::DeviceTeam{};
-}
+} catch (...) { return braid::DeviceTeam{}; }
 
-BRAID_NCCL_API(int, ncclTeamRankToWorld, ncclComm_t comm, braid::DeviceTeam team, int rank) {
+BRAID_NCCL_API(int, ncclTeamRankToWorld, ncclComm_t comm, braid::DeviceTeam team, int rank) try {
   deviceApiMissing("ncclTeamRankToWorld");
   return -1;
-}
+} catch (...) { return -1; }
 
-BRAID_NCCL_API(int, ncclTeamRankToLsa, ncclComm_t comm, braid::DeviceTeam team, int rank) {
+BRAID_NCCL_API(int, ncclTeamRankToLsa, ncclComm_t comm, braid::DeviceTeam team, int rank) try {
   deviceApiMissing("ncclTeamRankToLsa");
   return -1;
-}
+} catch (...) { return -1; }
 
 BRAID_NCCL_API(ncclResult_t, ncclLsaBarrierCreateRequirement, braid::DeviceTeam team,
                int nBarriers, ncclLsaBarrierHandle* outHandle,
-               ncclDevResourceRequirements* outReq) {
+               ncclDevResourceRequirements* outReq) try {
   return braid::notSupported("ncclLsaBarrierCreateRequirement", kNoDeviceApi);
-}
+} BRAID_API_CATCH(ncclLsaBarrierCreateRequirement)
 
 BRAID_NCCL_API(ncclResult_t, ncclGinBarrierCreateRequirement, ncclComm_t comm,
                braid::DeviceTeam team, int nBarriers, ncclGinBarrierHandle* outHandle,
-               ncclDevResourceRequirements* outReq) {
+               ncclDevResourceRequirements* outReq) try {
   return braid::notSupported("ncclGinBarrierCreateRequirement", kNoDeviceApi);
-}
+} BRAID_API_CATCH(ncclGinBarrierCreateRequirement)
 
-BRAID_NCCL_API(int, ncclLLA2ACalcSlots, int maxElts, int maxEltSize) {
+BRAID_NCCL_API(int, ncclLLA2ACalcSlots, int maxElts, int maxEltSize) try {
   deviceApiMissing("ncclLLA2ACalcSlots");
   return 0;
-}
+} catch (...) { return -1; }
 
 BRAID_NCCL_API(ncclResult_t, ncclLLA2ACreateRequirement, int nBlocks, int nSlots,
-               ncclLLA2AHandle* outHandle, ncclDevResourceRequirements* outReq) {
+               ncclLLA2AHandle* outHandle, ncclDevResourceRequirements* outReq) try {
   return braid::notSupported("ncclLLA2ACreateRequirement", kNoDeviceApi);
-}
+} BRAID_API_CATCH(ncclLLA2ACreateRequirement)

@@ -4,6 +4,8 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <new>
 
 namespace braid {
 
@@ -32,6 +34,23 @@ Result systemFail(const char* fmt, ...) {
   msg += ": ";
   msg += strerror(err);
   return Result(ncclSystemError, std::move(msg));
+}
+
+Result currentExceptionResult(const char* where) noexcept {
+  try {
+    try {
+      throw;
+    } catch (const std::bad_alloc&) {
+      return fail(ncclSystemError, "%s: out of memory (an allocation failed; is a count far larger than its buffer?)",
+                  where);
+    } catch (const std::exception& e) {
+      return fail(ncclInternalError, "%s: internal error: %s", where, e.what());
+    } catch (...) {
+      return fail(ncclInternalError, "%s: internal error (an unknown exception)", where);
+    }
+  } catch (...) {
+    return Result(ncclSystemError, std::string());  // describing it needed memory too
+  }
 }
 
 }  // namespace braid

@@ -38,6 +38,22 @@ Result fail(ncclResult_t code, const char* fmt, ...) __attribute__((format(print
 // A system call failed: message includes strerror(errno) captured at the call.
 Result systemFail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
+// The exception being handled as a Result (call it in a catch block): a
+// std::bad_alloc is ncclSystemError, anything else ncclInternalError with its
+// text, each prefixed by `where`. Exceptions never cross the C API, nor end a
+// thread (which would terminate the process): they become errors here.
+Result currentExceptionResult(const char* where) noexcept;
+
+// Runs f() (returning Result) and turns an exception it throws into a Result.
+template <class F>
+Result guarded(const char* where, F&& f) noexcept {
+  try {
+    return f();
+  } catch (...) {
+    return currentExceptionResult(where);
+  }
+}
+
 }  // namespace braid
 
 #define BRAID_TRY(expr)                         \

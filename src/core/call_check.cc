@@ -117,7 +117,7 @@ Result checkCallsMatch(const std::vector<Task>& tasks) {
   std::vector<Result> results(comms.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < comms.size(); ++i)
-    threads.emplace_back([&, i] { results[i] = checkComm(comms[i], tasks); });
+    threads.emplace_back([&, i] { results[i] = guarded("BRAID_CHECK", [&] { return checkComm(comms[i], tasks); }); });
   for (std::thread& t : threads) t.join();
   for (Result& r : results)
     if (!r.ok()) return r;

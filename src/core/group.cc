@@ -31,7 +31,7 @@ Result runInits(std::vector<std::function<Result()>>& inits) {
   std::vector<Result> results(inits.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < inits.size(); ++i)
-    threads.emplace_back([&, i] { results[i] = inits[i](); });
+    threads.emplace_back([&, i] { results[i] = guarded("creating a communicator", inits[i]); });
   for (auto& th : threads) th.join();
   for (Result& r : results)
     if (!r.ok()) return r;
@@ -88,8 +88,10 @@ class DeviceWorkPause {
 // on device buffers (src/engine/device): the same engine as host buffers, on
 // pinned memory (the peers of one collective may pass either kind of buffer).
 Result runStagedTasks(const std::vector<Task>& tasks) {
-  BRAID_TRY(checkCallsMatch(tasks));
-  return runLaneGroup(tasks);
+  return guarded("running the group on staged copies", [&] {
+    BRAID_TRY(checkCallsMatch(tasks));
+    return runLaneGroup(tasks);
+  });
 }
 
 // Ends the group: its state is reset whatever happens, its first recorded
@@ -130,8 +132,10 @@ Result runGroup(GroupState& g) {
     // Device calls issued before run first, and graph launches wait: the
     // connections are used by one call at a time, in issue order.
     DeviceWorkPause pause(tasks);
-    r = checkCallsMatch(tasks);
-    if (r.ok()) r = runLaneGroup(tasks);
+    r = guarded("running the group", [&] {
+      BRAID_TRY(checkCallsMatch(tasks));
+      return runLaneGroup(tasks);
+    });
   }
   if (!r.ok()) {
     for (const Task& t : tasks) setCommError(t.comm, r);

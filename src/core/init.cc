@@ -138,15 +138,17 @@ Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int 
   setLogRank(rank);
   installDiagnosisSignal();  // before any wait: SIGUSR1 must not kill a rank stuck in init
   const Deadline deadline = deadlineFromNow(comm);
-  Result r = Bootstrap::create(id, rank, nranks, deadline, &comm->bootstrap);
-  if (r.ok()) {
+  Result r = guarded("creating the communicator", [&] {
+    BRAID_TRY(Bootstrap::create(id, rank, nranks, deadline, &comm->bootstrap));
     comm->peers.assign(nranks, PeerInfo{});
     comm->peers[rank] = makeLocalPeerInfo(rank, comm->cudaDev, comm->bootstrap->localAddress());
-    r = comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo), deadline);
-  }
-  if (r.ok()) r = agreeOnTuning(comm, deadline);
-  if (r.ok()) chooseWaitPolicy(comm);
-  if (r.ok()) choosePeerFifo(comm);
+    BRAID_TRY(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo), deadline));
+    BRAID_TRY(agreeOnTuning(comm, deadline));
+    chooseWaitPolicy(comm);
+    choosePeerFifo(comm);
+    comm->transports = makeTransports();
+    return Result::success();
+  });
   if (!r.ok()) {
     r.context("ncclCommInitRank(rank " + std::to_string(rank) + " of " + std::to_string(nranks) + ")");
     comm->initError = r.message();
@@ -154,7 +156,6 @@ Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int 
     setCommError(comm, r);
     return r;
   }
-  comm->transports = makeTransports();
   comm->asyncError.store(ncclSuccess);
   comm->state.store(static_cast<int>(CommState::Ready));
   BRAID_INFO(kLogInit, "rank %d of %d ready (%s, slot %zu B x %d, per-peer slot %zu B, %d channel(s))", rank,

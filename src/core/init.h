@@ -19,7 +19,8 @@ Result makeCommSettings(const ncclConfig_t* config, CommSettings* out);
 size_t peerFifoBytes(int nranks, size_t ringFifoBytes);
 
 // Joins the job and fills `comm` (already allocated and registered). On failure
-// the communicator is left in the Failed state with the message recorded.
+// (an exception included: it may run on a thread of its own) the communicator
+// is left in the Failed state with the message recorded.
 Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int rank);
 
 // Creates rank `rank`'s communicator of the job `id` into *out: with blocking

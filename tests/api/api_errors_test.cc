@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <new>
+#include <stdexcept>
 #include <set>
 #include <string>
 #include <thread>
@@ -100,6 +102,40 @@ TEST(Report, LastErrorBelongsToTheFailingThread) {
   other.join();
   EXPECT_EQ(seenByOther, "");
   EXPECT_EQ(lastError(), "main thread failure");
+}
+
+// No exception crosses the C API: an entry point's catch turns it into an
+// error naming the call, recorded for ncclGetLastError.
+ncclResult_t reportThrown(const std::function<void()>& thrower) {
+  try {
+    thrower();
+  } catch (...) {
+    return braid::reportException("ncclAllReduce");
+  }
+  return ncclSuccess;
+}
+
+TEST(Report, ExceptionsBecomeErrorsNamingTheCall) {
+  EXPECT_EQ(reportThrown([] { throw std::bad_alloc(); }), ncclSystemError);
+  EXPECT_EQ(lastError().rfind("ncclAllReduce: out of memory", 0), 0u) << lastError();
+  EXPECT_EQ(reportThrown([] { throw std::runtime_error("vector::_M_range_check"); }), ncclInternalError);
+  EXPECT_EQ(lastError(), "ncclAllReduce: internal error: vector::_M_range_check");
+  EXPECT_EQ(reportThrown([] { throw 42; }), ncclInternalError);
+  EXPECT_EQ(lastError(), "ncclAllReduce: internal error (an unknown exception)");
+}
+
+// A count whose buffer cannot exist is refused before anything is planned.
+TEST(Arguments, CountBeyondTheAddressSpaceIsRefused) {
+  ncclComm_t comms[2];
+  ASSERT_EQ(ncclCommInitAll(comms, 2, nullptr), ncclSuccess);
+  float buf[4] = {};
+  EXPECT_EQ(ncclAllReduce(buf, buf, SIZE_MAX / 2, ncclFloat32, ncclSum, comms[0], nullptr), ncclInvalidArgument);
+  EXPECT_NE(lastError().find("more bytes than a process can address"), std::string::npos) << lastError();
+  // 2^45 floats are 2^47 bytes: addressable alone, not once per rank of two.
+  EXPECT_EQ(ncclAllGather(buf, buf, size_t(1) << 45, ncclFloat32, comms[0], nullptr), ncclInvalidArgument);
+  EXPECT_NE(lastError().find("per rank"), std::string::npos) << lastError();
+  EXPECT_EQ(ncclBroadcast(buf, buf, size_t(1) << 46, ncclFloat64, 0, comms[1], nullptr), ncclInvalidArgument);
+  for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
 }
 
 TEST(NotSupported, MessageNamesFunctionAndReason) {

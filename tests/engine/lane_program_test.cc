@@ -103,8 +103,12 @@ TEST(LaneProgram, ProtocolFollowsTheOperationAndKeysItsFifos) {
   ASSERT_EQ(prog.lanes.size(), 1u);
   const auto& lane = prog.lanes[0];
   for (const ExecStep& s : lane.bound.steps) {
-    if (s.sendPort >= 0) EXPECT_EQ(lane.bound.sendProtocols[size_t(s.sendPort)] == Protocol::LL, s.op == 0);
-    if (s.recvPort >= 0) EXPECT_EQ(lane.bound.recvProtocols[size_t(s.recvPort)] == Protocol::LL, s.op == 0);
+    if (s.sendPort >= 0) {
+      EXPECT_EQ(lane.bound.sendProtocols[size_t(s.sendPort)] == Protocol::LL, s.op == 0);
+    }
+    if (s.recvPort >= 0) {
+      EXPECT_EQ(lane.bound.recvProtocols[size_t(s.recvPort)] == Protocol::LL, s.op == 0);
+    }
   }
   EXPECT_TRUE(prog.lanes[0].anyLL);
   std::set<PortKey> keys;
