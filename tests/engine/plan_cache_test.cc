@@ -1,8 +1,9 @@
-// src/engine/lanes/plan_cache: prepared lone calls kept per call shape (collective,
-// count, datatype, root). The cache itself on its own, then through real
-// lone calls on communicators of this process: a repeated shape reruns the
-// same prepared lanes on the new call's buffers, another shape plans anew,
-// and a group is never cached.
+// src/engine/lanes/plan_cache: prepared groups of one communicator's calls
+// (a lone call is a group of one) kept per shape: each call's collective,
+// count, datatype and root, in order. The cache itself on its own, then
+// through real calls on communicators of this process: a repeated shape
+// reruns the same prepared lanes on the new calls' buffers, another shape
+// plans anew, and a group over several communicators is never cached.
 #include <gtest/gtest.h>
 #include <nccl.h>
 
@@ -31,24 +32,24 @@ PlanKey key(Collective coll, size_t count, ncclDataType_t type = ncclFloat32, in
 TEST(PlanCache, FindGivesBackWhatWasInsertedForThatKeyOnly) {
   PlanCache cache;
   const PlanKey k = key(Collective::AllReduce, 1024);
-  EXPECT_EQ(cache.find(k), nullptr);
+  EXPECT_EQ(cache.find({k}), nullptr);
   auto owned = std::make_unique<LaneGroup>();
   LaneGroup* const group = owned.get();
-  EXPECT_EQ(cache.insert(k, std::move(owned)), group);
-  EXPECT_EQ(cache.find(k), group);
-  EXPECT_EQ(cache.find(k), group) << "a hit must not consume the entry";
+  EXPECT_EQ(cache.insert({k}, std::move(owned)), group);
+  EXPECT_EQ(cache.find({k}), group);
+  EXPECT_EQ(cache.find({k}), group) << "a hit must not consume the entry";
 }
 
 // Each field of the shape alone makes another plan.
 TEST(PlanCache, AShapeDifferingInAnyFieldMisses) {
   PlanCache cache;
   const PlanKey k = key(Collective::Broadcast, 1024, ncclFloat32, 1);
-  cache.insert(k, std::make_unique<LaneGroup>());
-  EXPECT_EQ(cache.find(key(Collective::Reduce, 1024, ncclFloat32, 1)), nullptr);
-  EXPECT_EQ(cache.find(key(Collective::Broadcast, 1025, ncclFloat32, 1)), nullptr);
-  EXPECT_EQ(cache.find(key(Collective::Broadcast, 1024, ncclInt32, 1)), nullptr);
-  EXPECT_EQ(cache.find(key(Collective::Broadcast, 1024, ncclFloat32, 0)), nullptr);
-  EXPECT_NE(cache.find(k), nullptr);
+  cache.insert({k}, std::make_unique<LaneGroup>());
+  EXPECT_EQ(cache.find({key(Collective::Reduce, 1024, ncclFloat32, 1)}), nullptr);
+  EXPECT_EQ(cache.find({key(Collective::Broadcast, 1025, ncclFloat32, 1)}), nullptr);
+  EXPECT_EQ(cache.find({key(Collective::Broadcast, 1024, ncclInt32, 1)}), nullptr);
+  EXPECT_EQ(cache.find({key(Collective::Broadcast, 1024, ncclFloat32, 0)}), nullptr);
+  EXPECT_NE(cache.find({k}), nullptr);
 }
 
 // The buffers, the reduction and the operation number are rebound per call:
@@ -81,15 +82,15 @@ TEST(PlanCache, FullCacheReplacesTheLeastRecentlyUsed) {
   PlanCache cache;
   std::vector<LaneGroup*> groups;
   for (size_t i = 0; i < PlanCache::kEntries; ++i)
-    groups.push_back(cache.insert(key(Collective::AllReduce, i + 1), std::make_unique<LaneGroup>()));
+    groups.push_back(cache.insert({key(Collective::AllReduce, i + 1)}, std::make_unique<LaneGroup>()));
   // Entry 0 is the oldest insert but was just used; entry 1 is now the least recent.
-  ASSERT_EQ(cache.find(key(Collective::AllReduce, 1)), groups[0]);
-  LaneGroup* newest = cache.insert(key(Collective::AllGather, 7), std::make_unique<LaneGroup>());
-  EXPECT_EQ(cache.find(key(Collective::AllGather, 7)), newest);
-  EXPECT_EQ(cache.find(key(Collective::AllReduce, 2)), nullptr) << "the least recently used entry survived";
-  EXPECT_EQ(cache.find(key(Collective::AllReduce, 1)), groups[0]) << "a recently used entry was replaced";
+  ASSERT_EQ(cache.find({key(Collective::AllReduce, 1)}), groups[0]);
+  LaneGroup* newest = cache.insert({key(Collective::AllGather, 7)}, std::make_unique<LaneGroup>());
+  EXPECT_EQ(cache.find({key(Collective::AllGather, 7)}), newest);
+  EXPECT_EQ(cache.find({key(Collective::AllReduce, 2)}), nullptr) << "the least recently used entry survived";
+  EXPECT_EQ(cache.find({key(Collective::AllReduce, 1)}), groups[0]) << "a recently used entry was replaced";
   for (size_t i = 2; i < PlanCache::kEntries; ++i)
-    EXPECT_EQ(cache.find(key(Collective::AllReduce, i + 1)), groups[i]) << "entry " << i;
+    EXPECT_EQ(cache.find({key(Collective::AllReduce, i + 1)}), groups[i]) << "entry " << i;
 }
 
 // ---- through lone calls on real communicators -------------------------------------
@@ -117,7 +118,7 @@ class PlanCacheCalls : public ::testing::Test {
     return true;
   }
   LaneGroup* cached(int rank, size_t count) {
-    return lanes::hostLanesOf(comms_[rank]).plans.find(key(Collective::AllReduce, count));
+    return lanes::hostLanesOf(comms_[rank]).plans.find({key(Collective::AllReduce, count)});
   }
   braidtest::LocalComms comms_{2};
 };
@@ -148,8 +149,9 @@ TEST_F(PlanCacheCalls, AnotherShapePlansAnewAndKeepsBoth) {
   EXPECT_EQ(cached(1, 1000), thousand);
 }
 
-// A group's lanes depend on all of its calls, not on one shape: never cached.
-TEST_F(PlanCacheCalls, CallsOfAGroupAreNotCached) {
+// A group over several communicators (one thread driving several ranks) has
+// lanes that span them all: planned afresh, never cached.
+TEST_F(PlanCacheCalls, AGroupOverSeveralCommunicatorsIsNotCached) {
   std::vector<float> in(512, 1.0f);
   std::vector<std::vector<float>> out(2, std::vector<float>(512, 0.0f));
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
@@ -159,6 +161,56 @@ TEST_F(PlanCacheCalls, CallsOfAGroupAreNotCached) {
   EXPECT_EQ(out[1][511], 2.0f);
   EXPECT_EQ(cached(0, 512), nullptr);
   EXPECT_EQ(cached(1, 512), nullptr);
+}
+
+// A group of one communicator's calls is cached under all of its calls, in
+// order, and a repeated group runs on its own buffers.
+TEST_F(PlanCacheCalls, AGroupOfOneCommunicatorsCallsIsCachedWhole) {
+  const size_t n = 300;
+  auto runGroup = [&](float base, std::vector<std::vector<float>>* sums, std::vector<std::vector<float>>* got) {
+    std::vector<std::vector<float>> ins(2);
+    sums->assign(2, std::vector<float>(n, -1.0f));
+    got->assign(2, std::vector<float>(n, -1.0f));
+    std::vector<ncclResult_t> results(2, ncclInternalError);
+    comms_.onEveryRank([&](int r) {
+      ins[size_t(r)].assign(n, float(r + 1) + base);
+      const int peer = 1 - r;
+      ncclGroupStart();
+      ncclAllReduce(ins[size_t(r)].data(), (*sums)[size_t(r)].data(), n, ncclFloat32, ncclSum, comms_[r], nullptr);
+      ncclSend(ins[size_t(r)].data(), n, ncclFloat32, peer, comms_[r], nullptr);
+      ncclRecv((*got)[size_t(r)].data(), n, ncclFloat32, peer, comms_[r], nullptr);
+      results[size_t(r)] = ncclGroupEnd();
+    });
+    for (int r = 0; r < 2; ++r) {
+      if (results[size_t(r)] != ncclSuccess) return false;
+      if ((*sums)[size_t(r)][n - 1] != 3.0f + 2 * base) return false;
+      if ((*got)[size_t(r)][n - 1] != float(2 - r) + base) return false;  // the peer's input
+    }
+    return true;
+  };
+  auto groupKey = [&](int rank) {
+    Task t;
+    t.comm = comms_[rank];
+    t.count = n;
+    t.type = ncclFloat32;
+    t.coll = Collective::AllReduce;
+    GroupKey k = {planKeyOf(t)};
+    t.coll = Collective::Send;
+    t.root = 1 - rank;
+    k.push_back(planKeyOf(t));
+    t.coll = Collective::Recv;
+    k.push_back(planKeyOf(t));
+    return k;
+  };
+  std::vector<std::vector<float>> sums, got;
+  ASSERT_TRUE(runGroup(0, &sums, &got));
+  LaneGroup* const group = lanes::hostLanesOf(comms_[0]).plans.find(groupKey(0));
+  ASSERT_NE(group, nullptr) << "the group was not cached";
+  EXPECT_EQ(lanes::hostLanesOf(comms_[0]).plans.find({groupKey(0).front()}), nullptr)
+      << "cached under its first call alone";
+  ASSERT_TRUE(runGroup(10, &sums, &got)) << "the reused lanes moved the wrong data";
+  EXPECT_EQ(lanes::hostLanesOf(comms_[0]).plans.find(groupKey(0)), group) << "the repeated group planned again";
+  EXPECT_EQ(group->comms[0]->tasks[2].recvbuff, got[0].data()) << "the reused lanes kept the first group's buffer";
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // The host runner's state of one communicator (ncclComm::hostLanes): its
-// FIFOs and ports, the lanes of its lone calls ready to run again, and the
+// FIFOs and ports, the lanes of its groups ready to run again, and the
 // scratch memory of its plans. Made by the first group on host buffers, kept
 // until the communicator goes.
 #pragma once

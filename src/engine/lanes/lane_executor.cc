@@ -146,19 +146,23 @@ Result runPrepared(lanes::LaneGroup& group) {
   return stop.why;
 }
 
-// A lone call (the common case: no group around it) runs from the
-// communicator's cache; the first call of a shape plans and connects.
-Result runSingle(const Task& t) {
-  ncclComm* comm = t.comm;
-  const PlanKey key = planKeyOf(t);
+// A group of one communicator's calls (a lone call the commonest) runs from
+// the communicator's cache; the first group of a shape plans and connects.
+Result runCached(const std::vector<Task>& tasks) {
+  ncclComm* comm = tasks.front().comm;
+  GroupKey key = groupKeyOf(tasks);
   lanes::LaneGroup* group = lanes::hostLanesOf(comm).plans.find(key);
   if (!group) {
     auto fresh = std::make_unique<lanes::LaneGroup>();
-    BRAID_TRY(lanes::prepareLaneGroup({t}, fresh.get()));
-    group = comm->hostLanes->plans.insert(key, std::move(fresh));
+    BRAID_TRY(lanes::prepareLaneGroup(tasks, fresh.get()));
+    group = comm->hostLanes->plans.insert(std::move(key), std::move(fresh));
   }
-  lanes::rebindLaneGroup(*group, t);
+  lanes::rebindLaneGroup(*group, tasks);
   return runPrepared(*group);
+}
+
+bool oneCommunicator(const std::vector<Task>& tasks) {
+  return std::all_of(tasks.begin(), tasks.end(), [&](const Task& t) { return t.comm == tasks.front().comm; });
 }
 
 }  // namespace
@@ -169,8 +173,9 @@ bool lanesShareMemoryWithEveryPeer(const std::vector<Task>& tasks) {
 
 Result runLaneGroup(const std::vector<Task>& tasks) {
   // With NCCL_DEBUG_SUBSYS=TUNING every call is planned afresh, so that each
-  // one logs its choice.
-  if (tasks.size() == 1 && !logEnabled(LogLevel::Info, kLogTuning)) return runSingle(tasks.front());
+  // one logs its choice. A group over several communicators (one thread
+  // driving several ranks) is planned afresh too: its lanes span them all.
+  if (oneCommunicator(tasks) && !logEnabled(LogLevel::Info, kLogTuning)) return runCached(tasks);
   lanes::LaneGroup group;
   BRAID_TRY(lanes::prepareLaneGroup(tasks, &group));
   return runPrepared(group);

@@ -19,8 +19,8 @@ bool lanesShareMemoryWithEveryPeer(const std::vector<Task>& tasks);
 
 // Runs the group and returns when it is complete and every message has left
 // this process, or with an error naming the lane, step and peer on abort,
-// timeout, a lost peer or a plan the FIFOs cannot carry. A lone call's
-// prepared lanes are kept per communicator and call shape.
+// timeout, a lost peer or a plan the FIFOs cannot carry. The prepared lanes
+// of a group of one communicator's calls are kept per communicator and shape.
 Result runLaneGroup(const std::vector<Task>& tasks);
 
 }  // namespace braid

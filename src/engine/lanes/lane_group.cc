@@ -91,18 +91,20 @@ Result prepareLaneGroup(const std::vector<Task>& tasks, LaneGroup* group) {
   return Result::success();
 }
 
-void rebindLaneGroup(LaneGroup& group, const Task& t) {
+void rebindLaneGroup(LaneGroup& group, const std::vector<Task>& tasks) {
   CommRun& c = *group.comms.front();
-  // The cache key fixed the rest of the call.
-  Task& mine = c.tasks.front();
-  mine.sendbuff = t.sendbuff;
-  mine.recvbuff = t.recvbuff;
-  mine.op = t.op;
-  mine.sequence = t.sequence;
-  // comm->scratch may have moved since (a larger group grew it).
-  exec::OpBuffers& o = *reinterpret_cast<exec::OpBuffers*>(reinterpret_cast<char*>(c.image.data()) + c.opsOffset);
-  o = opBuffersOf(c, 0);
-  c.ops.front() = o;
+  auto* image = reinterpret_cast<exec::OpBuffers*>(reinterpret_cast<char*>(c.image.data()) + c.opsOffset);
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    // The cache key fixed the rest of the call.
+    Task& mine = c.tasks[i];
+    mine.sendbuff = tasks[i].sendbuff;
+    mine.recvbuff = tasks[i].recvbuff;
+    mine.op = tasks[i].op;
+    mine.deviceScalar = tasks[i].deviceScalar;
+    mine.sequence = tasks[i].sequence;
+    // comm->scratch may have moved since (a larger group grew it).
+    c.ops[i] = image[i] = opBuffersOf(c, i);
+  }
 }
 
 int peerOfStep(const LaneRun& run, uint64_t step) {

@@ -1,7 +1,8 @@
 // A group's calls made ready for the host runner: planned, merged into lanes
 // (comm_program.h), their FIFOs connected (port_table.h) and laid out as a lane
-// image in host memory. A lone call's group is kept per communicator and call
-// shape (engine/lanes/plan_cache.h), so a repeated call only rebinds its buffers.
+// image in host memory. A group of one communicator's calls is kept per
+// communicator and shape (engine/lanes/plan_cache.h), so a repeated group only
+// rebinds its buffers.
 #pragma once
 
 #include <memory>
@@ -51,9 +52,9 @@ struct LaneGroup {
 // of the group at once) and lays the lanes out, resumable, ready to run.
 Result prepareLaneGroup(const std::vector<Task>& tasks, LaneGroup* group);
 
-// Points a cached single-call group at this call's buffers, reduction and
-// operation number, and rewinds its lanes.
-void rebindLaneGroup(LaneGroup& group, const Task& t);
+// Points a cached group of one communicator's calls at these calls' buffers,
+// reductions and operation numbers (the calls of its key, in order).
+void rebindLaneGroup(LaneGroup& group, const std::vector<Task>& tasks);
 
 // The peer a lane's step `step` waits for (receive first), or -1.
 int peerOfStep(const LaneRun& run, uint64_t step);

@@ -13,7 +13,14 @@ PlanKey planKeyOf(const Task& t) {
   return k;
 }
 
-lanes::LaneGroup* PlanCache::find(const PlanKey& key) {
+GroupKey groupKeyOf(const std::vector<Task>& tasks) {
+  GroupKey key;
+  key.reserve(tasks.size());
+  for (const Task& t : tasks) key.push_back(planKeyOf(t));
+  return key;
+}
+
+lanes::LaneGroup* PlanCache::find(const GroupKey& key) {
   for (Entry& e : entries_) {
     if (!(e.key == key)) continue;
     e.lastUse = ++clock_;
@@ -22,7 +29,7 @@ lanes::LaneGroup* PlanCache::find(const PlanKey& key) {
   return nullptr;
 }
 
-lanes::LaneGroup* PlanCache::insert(const PlanKey& key, std::unique_ptr<lanes::LaneGroup> group) {
+lanes::LaneGroup* PlanCache::insert(GroupKey key, std::unique_ptr<lanes::LaneGroup> group) {
   Entry* slot = nullptr;
   if (entries_.size() < kEntries) {
     slot = &entries_.emplace_back();
@@ -30,7 +37,7 @@ lanes::LaneGroup* PlanCache::insert(const PlanKey& key, std::unique_ptr<lanes::L
     slot = &*std::min_element(entries_.begin(), entries_.end(),
                               [](const Entry& a, const Entry& b) { return a.lastUse < b.lastUse; });
   }
-  slot->key = key;
+  slot->key = std::move(key);
   slot->group = std::move(group);
   slot->lastUse = ++clock_;
   return slot->group.get();

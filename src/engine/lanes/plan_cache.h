@@ -1,7 +1,8 @@
-// Prepared lone calls, kept per communicator. A training loop issues the same
-// few calls over and over; planning one (cost model, generator, lane merging,
-// FIFO lookup, lane image) costs more than moving 8 bytes, so the lanes of a
-// call are kept and rerun with the next call's buffers.
+// Prepared groups of one communicator's calls (a lone call is a group of one),
+// kept per communicator. A training loop issues the same few calls and groups
+// over and over; planning one (cost model, generator, lane merging, FIFO
+// lookup, lane image) costs more than moving 8 bytes, so the lanes of a group
+// are kept and rerun with the next group's buffers.
 //
 // What a plan depends on is fixed for the communicator's life (ranks,
 // settings, calibration, NCCL_ALGO at init, FIFOs, which are never dropped),
@@ -29,18 +30,22 @@ struct PlanKey {
 
 PlanKey planKeyOf(const Task& t);
 
+// A group's calls in issue order: the lanes depend on all of them.
+using GroupKey = std::vector<PlanKey>;
+GroupKey groupKeyOf(const std::vector<Task>& tasks);
+
 // A handful of entries, least recently used replaced: lookups are a linear scan
-// of a few keys, cheaper than hashing.
+// of a few short keys, cheaper than hashing.
 class PlanCache {
  public:
   static constexpr size_t kEntries = 16;
 
-  lanes::LaneGroup* find(const PlanKey& key);
-  lanes::LaneGroup* insert(const PlanKey& key, std::unique_ptr<lanes::LaneGroup> group);
+  lanes::LaneGroup* find(const GroupKey& key);
+  lanes::LaneGroup* insert(GroupKey key, std::unique_ptr<lanes::LaneGroup> group);
 
  private:
   struct Entry {
-    PlanKey key;
+    GroupKey key;
     std::unique_ptr<lanes::LaneGroup> group;
     uint64_t lastUse = 0;
   };
