@@ -11,14 +11,14 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/interfaces.h"
 #include "base/env.h"
 #include "base/socket.h"
+#include "bootstrap/interfaces.h"
 #include "topology/pair_class.h"
-#include "transports/registry/registry.h"
 #include "topology/placement.h"
 #include "topology/sysfs.h"
 #include "topology/topology.h"
+#include "transports/registry/registry.h"
 
 namespace {
 

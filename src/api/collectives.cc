@@ -1,12 +1,12 @@
 // Entry points of the collectives and point-to-point calls: validate, record the
 // task in the current group, no logic beyond that.
 #include "api/api_util.h"
-#include "core/comm_registry.h"
-#include "engine/comm.h"
-#include "core/group.h"
 #include "base/log.h"
-#include "reduce/host_reduce.h"
+#include "core/comm_registry.h"
+#include "core/group.h"
+#include "engine/comm.h"
 #include "engine/device/device.h"
+#include "reduce/host_reduce.h"
 
 namespace braid {
 namespace {

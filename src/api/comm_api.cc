@@ -3,11 +3,11 @@
 
 #include "api/api_util.h"
 #include "api/init_entry.h"
+#include "base/log.h"
 #include "core/comm_registry.h"
-#include "engine/comm.h"
 #include "core/group.h"
 #include "core/init.h"
-#include "base/log.h"
+#include "engine/comm.h"
 #include "engine/device/device.h"
 
 namespace braid {

@@ -4,8 +4,8 @@
 
 #include "api/api_util.h"
 #include "core/comm_registry.h"
-#include "engine/comm.h"
 #include "core/group.h"
+#include "engine/comm.h"
 #include "reduce/host_reduce.h"
 
 using namespace braid;

@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <string>
 
+#include "base/clock.h"
 #include "base/result.h"
 #include "base/unique_fd.h"
-#include "base/clock.h"
 
 namespace braid {
 

@@ -16,13 +16,13 @@
 #include <map>
 #include <vector>
 
+#include "base/diagnosis_signal.h"
+#include "base/log.h"
+#include "base/socket.h"
 #include "bootstrap/checkin.h"
 #include "bootstrap/interfaces.h"
 #include "bootstrap/root.h"
-#include "base/socket.h"
 #include "bootstrap/wire.h"
-#include "base/diagnosis_signal.h"
-#include "base/log.h"
 
 namespace braid {
 

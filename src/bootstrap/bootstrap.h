@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
-#include "base/result.h"
 #include "base/clock.h"
+#include "base/result.h"
 
 namespace braid {
 

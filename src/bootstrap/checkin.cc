@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
-#include "bootstrap/root.h"
-#include "bootstrap/wire.h"
 #include "base/diagnosis_signal.h"
 #include "base/log.h"
+#include "bootstrap/root.h"
+#include "bootstrap/wire.h"
 
 namespace braid {
 

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "base/socket.h"
 #include "base/result.h"
+#include "base/socket.h"
 
 namespace braid {
 

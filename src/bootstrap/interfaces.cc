@@ -7,9 +7,9 @@
 #include <cstring>
 #include <memory>
 
-#include "base/socket.h"
 #include "base/env.h"
 #include "base/log.h"
+#include "base/socket.h"
 
 namespace braid {
 

@@ -9,9 +9,9 @@
 #include <system_error>
 #include <thread>
 
-#include "bootstrap/wire.h"
 #include "base/env.h"
 #include "base/log.h"
+#include "bootstrap/wire.h"
 
 namespace braid {
 

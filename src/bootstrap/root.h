@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "base/socket.h"
 #include "base/result.h"
+#include "base/socket.h"
 
 namespace braid {
 

@@ -4,13 +4,13 @@
 
 #include <cerrno>
 
+#include "base/env.h"
+#include "base/log.h"
+#include "base/socket.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/interfaces.h"
 #include "bootstrap/root.h"
-#include "base/socket.h"
 #include "bootstrap/wire.h"
-#include "base/env.h"
-#include "base/log.h"
 
 namespace braid {
 

@@ -5,12 +5,12 @@
 #include <map>
 #include <thread>
 
-#include "engine/comm.h"
-#include "core/call_check.h"
-#include "engine/task_plan.h"
 #include "base/log.h"
+#include "core/call_check.h"
+#include "engine/comm.h"
 #include "engine/device/device.h"
 #include "engine/lanes/lane_executor.h"
+#include "engine/task_plan.h"
 #include "tuning/planner.h"
 
 namespace braid {

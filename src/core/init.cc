@@ -7,8 +7,8 @@
 #include <cstring>
 #include <thread>
 
-#include "base/env.h"
 #include "base/diagnosis_signal.h"
+#include "base/env.h"
 #include "base/log.h"
 #include "base/peer_info.h"
 #include "core/comm_registry.h"

@@ -2,6 +2,8 @@
 // this core with braid's own loops, and latency / bandwidth of the engine's
 // bulk FIFO in memory and of TCP loopback through the real transport, between
 // two threads.
+#include "engine/calibration_measure.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sched.h>
@@ -17,10 +19,9 @@
 
 #include "base/aligned_buffer.h"
 #include "base/log.h"
-#include "reduce/host_reduce.h"
 #include "kernels/executor/bulk_protocol.h"
+#include "reduce/host_reduce.h"
 #include "transports/tcp/tcp_transport.h"
-#include "engine/calibration_measure.h"
 
 namespace braid {
 

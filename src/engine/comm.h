@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/bootstrap.h"
 #include "base/result.h"
 #include "base/wait_policy.h"
+#include "bootstrap/bootstrap.h"
 #include "reduce/host_reduce.h"
 #include "schedule/rank_order.h"
 #include "transports/transport.h"

@@ -13,8 +13,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "schedule/generate.h"
 #include "base/peer_info.h"
+#include "schedule/generate.h"
 #include "tuning/algo_env.h"
 #include "tuning/calibration.h"
 #include "tuning/cost_model.h"

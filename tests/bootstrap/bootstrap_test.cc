@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/socket.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/interfaces.h"
-#include "base/socket.h"
 #include "bootstrap/wire.h"
 
 namespace braid {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "common/local_comms.h"
-#include "engine/comm.h"
 #include "core/group.h"
+#include "engine/comm.h"
 #include "reduce/host_reduce.h"
 
 namespace braid {

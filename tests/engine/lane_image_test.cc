@@ -12,9 +12,9 @@
 #include <thread>
 #include <tuple>
 
+#include "engine/lanes/lane_image.h"
 #include "kernels/executor/host_lane_runner.h"
 #include "reduce/host_reduce.h"
-#include "engine/lanes/lane_image.h"
 #include "schedule/generate.h"
 
 namespace {

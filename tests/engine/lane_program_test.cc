@@ -4,8 +4,8 @@
 
 #include <set>
 
-#include "reduce/host_reduce.h"
 #include "engine/lanes/lane_program.h"
+#include "reduce/host_reduce.h"
 #include "schedule/generate.h"
 
 namespace {

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/lanes/net_bridge.h"
 #include "kernels/executor/fifo_view.h"
 #include "transports/fifo_memory.h"
-#include "engine/lanes/net_bridge.h"
 #include "transports/inproc/inproc_transport.h"
 #include "transports/tcp/tcp_transport.h"
 

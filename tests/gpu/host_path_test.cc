@@ -11,8 +11,8 @@
 
 #include "braid.h"
 #include "engine/comm.h"
-#include "gpu_env.h"
 #include "engine/device/device.h"
+#include "gpu_env.h"
 
 namespace {
 

@@ -22,10 +22,10 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/executor/fifo_view.h"
-#include "transports/p2p/p2p_fifo_memory.h"
-#include "tests/gpu/gpu_env.h"
 #include "base/unique_fd.h"
+#include "kernels/executor/fifo_view.h"
+#include "tests/gpu/gpu_env.h"
+#include "transports/p2p/p2p_fifo_memory.h"
 
 namespace braid {
 namespace exec {

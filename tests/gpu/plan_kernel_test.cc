@@ -17,8 +17,8 @@
 #include "kernels/executor/lane_binding.h"
 #include "kernels/executor/plan_kernel.h"
 #include "reduce/host_reduce.h"
-#include "tests/kernels/exec_harness.h"
 #include "tests/gpu/gpu_env.h"
+#include "tests/kernels/exec_harness.h"
 
 namespace exectest {
 namespace {

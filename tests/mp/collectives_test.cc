@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "common/guarded_buffer.h"
 #include "common/mp_harness.h"
 #include "common/mp_nccl.h"
-#include "common/guarded_buffer.h"
 #include "common/nccl_types.h"
 
 namespace {

@@ -9,8 +9,8 @@
 
 #include "sysfs_fixture.h"
 #include "topology/pair_class.h"
-#include "transports/registry/registry.h"
 #include "topology/placement.h"
+#include "transports/registry/registry.h"
 
 namespace braid {
 namespace topo {

@@ -19,13 +19,13 @@
 #include <vector>
 
 #include "base/unique_fd.h"
+#include "kernels/executor/fifo_view.h"
 #include "transports/inproc/inproc_transport.h"
 #include "transports/shm/shm_transport.h"
 #include "transports/tcp/socket_count.h"
 #include "transports/tcp/tcp_transport.h"
 #include "transports/tcp/tcp_wire.h"
 #include "transports/transport.h"
-#include "kernels/executor/fifo_view.h"
 
 namespace braid {
 namespace {

@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "base/cuda_util.h"
 #include "base/blob.h"
+#include "base/cuda_util.h"
 
 namespace braid {
 namespace {

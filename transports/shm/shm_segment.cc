@@ -14,8 +14,8 @@
 #include <cstring>
 
 #include "base/log.h"
-#include "transports/common/connect_util.h"
 #include "base/unique_fd.h"
+#include "transports/common/connect_util.h"
 
 namespace braid {
 

@@ -8,22 +8,23 @@
 // captured, and a host function between them submits the job to the proxy at
 // each launch of the graph, which therefore runs the calls again on the
 // buffers' contents of that launch.
+#include "engine/device/cuda_device_path.h"
+
 #include <algorithm>
 #include <map>
 #include <memory>
 #include <set>
 
-#include "engine/comm.h"
+#include "base/cuda_util.h"
 #include "base/log.h"
-#include "kernels/stream_wait.h"
+#include "engine/comm.h"
 #include "engine/device/cuda_capture.h"
-#include "engine/device/cuda_device_path.h"
 #include "engine/device/cuda_lane_launch.h"
 #include "engine/device/cuda_proxy.h"
-#include "base/cuda_util.h"
 #include "engine/device/device.h"
 #include "engine/device/stage_span.h"
 #include "engine/lanes/lane_executor.h"
+#include "kernels/stream_wait.h"
 
 namespace braid {
 

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "base/result.h"
-#include "engine/task.h"
 #include "engine/device/cuda_proxy.h"
+#include "engine/task.h"
 
 namespace braid {
 

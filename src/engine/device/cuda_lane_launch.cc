@@ -5,13 +5,13 @@
 #include <map>
 #include <memory>
 
+#include "base/cuda_util.h"
 #include "engine/comm.h"
-#include "kernels/executor/plan_kernel.h"
 #include "engine/device/cuda_capture.h"
 #include "engine/device/cuda_device_path.h"
-#include "base/cuda_util.h"
 #include "engine/lanes/comm_program.h"
 #include "engine/lanes/lane_image.h"
+#include "kernels/executor/plan_kernel.h"
 
 namespace braid {
 

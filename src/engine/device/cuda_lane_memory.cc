@@ -2,8 +2,8 @@
 
 #include <vector>
 
-#include "transports/p2p/p2p_fifo_memory.h"
 #include "base/cuda_util.h"
+#include "transports/p2p/p2p_fifo_memory.h"
 
 namespace braid {
 

@@ -5,10 +5,10 @@
 #include <mutex>
 #include <utility>
 
-#include "engine/comm.h"
-#include "base/log.h"
-#include "engine/device/cuda_capture.h"
 #include "base/cuda_util.h"
+#include "base/log.h"
+#include "engine/comm.h"
+#include "engine/device/cuda_capture.h"
 #include "engine/device/device.h"
 #include "engine/device/driver_probe.h"
 #include "engine/device/stage_span.h"

@@ -4,11 +4,11 @@
 #include <cstring>
 #include <thread>
 
-#include "engine/comm.h"
+#include "base/cuda_util.h"
 #include "base/log.h"
+#include "engine/comm.h"
 #include "engine/device/cuda_capture.h"
 #include "engine/device/cuda_lane_memory.h"
-#include "base/cuda_util.h"
 
 namespace braid {
 

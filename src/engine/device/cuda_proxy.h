@@ -18,10 +18,10 @@
 #include <cuda_runtime_api.h>
 
 #include "base/result.h"
-#include "engine/task.h"
 #include "engine/device/cuda_staging.h"
 #include "engine/device/device.h"
 #include "engine/lanes/port_table.h"
+#include "engine/task.h"
 
 namespace braid {
 

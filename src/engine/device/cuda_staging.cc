@@ -4,8 +4,8 @@
 #include <atomic>
 #include <cstdint>
 
-#include "base/log.h"
 #include "base/cuda_util.h"
+#include "base/log.h"
 
 namespace braid {
 

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "base/result.h"
-#include "engine/task.h"
 #include "engine/lanes/lane_program.h"
+#include "engine/task.h"
 
 namespace braid {
 namespace lanes {

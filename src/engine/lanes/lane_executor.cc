@@ -5,12 +5,12 @@
 
 #include <algorithm>
 
-#include "engine/comm.h"
 #include "base/log.h"
-#include "kernels/executor/host_lane_runner.h"
+#include "engine/comm.h"
+#include "engine/lanes/host_lanes.h"
 #include "engine/lanes/lane_group.h"
 #include "engine/lanes/lane_watchdog.h"
-#include "engine/lanes/host_lanes.h"
+#include "kernels/executor/host_lane_runner.h"
 
 namespace braid {
 

@@ -5,8 +5,8 @@
 #include "engine/comm.h"
 #include "engine/connect.h"
 #include "engine/lanes/comm_program.h"
-#include "engine/lanes/lane_image.h"
 #include "engine/lanes/host_lanes.h"
+#include "engine/lanes/lane_image.h"
 
 namespace braid {
 namespace lanes {

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "base/result.h"
+#include "engine/lanes/lane_program.h"
 #include "engine/task.h"
 #include "kernels/executor/plan_interpreter.h"
-#include "engine/lanes/lane_program.h"
 
 struct ncclComm;
 

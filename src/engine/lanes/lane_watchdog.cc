@@ -4,10 +4,10 @@
 #include <cstdio>
 #include <thread>
 
-#include "engine/comm.h"
 #include "base/diagnosis_signal.h"
-#include "engine/lanes/host_lanes.h"
 #include "base/process_liveness.h"
+#include "engine/comm.h"
+#include "engine/lanes/host_lanes.h"
 
 namespace braid {
 namespace lanes {

@@ -13,8 +13,8 @@
 #include <memory>
 #include <vector>
 
-#include "engine/task.h"
 #include "engine/lanes/lane_group.h"
+#include "engine/task.h"
 
 namespace braid {
 

@@ -3,9 +3,9 @@
 #include <deque>
 #include <set>
 
+#include "base/log.h"
 #include "engine/comm.h"
 #include "engine/connect.h"
-#include "base/log.h"
 #include "transports/inproc/inproc_transport.h"
 #include "transports/shm/shm_transport.h"
 
