@@ -150,12 +150,18 @@ Result runPrepared(lanes::LaneGroup& group) {
 // the communicator's cache; the first group of a shape plans and connects.
 Result runCached(const std::vector<Task>& tasks) {
   ncclComm* comm = tasks.front().comm;
-  GroupKey key = groupKeyOf(tasks);
-  lanes::LaneGroup* group = lanes::hostLanesOf(comm).plans.find(key);
+  PlanCache& plans = lanes::hostLanesOf(comm).plans;
+  lanes::LaneGroup* group = nullptr;
+  if (tasks.size() == 1) {
+    const PlanKey one = planKeyOf(tasks.front());
+    group = plans.find(&one, 1);
+  } else {
+    group = plans.find(groupKeyOf(tasks));
+  }
   if (!group) {
     auto fresh = std::make_unique<lanes::LaneGroup>();
     BRAID_TRY(lanes::prepareLaneGroup(tasks, fresh.get()));
-    group = comm->hostLanes->plans.insert(std::move(key), std::move(fresh));
+    group = plans.insert(groupKeyOf(tasks), std::move(fresh));
   }
   lanes::rebindLaneGroup(*group, tasks);
   return runPrepared(*group);

@@ -20,9 +20,9 @@ GroupKey groupKeyOf(const std::vector<Task>& tasks) {
   return key;
 }
 
-lanes::LaneGroup* PlanCache::find(const GroupKey& key) {
+lanes::LaneGroup* PlanCache::find(const PlanKey* keys, size_t n) {
   for (Entry& e : entries_) {
-    if (!(e.key == key)) continue;
+    if (e.key.size() != n || !std::equal(e.key.begin(), e.key.end(), keys)) continue;
     e.lastUse = ++clock_;
     return e.group.get();
   }

@@ -40,7 +40,10 @@ class PlanCache {
  public:
   static constexpr size_t kEntries = 16;
 
-  lanes::LaneGroup* find(const GroupKey& key);
+  // The group of these calls' keys (n of them, in order), or null. A lone
+  // call looks up with a key on its stack: no allocation per call.
+  lanes::LaneGroup* find(const PlanKey* keys, size_t n);
+  lanes::LaneGroup* find(const GroupKey& key) { return find(key.data(), key.size()); }
   lanes::LaneGroup* insert(GroupKey key, std::unique_ptr<lanes::LaneGroup> group);
 
  private:
