@@ -2,13 +2,19 @@
 
 namespace braid {
 
-Result Transport::listen(const ConnectRequest&, std::unique_ptr<RecvEndpoint>*) {
+namespace {
+
+Result noConnections(const char* transport) {
   return fail(ncclInternalError, "the %s transport has no connections: its ranks share the engine's FIFO memory",
-              name());
+              transport);
 }
 
+}  // namespace
+
+Result Transport::listen(const ConnectRequest&, std::unique_ptr<RecvEndpoint>*) { return noConnections(name()); }
+
 Result Transport::connect(const ConnectRequest&, const Blob&, std::unique_ptr<SendConnection>*) {
-  return listen(ConnectRequest{}, nullptr);
+  return noConnections(name());
 }
 
 }  // namespace braid

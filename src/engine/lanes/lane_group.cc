@@ -102,7 +102,7 @@ void rebindLaneGroup(LaneGroup& group, const std::vector<Task>& tasks) {
     mine.op = tasks[i].op;
     mine.deviceScalar = tasks[i].deviceScalar;
     mine.sequence = tasks[i].sequence;
-    // comm->scratch may have moved since (a larger group grew it).
+    // The scratch may have moved since (a larger group grew it).
     c.ops[i] = image[i] = opBuffersOf(c, i);
   }
 }

@@ -25,12 +25,14 @@ bool running(const LaneRun& run) { return !run.done && stepOf(run) < run.lane->b
 // in one word (waitingOn), so a lane that just got its message is never
 // judged by the next one. (An LL message whose sender died halfway is left to
 // the timeout when the line the lane polls is one of those that came.)
-bool waitsOn(const LaneRun& run, int peer) {
+bool waitsOn(const LaneRun& run, int peer, PortKey* key = nullptr) {
   if (run.done) return false;
   const exec::WaitTarget t = exec::waitTargetOf(exec::loadRelaxed(&run.exec->waitingOn));
   if (!t.waiting) return false;
   const auto& peers = t.send ? run.lane->bound.sendPeers : run.lane->bound.recvPeers;
-  return t.port < peers.size() && peers[t.port] == peer && !exec::awaitedReady(*run.exec);
+  if (t.port >= peers.size() || peers[t.port] != peer || exec::awaitedReady(*run.exec)) return false;
+  if (key) *key = t.send ? run.lane->sendKey(t.port) : run.lane->recvKey(t.port);
+  return true;
 }
 
 // When one rank fails, it tells the others and then usually aborts, which
@@ -180,9 +182,14 @@ Stop LaneWatchdog::check() {
     if (const NetBridge* bridge = comm->hostLanes->ports.bridge())
       for (auto& [p, why] : bridge->closedReceivers())
         if (lost.ok() && waitedOn(comm, p)) lost = why, peer = p;
+    // A process that is gone matters only where its FIFO is in shared memory:
+    // a bridged one may still hold what it sent before it exited (in the
+    // socket), and the bridge reports the closed connection once that is
+    // consumed (above).
     const PeerInfo& self = comm->peers[size_t(comm->rank)];
     for (const PeerInfo& info : comm->peers)
-      if (lost.ok() && info.processId != self.processId && peerProcessGone(self, info) && waitedOn(comm, info.rank))
+      if (lost.ok() && info.processId != self.processId && waitedOnInMemory(comm, info.rank) &&
+          peerProcessGone(self, info))
         lost = checkPeerProcess(self, info, "running a lane"), peer = info.rank;
     if (lost.ok()) continue;
     std::string notice;
@@ -210,6 +217,13 @@ Stop LaneWatchdog::stuck(const char* why) const {
 bool LaneWatchdog::waitedOn(const ncclComm* comm, int peer) const {
   for (const LaneRun& run : group_.runs)
     if (run.owner->comm == comm && waitsOn(run, peer)) return true;
+  return false;
+}
+
+bool LaneWatchdog::waitedOnInMemory(ncclComm* comm, int peer) const {
+  PortKey key;
+  for (const LaneRun& run : group_.runs)
+    if (run.owner->comm == comm && waitsOn(run, peer, &key) && !comm->hostLanes->ports.isRemote(comm, key)) return true;
   return false;
 }
 

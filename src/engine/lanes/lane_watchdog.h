@@ -39,6 +39,8 @@ class LaneWatchdog {
 
  private:
   bool waitedOn(const ncclComm* comm, int peer) const;
+  // A lane waits on `peer` through a FIFO in shared memory (not bridged).
+  bool waitedOnInMemory(ncclComm* comm, int peer) const;
   Stop stuck(const char* why) const;
   Stop stop(ncclComm* comm, Result why, int lostPeer = -1, bool notify = false) const;
 
