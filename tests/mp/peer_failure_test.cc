@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -106,6 +107,42 @@ void runVictimScenario(const std::string& transport) {
       EXPECT_EQ(o.kind, mptest::RankOutcome::kOk) << report.summary();
     }
   }
+}
+
+// Over TCP a rank's process may be gone while its connection still carries
+// what it sent: a rank that finished exits while its last bytes are in the
+// sockets. Forced here: rank 0 forks a child that keeps its sockets and sends
+// the second message 1.5 s later, while rank 0's own process has exited. The
+// receiver must wait for the data, not blame the gone process (the bridge
+// reports a closed connection once what came before was consumed).
+TEST(MpPeerGone, AProcessGoneWithItsConnectionOpenIsNoFailure) {
+  constexpr size_t kElems = 4096;
+  mptest::runRanks(
+      2,
+      [](int rank, int nranks, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+        std::vector<float> buf(kElems, 1.0f);
+        if (rank == 0) {
+          MP_NCCL_CHECK(ncclSend(buf.data(), kElems, ncclFloat32, 1, comm, nullptr));  // connects
+          if (fork() == 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+            std::fill(buf.begin(), buf.end(), 42.0f);
+            _exit(ncclSend(buf.data(), kElems, ncclFloat32, 1, comm, nullptr) == ncclSuccess ? 0 : 1);
+          }
+          mptest::detail::childExit(0);  // rank 0's process is gone; its child holds the sockets
+        }
+        MP_NCCL_CHECK(ncclRecv(buf.data(), kElems, ncclFloat32, 0, comm, nullptr));
+        const Clock::time_point start = Clock::now();
+        const ncclResult_t r = ncclRecv(buf.data(), kElems, ncclFloat32, 0, comm, nullptr);
+        MP_CHECK(r == ncclSuccess, "rank 1: the second receive returned %d: %s", static_cast<int>(r),
+                 ncclGetLastError(comm));
+        MP_EXPECT(buf[kElems - 1] == 42.0f, "rank 1: received %g, want 42", buf[kElems - 1]);
+        MP_EXPECT(secondsSince(start) > 1.0, "rank 1: the message came %.2f s after the call, before it was sent",
+                  secondsSince(start));
+        MP_NCCL_CHECK(ncclCommDestroy(comm));
+      },
+      mptest::transportOptions("tcp", 60));
 }
 
 class MpPeerFailure : public ::testing::TestWithParam<std::string> {};
