@@ -84,11 +84,12 @@ class DeviceWorkPause {
   std::vector<ncclComm*> comms_;
 };
 
-// What a communicator's proxy thread runs for the staged copies of its calls
-// on device buffers (src/engine/device): the same engine as host buffers, on
-// pinned memory (the peers of one collective may pass either kind of buffer).
-Result runStagedTasks(const std::vector<Task>& tasks) {
-  return guarded("running the group on staged copies", [&] {
+// The group's calls, checked (BRAID_CHECK) and run by the host runner: on the
+// calling thread for host buffers, and on a communicator's proxy thread for
+// the staged copies of device buffers (src/engine/device; the peers of one
+// collective may pass either kind of buffer). An exception fails the group.
+Result runChecked(const std::vector<Task>& tasks) {
+  return guarded("running the group", [&] {
     BRAID_TRY(checkCallsMatch(tasks));
     return runLaneGroup(tasks);
   });
@@ -127,15 +128,12 @@ Result runGroup(GroupState& g) {
   Result r;
   if (device) {
     // Enqueued on the streams; errors of the host work reach ncclCommGetAsyncError.
-    r = submitDeviceGroup(tasks, runStagedTasks);
+    r = submitDeviceGroup(tasks, runChecked);
   } else {
     // Device calls issued before run first, and graph launches wait: the
     // connections are used by one call at a time, in issue order.
     DeviceWorkPause pause(tasks);
-    r = guarded("running the group", [&] {
-      BRAID_TRY(checkCallsMatch(tasks));
-      return runLaneGroup(tasks);
-    });
+    r = runChecked(tasks);
   }
   if (!r.ok()) {
     for (const Task& t : tasks) setCommError(t.comm, r);

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/loopback_peers.h"
 #include "engine/lanes/net_bridge.h"
 #include "kernels/executor/fifo_view.h"
 #include "transports/fifo_memory.h"
@@ -51,33 +52,6 @@ std::unique_ptr<Transport> makeTransport(Kind k) {
   return nullptr;
 }
 
-// Two ranks of one host, in distinct processes.
-PeerInfo makePeer(int rank, uint64_t processId) {
-  PeerInfo p{};
-  p.rank = rank;
-  p.cudaDev = -1;
-  p.hostHash = 0x1234;
-  p.shmDomain = 0x5678;
-  p.processId = processId;
-  p.pid = getpid();
-  snprintf(p.hostname, sizeof p.hostname, "bridgehost%d", rank);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  memcpy(p.tcpAddr, &a, sizeof a);
-  return p;
-}
-
-ConnectRequest makeRequest(const PeerInfo& self, const PeerInfo& peer, size_t slotBytes) {
-  ConnectRequest r;
-  r.self = self;
-  r.peer = peer;
-  r.slotBytes = slotBytes;
-  r.nslots = int(kSlots);
-  r.deadline = Clock::now() + 10s;
-  return r;
-}
-
 struct Pair {
   std::unique_ptr<Transport> transport;
   std::unique_ptr<SendConnection> send;
@@ -87,10 +61,10 @@ struct Pair {
 Pair connectPair(Kind kind, size_t slotBytes = kSlotBytes) {
   Pair p;
   p.transport = makeTransport(kind);
-  const PeerInfo r0 = makePeer(0, 100), r1 = makePeer(1, 101);
+  const PeerInfo r0 = braidtest::makePeer(0, 100), r1 = braidtest::makePeer(1, 101);
   std::unique_ptr<RecvEndpoint> ep;
-  Result r = p.transport->listen(makeRequest(r0, r1, slotBytes), &ep);
-  if (r.ok()) r = p.transport->connect(makeRequest(r1, r0, slotBytes), ep->blob(), &p.send);
+  Result r = p.transport->listen(braidtest::makeRequest(r0, r1, slotBytes, int(kSlots)), &ep);
+  if (r.ok()) r = p.transport->connect(braidtest::makeRequest(r1, r0, slotBytes, int(kSlots)), ep->blob(), &p.send);
   if (r.ok()) r = ep->accept(&p.recv);
   EXPECT_TRUE(r.ok()) << r.message();
   return p;

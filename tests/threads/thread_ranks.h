@@ -44,6 +44,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/scoped_env.h"
+
 namespace threadtest {
 
 struct ThreadOptions {
@@ -155,34 +157,6 @@ inline void rankMain(Run& run, int rank, int nranks, const ncclUniqueId& id, con
   finish(run, rank, fatal ? RankState::kFatal : RankState::kDone);
 }
 
-// Sets variables for the life of the object, then puts back what was there.
-class ScopedEnv {
- public:
-  explicit ScopedEnv(const std::vector<std::pair<std::string, std::string>>& vars) {
-    for (const auto& kv : vars) {
-      const char* old = std::getenv(kv.first.c_str());
-      saved_.push_back({kv.first, old != nullptr, old ? old : ""});
-      setenv(kv.first.c_str(), kv.second.c_str(), 1);
-    }
-  }
-  ~ScopedEnv() {
-    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
-      if (it->wasSet) setenv(it->name.c_str(), it->value.c_str(), 1);
-      else unsetenv(it->name.c_str());
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  struct Saved {
-    std::string name;
-    bool wasSet;
-    std::string value;
-  };
-  std::vector<Saved> saved_;
-};
-
 // Caller holds run.mu.
 inline std::string summary(const Run& run, double seconds, bool hung) {
   std::string s;
@@ -241,7 +215,7 @@ inline void expectFailed(const char* file, int line, const char* fmt, ...) {
 inline void runThreadRanks(int nranks, const ThreadBody& body, const ThreadOptions& opts = {}) {
   using Clock = std::chrono::steady_clock;
   ASSERT_GE(nranks, 1);
-  detail::ScopedEnv env(opts.env);
+  braidtest::ScopedEnv env(opts.env);
   ncclUniqueId id;
   const ncclResult_t idRes = ncclGetUniqueId(&id);
   ASSERT_EQ(idRes, ncclSuccess) << "ncclGetUniqueId: " << ncclGetErrorString(idRes) << " ("

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/unique_fd.h"
+#include "common/loopback_peers.h"
 #include "kernels/executor/fifo_view.h"
 #include "transports/inproc/inproc_transport.h"
 #include "transports/shm/shm_transport.h"
@@ -31,6 +32,8 @@ namespace braid {
 namespace {
 
 using namespace std::chrono_literals;
+using braidtest::makePeer;
+using braidtest::makeRequest;
 
 // The transports with connections (IB has its own suite, over a fake verbs library).
 enum class Kind { kTcp };
@@ -47,40 +50,6 @@ std::unique_ptr<Transport> makeTransport(Kind k) {
     case Kind::kTcp: return makeTcpTransport();
   }
   return nullptr;
-}
-
-PeerInfo makePeer(int rank, uint64_t processId, bool ipv6 = false) {
-  PeerInfo p{};
-  p.rank = rank;
-  p.cudaDev = -1;
-  p.hostHash = 0x1234;
-  p.shmDomain = 0x5678;
-  p.processId = processId;
-  p.pid = getpid();
-  snprintf(p.hostname, sizeof(p.hostname), "testhost%d", rank);
-  if (ipv6) {
-    sockaddr_in6 a{};
-    a.sin6_family = AF_INET6;
-    a.sin6_addr = in6addr_loopback;
-    memcpy(p.tcpAddr, &a, sizeof(a));
-  } else {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    memcpy(p.tcpAddr, &a, sizeof(a));
-  }
-  return p;
-}
-
-ConnectRequest makeRequest(const PeerInfo& self, const PeerInfo& peer, size_t slotBytes,
-                           int nslots, std::chrono::milliseconds timeout = 10s) {
-  ConnectRequest r;
-  r.self = self;
-  r.peer = peer;
-  r.slotBytes = slotBytes;
-  r.nslots = nslots;
-  r.deadline = Clock::now() + timeout;
-  return r;
 }
 
 // Content of byte i of slot seq; the i >> 9 term makes a shift by 256 visible.

@@ -151,13 +151,7 @@ Result runPrepared(lanes::LaneGroup& group) {
 Result runCached(const std::vector<Task>& tasks) {
   ncclComm* comm = tasks.front().comm;
   PlanCache& plans = lanes::hostLanesOf(comm).plans;
-  lanes::LaneGroup* group = nullptr;
-  if (tasks.size() == 1) {
-    const PlanKey one = planKeyOf(tasks.front());
-    group = plans.find(&one, 1);
-  } else {
-    group = plans.find(groupKeyOf(tasks));
-  }
+  lanes::LaneGroup* group = plans.find(tasks);
   if (!group) {
     auto fresh = std::make_unique<lanes::LaneGroup>();
     BRAID_TRY(lanes::prepareLaneGroup(tasks, fresh.get()));

@@ -20,13 +20,25 @@ GroupKey groupKeyOf(const std::vector<Task>& tasks) {
   return key;
 }
 
-lanes::LaneGroup* PlanCache::find(const PlanKey* keys, size_t n) {
+template <class KeyAt>
+lanes::LaneGroup* PlanCache::findWhere(size_t n, const KeyAt& keyAt) {
   for (Entry& e : entries_) {
-    if (e.key.size() != n || !std::equal(e.key.begin(), e.key.end(), keys)) continue;
+    if (e.key.size() != n) continue;
+    size_t i = 0;
+    while (i < n && e.key[i] == keyAt(i)) ++i;
+    if (i < n) continue;
     e.lastUse = ++clock_;
     return e.group.get();
   }
   return nullptr;
+}
+
+lanes::LaneGroup* PlanCache::find(const std::vector<Task>& tasks) {
+  return findWhere(tasks.size(), [&](size_t i) { return planKeyOf(tasks[i]); });
+}
+
+lanes::LaneGroup* PlanCache::find(const GroupKey& key) {
+  return findWhere(key.size(), [&](size_t i) { return key[i]; });
 }
 
 lanes::LaneGroup* PlanCache::insert(GroupKey key, std::unique_ptr<lanes::LaneGroup> group) {

@@ -40,10 +40,10 @@ class PlanCache {
  public:
   static constexpr size_t kEntries = 16;
 
-  // The group of these calls' keys (n of them, in order), or null. A lone
-  // call looks up with a key on its stack: no allocation per call.
-  lanes::LaneGroup* find(const PlanKey* keys, size_t n);
-  lanes::LaneGroup* find(const GroupKey& key) { return find(key.data(), key.size()); }
+  // The group of these calls (compared key by key, in order, so that a
+  // lookup allocates nothing), or null.
+  lanes::LaneGroup* find(const std::vector<Task>& tasks);
+  lanes::LaneGroup* find(const GroupKey& key);
   lanes::LaneGroup* insert(GroupKey key, std::unique_ptr<lanes::LaneGroup> group);
 
  private:
@@ -52,6 +52,9 @@ class PlanCache {
     std::unique_ptr<lanes::LaneGroup> group;
     uint64_t lastUse = 0;
   };
+  template <class KeyAt>
+  lanes::LaneGroup* findWhere(size_t n, const KeyAt& keyAt);
+
   std::vector<Entry> entries_;
   uint64_t clock_ = 0;
 };
