@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +40,10 @@ struct ConnectRequest {
   int nslots = 0;
   Deadline deadline;
   const std::atomic<uint32_t>* abortFlag = nullptr;  // non-zero: give up waiting
+  // The engine's own checks while a set-up wait lasts (another rank's failure
+  // notice, a call that differs): called every 100 ms or so; an error ends
+  // the wait with it.
+  std::function<Result()> whileWaiting;
 };
 
 // Slot memory a connection may move messages from, or into, in place of a ring
@@ -57,8 +62,10 @@ class SendConnection {
   // A writable buffer of slotBytes for the next slot, or nullptr while the FIFO is
   // full. Calling it again before post() returns the same buffer.
   virtual void* acquire() = 0;
-  // Publishes the first `bytes` (<= slotBytes, may be 0) of the acquired buffer.
-  virtual void post(size_t bytes) = 0;
+  // Publishes the first `bytes` (<= slotBytes, may be 0) of the acquired buffer,
+  // with `mark` (the engine's fingerprint of the message's operation), which
+  // the receiver gets back with it.
+  virtual void post(size_t bytes, uint32_t mark = 0) = 0;
   // Moves data that is waiting in this process (no-op for shared memory).
   virtual Result progress() = 0;
   // True when every posted slot has left this process's buffers: the executor may
@@ -79,8 +86,9 @@ class SendConnection {
 class RecvConnection {
  public:
   virtual ~RecvConnection() = default;
-  // The oldest unreleased slot and its size, or nullptr if none has arrived.
-  virtual const void* peek(size_t* bytes) = 0;
+  // The oldest unreleased slot, its size and its sender's mark (when `mark` is
+  // not null), or nullptr if none has arrived.
+  virtual const void* peek(size_t* bytes, uint32_t* mark = nullptr) = 0;
   // Frees the slot returned by peek() for the sender to reuse.
   virtual void release() = 0;
   // Moves data that is waiting in this process (no-op for shared memory).
@@ -91,9 +99,9 @@ class RecvConnection {
   // arrived); a slot is read into only after release() gave it back. False
   // where the transport keeps slot memory of its own.
   virtual bool useSlots(const SlotMemory& slots) { return false; }
-  // Slot k (counting every slot from 0) and its size once it has arrived,
-  // until it is released; null otherwise.
-  virtual const void* arrived(uint64_t k, size_t* bytes) { return nullptr; }
+  // Slot k (counting every slot from 0), its size and mark once it has
+  // arrived, until it is released; null otherwise.
+  virtual const void* arrived(uint64_t k, size_t* bytes, uint32_t* mark = nullptr) { return nullptr; }
 };
 
 class RecvEndpoint {

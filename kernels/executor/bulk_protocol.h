@@ -7,11 +7,13 @@
 namespace braid {
 namespace exec {
 
-// Receiver: waits for message port.seq+1 and checks it holds `bytes`.
-// A head seen earlier that already covers it saves the load (Port::seen).
+// Receiver: waits for message port.seq+1 and checks that it belongs to the
+// operation `fingerprint` names and holds `bytes`; *word gets the message's
+// word (what a mismatch reports). A head seen earlier that already covers it
+// saves the load (Port::seen).
 template <class G>
-BRAID_HD ExecStatus bulkWaitRecv(Port& port, uint64_t bytes, const char** data, const G& g,
-                                 const WaitControl& w) {
+BRAID_HD ExecStatus bulkWaitRecv(Port& port, uint64_t bytes, uint32_t fingerprint, const char** data,
+                                 const G& g, const WaitControl& w, uint64_t* word = nullptr) {
   const uint64_t m = port.seq + 1;
   const FifoView& f = port.fifo;
   uint64_t head = port.seen;
@@ -23,8 +25,16 @@ BRAID_HD ExecStatus bulkWaitRecv(Port& port, uint64_t bytes, const char** data, 
     }))));
     if (st == ExecStatus::Ok && g.tid() == 0) port.seen = head;
   }
-  // The size was stored before head's release, so the acquire above covers it.
-  if (st == ExecStatus::Ok && f.sizes[m % f.nslots] != bytes) st = ExecStatus::SizeMismatch;
+  // The word was stored before head's release, so the acquire above covers it.
+  if (st == ExecStatus::Ok) {
+    const uint64_t got = f.sizes[m % f.nslots];
+    if (word) *word = got;
+    if (messageFingerprint(got) != fingerprint) {
+      st = ExecStatus::FingerprintMismatch;
+    } else if (messageBytes(got) != bytes) {
+      st = ExecStatus::SizeMismatch;
+    }
+  }
   *data = f.slot(m);
   return ExecStatus(g.agree(int32_t(st)));
 }
@@ -32,15 +42,16 @@ BRAID_HD ExecStatus bulkWaitRecv(Port& port, uint64_t bytes, const char** data, 
 // Sender: the slot of message port.seq+1 (after waitCredit).
 BRAID_HD inline char* bulkSlot(const Port& port) { return port.fifo.slot(port.seq + 1); }
 
-// Sender: publishes the slot every thread has written. Each thread fences its
-// own writes; after the barrier one thread stores the size, then head.
+// Sender: publishes the slot every thread has written, as a message of the
+// operation `fingerprint` names. Each thread fences its own writes; after the
+// barrier one thread stores the message's word, then head.
 template <class G>
-BRAID_HD void bulkPost(Port& port, uint64_t bytes, const G& g) {
+BRAID_HD void bulkPost(Port& port, uint64_t bytes, uint32_t fingerprint, const G& g) {
   fenceSystem();
   g.sync();
   if (g.tid() == 0) {
     const uint64_t m = port.seq + 1;
-    port.fifo.sizes[m % port.fifo.nslots] = bytes;
+    port.fifo.sizes[m % port.fifo.nslots] = messageWord(bytes, fingerprint);
     storeRelease(port.fifo.head, m);
     port.seq = m;
   }

@@ -4,13 +4,20 @@
 // the slots is fixed per FIFO:
 //
 //   Bulk: a slot is raw bytes. The sender writes them, fences, stores the
-//         message's size, then `head` (messages posted) with release ordering;
-//         the receiver polls `head` with acquire ordering.
+//         message's word (its size and its operation's fingerprint), then
+//         `head` (messages posted) with release ordering; the receiver polls
+//         `head` with acquire ordering.
 //   LL:   a slot is an array of 8-byte lines {uint32 data, uint32 flag}. The
 //         sender writes each line in ONE 8-byte store with flag = the message's
 //         sequence number (truncated to 32 bits), no fence; the receiver polls
 //         each line until its flag is the one it expects. Flags are never
-//         reset: message m+nslots reuses m's slot with a different flag.
+//         reset: message m+nslots reuses m's slot with a different flag. Line
+//         0 is a header whose data is the operation's fingerprint.
+//
+// The fingerprint (32 bits) names the operation a message belongs to: every
+// rank derives it alike from what the ranks must agree on (the call, its
+// number, the plan), and a receiver checks it before it uses the data, so
+// ranks that called different things fail instead of mixing their data.
 //
 // Both: the receiver stores `tail` (messages consumed) with release ordering
 // once it no longer reads the slot; the sender waits, with acquire, for
@@ -40,6 +47,9 @@ enum class ExecStatus : int32_t {
   BadStep = 2,       // a step larger than a slot, or naming a port the lane lacks
   TimedOut = 3,      // a wait reached WaitControl::maxPolls
   Aborted = 4,       // the abort word became non-zero during a wait
+  // The message carries another operation's fingerprint: the ranks called
+  // different things. Worst: it is why the others end.
+  FingerprintMismatch = 5,
 };
 
 BRAID_HD inline const char* execStatusName(ExecStatus s) {
@@ -50,6 +60,7 @@ BRAID_HD inline const char* execStatusName(ExecStatus s) {
     case ExecStatus::BadStep: return "bad step";
     case ExecStatus::TimedOut: return "timed out";
     case ExecStatus::Aborted: return "aborted";
+    case ExecStatus::FingerprintMismatch: return "fingerprint mismatch";
   }
   return "?";
 }
@@ -96,11 +107,24 @@ BRAID_HD BRAID_INLINE uint64_t llLinesFor(uint64_t bytes) {
   return (bytes + kLLBytesPerLine - 1) / kLLBytesPerLine;
 }
 
+// Lines of one LL message: the fingerprint header, then the data.
+BRAID_HD BRAID_INLINE uint64_t llMessageLines(uint64_t bytes) { return 1 + llLinesFor(bytes); }
+
+// A bulk message's word (FifoView::sizes): its size in the low half, its
+// operation's fingerprint in the high half. One store, so the receiver never
+// sees one without the other; slots are smaller than 4 GiB (kMaxSlotBytes).
+constexpr uint64_t kMaxSlotBytes = (uint64_t(1) << 32) - 1;
+BRAID_HD BRAID_INLINE uint64_t messageWord(uint64_t bytes, uint32_t fingerprint) {
+  return (bytes & kMaxSlotBytes) | (uint64_t(fingerprint) << 32);
+}
+BRAID_HD BRAID_INLINE uint64_t messageBytes(uint64_t word) { return word & kMaxSlotBytes; }
+BRAID_HD BRAID_INLINE uint32_t messageFingerprint(uint64_t word) { return uint32_t(word >> 32); }
+
 // Pointers to one FIFO's memory, identical at both ends.
 struct FifoView {
   uint64_t* head = nullptr;   // bulk: messages posted; written by the sender
   uint64_t* tail = nullptr;   // messages consumed; written by the receiver
-  uint64_t* sizes = nullptr;  // bulk: bytes of the message in each slot [nslots]
+  uint64_t* sizes = nullptr;  // bulk: the messageWord of each slot [nslots]
   char* slots = nullptr;      // nslots x slotStride bytes, 64-byte aligned
   uint64_t slotStride = 0;
   uint64_t payloadBytes = 0;  // the most bytes one message carries
@@ -139,13 +163,13 @@ struct FifoLayout {
 BRAID_HD inline uint64_t roundUp64(uint64_t n) { return (n + 63) / 64 * 64; }
 
 // payloadBytes: the most bytes a message carries (a plan's chunk); LL slots
-// need twice that (a 4-byte flag per 4 data bytes).
+// need twice that (a 4-byte flag per 4 data bytes) and a header line.
 BRAID_HD inline FifoLayout fifoLayout(Protocol protocol, uint32_t nslots, uint64_t payloadBytes) {
   FifoLayout l;
   l.nslots = nslots;
   l.protocol = protocol;
   l.payloadBytes = payloadBytes;
-  l.slotStride = roundUp64(protocol == Protocol::LL ? llLinesFor(payloadBytes) * 8 : payloadBytes);
+  l.slotStride = roundUp64(protocol == Protocol::LL ? llMessageLines(payloadBytes) * 8 : payloadBytes);
   if (l.slotStride == 0) l.slotStride = 64;
   l.slotsOffset = roundUp64(l.sizesOffset + 8ull * nslots);
   l.totalBytes = l.slotsOffset + l.slotStride * nslots;

@@ -57,6 +57,9 @@ struct OpBuffers {
   char* output = nullptr;
   char* scratch = nullptr;
   RedOp op;
+  // Stamped on every message the operation sends and checked on every one it
+  // receives (fifo_view.h): set per call, like the buffers.
+  uint32_t fingerprint = 0;
 };
 
 // Everything one lane needs, in memory its threads can reach.
@@ -80,8 +83,10 @@ struct LaneExec {
   uint32_t* sendStage = nullptr;
   uint64_t stageBytes = 0;
   WaitControl wait;
-  // Out: the index of the step that failed (nsteps when none did).
+  // Out: the index of the step that failed (nsteps when none did), and on a
+  // FingerprintMismatch the fingerprint the message carried.
   uint32_t failedStep = 0;
+  uint32_t receivedFingerprint = 0;
   // Out, while it runs: the step the lane is at (for diagnosis), and the
   // message it waits for (waitWord; 0 when none), for a watchdog that must
   // tell whether it waits on a lost peer. One word, so that a reader never
@@ -90,7 +95,8 @@ struct LaneExec {
   uint64_t waitingOn = 0;
   // Resumable lanes only: what of the step at currentStep is done already.
   // kReceivedLL: its LL message is in recvStage and its slot released;
-  // resumeLines: LL lines of that message already copied into recvStage.
+  // resumeLines: lines of that LL message already taken (its header line,
+  // then data lines copied into recvStage).
   uint32_t resumePhase = 0;
   uint64_t resumeLines = 0;
   // Optional, shared by a communicator's lanes: the kernel raises it to the
@@ -242,6 +248,7 @@ BRAID_HD ExecStatus runStep(const G& g, LaneExec& L, const ExecStep& s) {
       ((llIn || llOut) && bytes > L.stageBytes))
     return ExecStatus::BadStep;
 
+  const uint32_t fingerprint = L.ops[s.op].fingerprint;
   const T* in = nullptr;
   // A resumable lane that got its LL message before it had to wait for its
   // send slot does not receive it again.
@@ -252,12 +259,15 @@ BRAID_HD ExecStatus runStep(const G& g, LaneExec& L, const ExecStep& s) {
     ExecStatus st;
     if (llIn) {
       // also releases the slot
-      st = llRecv(*rp, bytes, L.recvStage, g, L.wait, L.wait.resumable ? &L.resumeLines : nullptr);
+      st = llRecv(*rp, bytes, fingerprint, L.recvStage, g, L.wait, L.wait.resumable ? &L.resumeLines : nullptr,
+                  &L.receivedFingerprint);
       if (st == ExecStatus::Ok && L.wait.resumable) L.resumePhase |= kReceivedLL;
       in = reinterpret_cast<const T*>(L.recvStage);
     } else {
       const char* slot = nullptr;
-      st = bulkWaitRecv(*rp, bytes, &slot, g, L.wait);
+      uint64_t word = 0;
+      st = bulkWaitRecv(*rp, bytes, fingerprint, &slot, g, L.wait, &word);
+      if (st == ExecStatus::FingerprintMismatch && g.tid() == 0) L.receivedFingerprint = messageFingerprint(word);
       in = reinterpret_cast<const T*>(slot);
     }
     if (st != ExecStatus::Ok) return st;
@@ -272,9 +282,9 @@ BRAID_HD ExecStatus runStep(const G& g, LaneExec& L, const ExecStep& s) {
   computeStep<T>(g, L.ops[s.op], s, in, out);
   if (sp) {
     if (llOut) {
-      llSend(*sp, bytes, L.sendStage, g);
+      llSend(*sp, bytes, fingerprint, L.sendStage, g);
     } else {
-      bulkPost(*sp, bytes, g);
+      bulkPost(*sp, bytes, fingerprint, g);
     }
   }
   if (rp && !llIn) bulkRelease(*rp, g);
@@ -322,6 +332,7 @@ BRAID_HD inline void rewindLane(LaneExec& L) {
   L.failedStep = 0;
   L.resumePhase = 0;
   L.resumeLines = 0;
+  L.receivedFingerprint = 0;
 }
 
 }  // namespace exec

@@ -11,6 +11,7 @@
 #include <sys/uio.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -79,6 +80,7 @@ class BootstrapImpl final : public Bootstrap {
   void abort() override { aborted_.store(true); }
   void notifyFailure(const std::string& text, int lostRank, Deadline deadline) override;
   bool pollFailure(std::string* text) override;
+  std::vector<std::string> failureNotices(int peer) override;
 
  private:
   Result sendUntil(int peer, uint32_t tag, const void* data, size_t bytes, Deadline deadline);
@@ -280,6 +282,15 @@ bool BootstrapImpl::pollFailure(std::string* text) {
   return false;
 }
 
+std::vector<std::string> BootstrapImpl::failureNotices(int peer) {
+  std::vector<std::string> out;
+  (void)progress(0, -1, nullptr);
+  for (const auto& [key, queue] : queues_)
+    if (key.second == kTagFailure && (peer < 0 || key.first == peer))
+      for (const std::vector<uint8_t>& msg : queue) out.emplace_back(msg.begin(), msg.end());
+  return out;
+}
+
 Result BootstrapImpl::allGather(void* data, size_t bytes, Deadline deadline) {
   if (bytes > kMaxMessageBytes) return checkPeer("allGather", 0, bytes);
   char* base = static_cast<char*>(data);
@@ -469,7 +480,45 @@ void BootstrapImpl::deliver(int peer, uint32_t tag, std::vector<uint8_t> payload
 
 }  // namespace
 
+// A mismatch notice travels as RS<kind><sender> <fingerprint>RS<text> (RS:
+// the record separator, which no rank's text contains), after the "rank N
+// reports: " that notifyFailure puts first.
+constexpr char kNoticeMark = '\x1e';
+
+std::string encodeMismatchNotice(const MismatchNotice& n) {
+  return std::string(1, kNoticeMark) + char(n.kind) + std::to_string(n.sender) + " " + std::to_string(n.reporter) + " " +
+         std::to_string(n.fingerprint) + kNoticeMark + n.text;
+}
+
+bool parseMismatchNotice(const std::string& notice, MismatchNotice* out) {
+  const size_t start = notice.find(kNoticeMark);
+  if (start == std::string::npos || start + 1 >= notice.size()) return false;
+  const size_t end = notice.find(kNoticeMark, start + 1);
+  if (end == std::string::npos) return false;
+  const char kind = notice[start + 1];
+  if (kind != MismatchNotice::Received && kind != MismatchNotice::Paired) return false;
+  int sender = -1, reporter = -1;
+  unsigned long fingerprint = 0;
+  const std::string fields = notice.substr(start + 2, end - start - 2);
+  if (sscanf(fields.c_str(), "%d %d %lu", &sender, &reporter, &fingerprint) != 3) return false;
+  out->kind = MismatchNotice::Kind(kind);
+  out->sender = sender;
+  out->reporter = reporter;
+  out->fingerprint = uint32_t(fingerprint);
+  out->text = notice.substr(end + 1);
+  return true;
+}
+
+std::string mismatchText(const MismatchNotice& n) {
+  if (n.kind == MismatchNotice::Paired) return n.text;
+  return n.text + ", but received a message of another call from rank " + std::to_string(n.sender) +
+         " (the ranks called different collectives, counts, datatypes, reductions, roots or peers, or in another "
+         "order)";
+}
+
 Result failureNoticeError(int rank, const std::string& notice) {
+  MismatchNotice n;
+  if (parseMismatchNotice(notice, &n)) return fail(ncclInvalidUsage, "rank %d: %s", rank, mismatchText(n).c_str());
   return fail(ncclRemoteError, "rank %d: the job lost a rank; %s", rank, notice.c_str());
 }
 

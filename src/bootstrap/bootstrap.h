@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/clock.h"
 #include "base/result.h"
@@ -37,10 +38,32 @@ enum BootstrapTag : uint32_t {
   kTagFailure = 4,  // a rank tells the others that the job lost a peer
   kTagDiagnosis = 5,  // after a timeout, each rank tells rank 0 where it is
   kTagLaneFifo = 6,   // the engine's FIFO blobs (src/engine/lanes)
+  kTagCallProbe = 7,  // a stalled rank tells the rank it waits on which call it is in
   kTagConnectBase = 0x1000,  // + channel, for transport blobs
 };
 
-// The error a rank returns when it learns of a lost rank from another's notice.
+// A failure notice saying that ranks called different things (the engine's
+// fingerprints differ), in a form the other ranks can act on.
+//   Received: `text` is "rank R called X as operation #k", the call of the
+//             rank that received a message of another call from `sender`.
+//   Paired:   `text` is the whole sentence, from the sender itself: "rank S
+//             called Y as operation #j while rank R called X as operation #k".
+struct MismatchNotice {
+  enum Kind : char { Received = 'R', Paired = 'P' } kind = Received;
+  int sender = -1;
+  int reporter = -1;         // the rank that received the message
+  uint32_t fingerprint = 0;  // the one the message carried
+  std::string text;
+};
+std::string encodeMismatchNotice(const MismatchNotice& n);
+// Finds a mismatch notice in what pollFailure returned; false for any other.
+bool parseMismatchNotice(const std::string& notice, MismatchNotice* out);
+// What a user reads of it.
+std::string mismatchText(const MismatchNotice& n);
+
+// The error a rank returns when it learns of a failure from another's notice:
+// a lost rank (ncclRemoteError), or ranks that called different things
+// (ncclInvalidUsage).
 Result failureNoticeError(int rank, const std::string& notice);
 
 class Bootstrap {
@@ -84,6 +107,9 @@ class Bootstrap {
   // the first notice, if any.
   virtual void notifyFailure(const std::string& text, int lostRank, Deadline deadline) = 0;
   virtual bool pollFailure(std::string* text) = 0;
+  // Every notice that has arrived (from `peer` only, when not -1), in rank
+  // order and each rank's in order of sending; never blocks.
+  virtual std::vector<std::string> failureNotices(int peer = -1) = 0;
 };
 
 }  // namespace braid

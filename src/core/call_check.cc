@@ -8,6 +8,7 @@
 
 #include "core/comm_registry.h"
 #include "engine/comm.h"
+#include "engine/fingerprint.h"
 
 namespace braid {
 
@@ -56,27 +57,10 @@ CallRecord recordOf(ncclComm* comm, const std::vector<Task>& tasks) {
   return rec;
 }
 
-std::string opText(int op) {
-  switch (op) {
-    case ncclSum: return "sum";
-    case ncclProd: return "prod";
-    case ncclMax: return "max";
-    case ncclMin: return "min";
-    case ncclAvg: return "avg";
-    default: return "PreMulSum op " + std::to_string(op);
-  }
-}
-
 std::string describe(const CallRecord& r) {
   if (r.ncalls == 0) return "no collective (only point-to-point calls, or none)";
-  const Collective c = static_cast<Collective>(r.coll);
-  char text[200];
-  int n = snprintf(text, sizeof text, "%s(count=%llu, %s", collectiveName(c),
-                   static_cast<unsigned long long>(r.count), typeName(static_cast<ncclDataType_t>(r.type)));
-  if (isReduction(c)) n += snprintf(text + n, sizeof text - n, ", %s", opText(r.op).c_str());
-  if (usesRoot(c)) n += snprintf(text + n, sizeof text - n, ", root %d", r.root);
-  snprintf(text + n, sizeof text - n, ")");
-  std::string s = text;
+  std::string s = describeCall(static_cast<Collective>(r.coll), r.count, static_cast<ncclDataType_t>(r.type), r.op,
+                               r.root);
   if (r.ncalls > 1) s += " and " + std::to_string(r.ncalls - 1) + " more collective(s) in one group";
   return s;
 }

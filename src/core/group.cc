@@ -9,6 +9,7 @@
 #include "core/call_check.h"
 #include "engine/comm.h"
 #include "engine/device/device.h"
+#include "engine/fingerprint.h"
 #include "engine/lanes/lane_executor.h"
 #include "engine/task_plan.h"
 #include "tuning/planner.h"
@@ -122,7 +123,10 @@ Result runGroup(GroupState& g) {
   if (tasks.empty()) return Result::success();
   bool device = false;
   BRAID_TRY(classifyGroup(tasks, &device));
-  for (Task& t : tasks) t.sequence = ++t.comm->opCount;
+  for (Task& t : tasks) {
+    t.sequence = ++t.comm->opCount;
+    t.callNumber = nextCallNumber(t.comm, t);
+  }
   ActiveCalls active(tasks);
   if (active.aborted()) return fail(ncclSystemError, "the communicator was aborted (ncclCommAbort)");
   Result r;

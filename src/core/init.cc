@@ -23,6 +23,7 @@ namespace braid {
 namespace {
 
 constexpr unsigned kConfigMagic = 0xcafebeef;
+constexpr int64_t kMaxSlotBytes = int64_t(1) << 30;
 
 // Fields of ncclConfig_t a caller's struct may lack: it may come from an older header.
 template <typename Field>
@@ -38,7 +39,9 @@ Result makeCommSettings(const ncclConfig_t* config, CommSettings* out) {
   s.blocking = envInt("NCCL_COMM_BLOCKING", 1) != 0;
   int64_t buff = envInt("NCCL_BUFFSIZE", 4 << 20);
   s.nslots = static_cast<int>(std::max<int64_t>(2, envInt("BRAID_NSLOTS", 8)));
-  s.slotBytes = static_cast<size_t>(std::max<int64_t>(4096, buff / s.nslots)) & ~size_t(63);
+  // A message's size travels in 32 bits (kernels/executor/fifo_view.h): slots
+  // stay below 1 GiB whatever NCCL_BUFFSIZE asks.
+  s.slotBytes = static_cast<size_t>(std::clamp<int64_t>(buff / s.nslots, 4096, kMaxSlotBytes)) & ~size_t(63);
   s.nchannels = static_cast<int>(std::clamp<int64_t>(envInt("BRAID_NCHANNELS", 1), 1, 32));
   s.timeoutSeconds = static_cast<double>(envInt("BRAID_TIMEOUT", 600));
   s.wait.yieldMicros = std::max<int64_t>(0, envInt("BRAID_YIELD_US", 5000));
@@ -131,7 +134,7 @@ void choosePeerFifo(ncclComm* comm) {
   const size_t ringFifo = comm->settings.slotBytes * static_cast<size_t>(comm->settings.nslots);
   const int64_t fifo = std::max<int64_t>(4096 * comm->settings.nslots,
                                          envInt("BRAID_PEER_BUFFSIZE", static_cast<int64_t>(peerFifoBytes(comm->nranks, ringFifo))));
-  comm->settings.peerSlotBytes = static_cast<size_t>(fifo / comm->settings.nslots) & ~size_t(63);
+  comm->settings.peerSlotBytes = static_cast<size_t>(std::min<size_t>(fifo / comm->settings.nslots, kMaxSlotBytes)) & ~size_t(63);
 }
 
 Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int rank) {

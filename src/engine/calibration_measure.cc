@@ -91,10 +91,10 @@ class FifoLink final : public Link {
   void* acquire() override {
     return exec::waitCredit(out_, group_, kPoll) == exec::ExecStatus::Ok ? exec::bulkSlot(out_) : nullptr;
   }
-  void post(size_t bytes) override { exec::bulkPost(out_, bytes, group_); }
+  void post(size_t bytes) override { exec::bulkPost(out_, bytes, 0, group_); }
   const void* peek(size_t bytes) override {
     const char* data = nullptr;
-    return exec::bulkWaitRecv(in_, bytes, &data, group_, kPoll) == exec::ExecStatus::Ok ? data : nullptr;
+    return exec::bulkWaitRecv(in_, bytes, 0, &data, group_, kPoll) == exec::ExecStatus::Ok ? data : nullptr;
   }
   void release() override { exec::bulkRelease(in_, group_); }
 

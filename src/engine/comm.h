@@ -4,6 +4,7 @@
 
 #include <nccl.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -16,6 +17,7 @@
 #include "base/result.h"
 #include "base/wait_policy.h"
 #include "bootstrap/bootstrap.h"
+#include "engine/task.h"
 #include "reduce/host_reduce.h"
 #include "schedule/rank_order.h"
 #include "transports/transport.h"
@@ -96,7 +98,13 @@ struct ncclComm {
   braid::AlgoFilter algoFilter;            // NCCL_ALGO / NCCL_PROTO at init
   braid::RankOrder ringOrder;              // positions in rings and trees: hosts contiguous
 
-  uint64_t opCount = 0;  // collectives issued, for diagnosis
+  uint64_t opCount = 0;  // calls issued, for diagnosis
+  // What calls are numbered by for their fingerprints (engine/fingerprint.h):
+  // collectives so far; sends to and receives from each peer so far.
+  uint64_t collectivesRun = 0;
+  std::vector<uint64_t> sendsTo, recvsFrom;
+  // The last calls, call `sequence` at sequence % 16 (engine/call_probe.h).
+  std::array<braid::RecentCall, 16> recentCalls;
   uint64_t collectivesChecked = 0;  // collectives compared under BRAID_CHECK
   std::atomic<int> state{static_cast<int>(braid::CommState::Initializing)};
   std::atomic<ncclResult_t> asyncError{ncclInProgress};

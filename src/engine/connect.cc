@@ -1,10 +1,12 @@
 #include "engine/connect.h"
 
 #include <cstring>
+#include <thread>
 
 #include "base/diagnosis_signal.h"
 #include "base/log.h"
 #include "base/process_liveness.h"
+#include "engine/call_probe.h"
 
 namespace braid {
 
@@ -25,6 +27,31 @@ struct PendingRecv {
   std::unique_ptr<RecvEndpoint> endpoint;
 };
 
+// What a rank checks while its set-up waits on a peer, besides abort and
+// the peer's process: failure notices from other ranks, and calls that differ
+// (engine/call_probe.h): it answers probes and, once it has waited a second,
+// tells the peer which call it is in.
+class SetUpWatch {
+ public:
+  SetUpWatch(ncclComm* comm, int peer) : comm_(comm), peer_(peer) {}
+  Result check() {
+    std::string notice;
+    if (comm_->bootstrap->pollFailure(&notice)) return failureNoticeError(comm_->rank, notice);
+    BRAID_TRY(answerCallProbes(comm_));
+    if (!probed_ && Clock::now() >= probeAt_) {
+      probed_ = true;
+      sendCallProbe(comm_, peer_);
+    }
+    return Result::success();
+  }
+
+ private:
+  ncclComm* comm_;
+  int peer_;
+  Clock::time_point probeAt_ = Clock::now() + std::chrono::seconds(1);
+  bool probed_ = false;
+};
+
 ConnectRequest makeRequest(ncclComm* comm, int peer, int channel) {
   ConnectRequest req;
   req.self = comm->peers[comm->rank];
@@ -34,6 +61,8 @@ ConnectRequest makeRequest(ncclComm* comm, int peer, int channel) {
   req.nslots = comm->settings.nslots;
   req.deadline = deadlineFromNow(comm);
   req.abortFlag = &comm->abortFlag;
+  if (comm->bootstrap)
+    req.whileWaiting = [watch = std::make_shared<SetUpWatch>(comm, peer)] { return watch->check(); };
   return req;
 }
 
@@ -144,6 +173,7 @@ Result awaitSetUpMessage(ncclComm* comm, int peer, uint32_t tag, const std::stri
   const Deadline deadline = deadlineFromNow(comm);
   const PeerInfo& self = comm->peers[comm->rank];
   WaitDiagnosis diagnosis;
+  SetUpWatch watch(comm, peer);
   for (;;) {
     diagnosis.poll([&] {
       return "rank " + std::to_string(comm->rank) + " of " + std::to_string(comm->nranks) +
@@ -153,18 +183,14 @@ Result awaitSetUpMessage(ncclComm* comm, int peer, uint32_t tag, const std::stri
     BRAID_TRY(comm->bootstrap->waitFor(peer, tag, 100, &ready));
     if (ready || Clock::now() >= deadline) return Result::success();  // recv() has the message or the error
     if (comm->abortFlag.load(std::memory_order_relaxed) != 0) return fail(ncclSystemError, "rank %d: communicator aborted while connecting to rank %d", comm->rank, peer);
-    std::string notice;
-    if (comm->bootstrap->pollFailure(&notice)) return failureNoticeError(comm->rank, notice);
+    BRAID_TRY(watch.check());
     BRAID_TRY(checkPeerProcess(self, comm->peers[peer], "rank " + std::to_string(comm->rank) + " waited to connect to it"));
   }
 }
 
-Result connectAll(const std::vector<ConnectionNeed>& needs) {
-  std::vector<ConnectionNeed> todo;
-  for (const ConnectionNeed& n : needs)
-    if (!alreadyConnected(n)) todo.push_back(n);
-  if (todo.empty()) return Result::success();
+namespace {
 
+Result connectEach(const std::vector<ConnectionNeed>& todo) {
   std::vector<PendingRecv> pending;
   for (const ConnectionNeed& n : todo)
     if (!n.send) BRAID_TRY(listenPhase(n, &pending).context("connecting rank " + std::to_string(n.comm->rank) + " to rank " + std::to_string(n.peer)));
@@ -176,6 +202,31 @@ Result connectAll(const std::vector<ConnectionNeed>& needs) {
     p.comm->recvConns[{p.peer, p.channel}] = std::move(conn);
   }
   return Result::success();
+}
+
+}  // namespace
+
+Result connectAll(const std::vector<ConnectionNeed>& needs) {
+  std::vector<ConnectionNeed> todo;
+  for (const ConnectionNeed& n : needs)
+    if (!alreadyConnected(n)) todo.push_back(n);
+  if (todo.empty()) return Result::success();
+  std::vector<ncclComm*> comms;
+  for (const ConnectionNeed& n : todo) comms.push_back(n.comm);
+  return preferFailureNotice(comms, connectEach(todo));
+}
+
+Result preferFailureNotice(const std::vector<ncclComm*>& comms, Result broken) {
+  if (broken.ok()) return broken;
+  const Clock::time_point until = Clock::now() + std::chrono::milliseconds(200);
+  for (;;) {
+    for (ncclComm* comm : comms) {
+      std::string notice;
+      if (comm->bootstrap && comm->bootstrap->pollFailure(&notice)) return failureNoticeError(comm->rank, notice);
+    }
+    if (Clock::now() >= until) return broken;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 }  // namespace braid

@@ -24,6 +24,12 @@ Result connectAll(const std::vector<ConnectionNeed>& needs);
 // deadline passed: recv then reports it), watching meanwhile for abort, a
 // failure notice from another rank, the peer's process dying, and SIGUSR1
 // (which prints "setting up connections, waiting for rank P's <what>").
+// A peer that failed first usually told the others before it went: a rank
+// whose set-up then breaks on that peer (`broken`) reports the notice, which
+// says why, rather than the broken connection or FIFO (given 200 ms to
+// arrive). `broken` when none comes, or when it is success.
+Result preferFailureNotice(const std::vector<ncclComm*>& comms, Result broken);
+
 Result awaitSetUpMessage(ncclComm* comm, int peer, uint32_t tag, const std::string& what);
 
 }  // namespace braid

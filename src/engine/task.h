@@ -23,8 +23,18 @@ struct Task {
   const void* deviceScalar = nullptr;
   int userOp = 0;
   uint64_t sequence = 0;  // the communicator's operation number, set when the group runs
+  // The number its peers give the matching call (engine/fingerprint.h), set
+  // when the group runs.
+  uint64_t callNumber = 0;
   int root = 0;  // or the peer of Send/Recv
   cudaStream_t stream = nullptr;
+};
+
+// A call this rank ran lately and the fingerprint of its messages
+// (engine/call_probe.h).
+struct RecentCall {
+  uint32_t fingerprint = 0;
+  Task task;
 };
 
 }  // namespace braid

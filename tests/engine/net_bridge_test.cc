@@ -95,12 +95,15 @@ size_t sizeOf(uint64_t message) {
   return sizes[message % (sizeof sizes / sizeof sizes[0])];
 }
 
+// The fingerprint the sending lane stamps on message m.
+uint32_t fingerprintOf(uint64_t m) { return 0x9e3779b9u * uint32_t(m) + 1; }
+
 // The sending lane: message m goes into its slot if the FIFO has room.
 bool lanePost(HostFifo& f, uint64_t m, size_t bytes) {
   if (m - f.tail() > kSlots) return false;
   uint8_t* slot = reinterpret_cast<uint8_t*>(f.view.slot(m));
   for (size_t i = 0; i < bytes; ++i) slot[i] = patternByte(m, i);
-  f.view.sizes[m % kSlots] = bytes;
+  f.view.sizes[m % kSlots] = exec::messageWord(bytes, fingerprintOf(m));
   exec::storeRelease(f.view.head, m);
   return true;
 }
@@ -109,8 +112,11 @@ bool lanePost(HostFifo& f, uint64_t m, size_t bytes) {
 // Returns false while it has not arrived; sets *error on wrong content.
 bool laneConsume(HostFifo& f, uint64_t m, std::string* error) {
   if (f.head() < m) return false;
-  const size_t bytes = f.view.sizes[m % kSlots];
+  const uint64_t word = f.view.sizes[m % kSlots];
+  const size_t bytes = exec::messageBytes(word);
   if (bytes != sizeOf(m)) *error = "message " + std::to_string(m) + ": " + std::to_string(bytes) + " bytes";
+  if (exec::messageFingerprint(word) != fingerprintOf(m))
+    *error = "message " + std::to_string(m) + ": fingerprint " + std::to_string(exec::messageFingerprint(word));
   const uint8_t* slot = reinterpret_cast<const uint8_t*>(f.view.slot(m));
   for (size_t i = 0; i < bytes && error->empty(); ++i)
     if (slot[i] != patternByte(m, i)) *error = "message " + std::to_string(m) + ": byte " + std::to_string(i);
@@ -175,7 +181,7 @@ TEST_P(AnyConnection, FlushedOnlyOnceEveryPostedMessageWasForwarded) {
   EXPECT_TRUE(pumpUntil({&b.sender}, [&] { return b.sender.flushed(); }));
   std::string error;
   EXPECT_TRUE(pumpUntil({&b.sender, &b.receiver}, [&] { return b.in.head() == 1; }));
-  EXPECT_EQ(b.in.view.sizes[1], 100u);
+  EXPECT_EQ(b.in.view.sizes[1], exec::messageWord(100, fingerprintOf(1)));
 }
 
 // The receiving lane's free slots bound what is delivered; the rest waits

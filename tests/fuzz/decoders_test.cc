@@ -193,15 +193,15 @@ TEST(Decoders, TcpBlobHelloAndFrames) {
   h.nslots = -1;
   expectRefused(tcp::decodeHello(&h, sizeof(h), 77, &hout), "impossible");
 
-  tcp::FrameHeader f{4096, 3}, fout;
+  tcp::FrameHeader f{4096, 0, 3}, fout;
   EXPECT_TRUE(tcp::decodeFrameHeader(&f, sizeof(f), 4096, 3, "peer", &fout).ok());
   expectRefused(tcp::decodeFrameHeader(&f, sizeof(f), 4095, 3, "peer", &fout), "larger than");
   expectRefused(tcp::decodeFrameHeader(&f, sizeof(f), 4096, 4, "peer", &fout), "expected");
-  f.bytes = ~0ull;
+  f.bytes = ~0u;
   expectRefused(tcp::decodeFrameHeader(&f, sizeof(f), 4096, 3, "peer", &fout), "larger than");
 
   // A stripe header must repeat the size socket 0 announced.
-  f = {4000, 3};
+  f = {4000, 0, 3};
   EXPECT_TRUE(tcp::decodeStripeHeader(&f, sizeof(f), 4096, 3, 4000, "peer", &fout).ok());
   expectRefused(tcp::decodeStripeHeader(&f, sizeof(f), 4096, 3, 4001, "peer", &fout),
                 "on another");

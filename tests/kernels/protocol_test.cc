@@ -119,7 +119,9 @@ TEST(Protocol, LLLineConsumedOnlyWithItsFlag) {
   const uint64_t m = base + 1;
   const uint32_t flag = uint32_t(m);
   const uint64_t lines = llLinesFor(24);
-  for (uint64_t i = 0; i < lines; ++i) {
+  const uint32_t fp = 0x5eed;
+  *f.line(m, 0) = llLine(fp, flag);  // the header
+  for (uint64_t i = 1; i <= lines; ++i) {
     // Every other line: new data but a stale flag (what a receiver would
     // see if data and flag were stored separately and the flag lagged).
     *f.line(m, i) = llLine(1000 + uint32_t(i), i % 2 == 0 ? flag : uint32_t(base));
@@ -128,12 +130,12 @@ TEST(Protocol, LLLineConsumedOnlyWithItsFlag) {
   WaitControl w;
   w.maxPolls = 500;
   HostGroup g;
-  EXPECT_EQ(llRecv(f.recv, 24, stage.data(), g, w), ExecStatus::TimedOut);
+  EXPECT_EQ(llRecv(f.recv, 24, fp, stage.data(), g, w), ExecStatus::TimedOut);
   EXPECT_EQ(f.recv.seq, base);        // nothing consumed
   EXPECT_EQ(*f.recv.fifo.tail, base);  // slot not released
-  for (uint64_t i = 0; i < lines; ++i) *f.line(m, i) = llLine(2000 + uint32_t(i), flag);
-  ASSERT_EQ(llRecv(f.recv, 24, stage.data(), g, w), ExecStatus::Ok);
-  for (uint64_t i = 0; i < lines; ++i) EXPECT_EQ(stage[i], 2000 + i);
+  for (uint64_t i = 1; i <= lines; ++i) *f.line(m, i) = llLine(2000 + uint32_t(i), flag);
+  ASSERT_EQ(llRecv(f.recv, 24, fp, stage.data(), g, w), ExecStatus::Ok);
+  for (uint64_t i = 0; i < lines; ++i) EXPECT_EQ(stage[i], 2001 + i);
   EXPECT_EQ(f.recv.seq, m);
   EXPECT_EQ(*f.recv.fifo.tail, m);
 }
@@ -155,14 +157,14 @@ TEST(Protocol, LLStressNoStaleLines) {
     for (int k = 0; k < kMessages; ++k) {
       for (uint32_t i = 0; i < 37; ++i) stage[i] = uint32_t(k) * 64 + i;
       if (waitCredit(f.send, g, w) != ExecStatus::Ok) return;
-      llSend(f.send, payload, stage.data(), g);
+      llSend(f.send, payload, uint32_t(k), stage.data(), g);
     }
   });
   HostGroup g;
   std::vector<uint32_t> stage(37);
   int bad = 0;
   for (int k = 0; k < kMessages; ++k) {
-    ASSERT_EQ(llRecv(f.recv, payload, stage.data(), g, w), ExecStatus::Ok) << "message " << k;
+    ASSERT_EQ(llRecv(f.recv, payload, uint32_t(k), stage.data(), g, w), ExecStatus::Ok) << "message " << k;
     for (uint32_t i = 0; i < 37; ++i) bad += stage[i] != uint32_t(k) * 64 + i;
   }
   sender.join();
@@ -184,9 +186,9 @@ TEST(Protocol, AbortReleasesWaiters) {
     std::vector<uint32_t> stage(16, 7);
     ASSERT_EQ(waitCredit(f.send, g0, w), ExecStatus::Ok);
     if (proto == Protocol::LL) {
-      llSend(f.send, 64, stage.data(), g0);
+      llSend(f.send, 64, 0, stage.data(), g0);
     } else {
-      bulkPost(f.send, 64, g0);
+      bulkPost(f.send, 64, 0, g0);
     }
     TestFifo empty(proto, 2, 64, 0);
     ExecStatus recvStatus = ExecStatus::Ok, sendStatus = ExecStatus::Ok;
@@ -194,8 +196,8 @@ TEST(Protocol, AbortReleasesWaiters) {
       HostGroup g;
       std::vector<uint32_t> st(16);
       const char* data = nullptr;
-      recvStatus = proto == Protocol::LL ? llRecv(empty.recv, 64, st.data(), g, w)
-                                         : bulkWaitRecv(empty.recv, 64, &data, g, w);
+      recvStatus = proto == Protocol::LL ? llRecv(empty.recv, 64, 0, st.data(), g, w)
+                                         : bulkWaitRecv(empty.recv, 64, 0, &data, g, w);
     });
     std::thread sender([&] {
       HostGroup g;
@@ -239,10 +241,45 @@ TEST(Protocol, BulkSizeMismatch) {
   HostGroup g;
   WaitControl w;
   ASSERT_EQ(waitCredit(f.send, g, w), ExecStatus::Ok);
-  bulkPost(f.send, 40, g);
+  bulkPost(f.send, 40, 7, g);
   const char* data = nullptr;
-  EXPECT_EQ(bulkWaitRecv(f.recv, 48, &data, g, w), ExecStatus::SizeMismatch);
-  EXPECT_EQ(bulkWaitRecv(f.recv, 40, &data, g, w), ExecStatus::Ok);
+  EXPECT_EQ(bulkWaitRecv(f.recv, 48, 7, &data, g, w), ExecStatus::SizeMismatch);
+  EXPECT_EQ(bulkWaitRecv(f.recv, 40, 7, &data, g, w), ExecStatus::Ok);
+}
+
+// Bulk carries each message's fingerprint: a receiver of another operation
+// fails and learns the one the message carried, before any size check.
+TEST(Protocol, BulkFingerprintMismatch) {
+  TestFifo f(Protocol::Bulk, 2, 64, 0);
+  HostGroup g;
+  WaitControl w;
+  ASSERT_EQ(waitCredit(f.send, g, w), ExecStatus::Ok);
+  bulkPost(f.send, 40, 0xabcdef01u, g);
+  const char* data = nullptr;
+  uint64_t word = 0;
+  EXPECT_EQ(bulkWaitRecv(f.recv, 48, 0xabcdef02u, &data, g, w, &word), ExecStatus::FingerprintMismatch);
+  EXPECT_EQ(messageFingerprint(word), 0xabcdef01u);
+  EXPECT_EQ(messageBytes(word), 40u);
+  EXPECT_EQ(f.recv.seq, 0u);  // nothing consumed
+  EXPECT_EQ(bulkWaitRecv(f.recv, 40, 0xabcdef01u, &data, g, w), ExecStatus::Ok);
+}
+
+// LL carries the fingerprint in a header line read before any data line:
+// a receiver of another operation fails at once, even when the message is
+// shorter than the one it expects (no wait for lines that never come).
+TEST(Protocol, LLFingerprintMismatchBeforeData) {
+  TestFifo f(Protocol::LL, 2, 64, 0);
+  HostGroup g;
+  WaitControl w;
+  w.maxPolls = 1000;
+  std::vector<uint32_t> stage(16, 3);
+  ASSERT_EQ(waitCredit(f.send, g, w), ExecStatus::Ok);
+  llSend(f.send, 4, 0x1111u, stage.data(), g);  // one data line
+  uint32_t got = 0;
+  EXPECT_EQ(llRecv(f.recv, 64, 0x2222u, stage.data(), g, w, nullptr, &got), ExecStatus::FingerprintMismatch);
+  EXPECT_EQ(got, 0x1111u);
+  EXPECT_EQ(f.recv.seq, 0u);
+  EXPECT_EQ(llRecv(f.recv, 4, 0x1111u, stage.data(), g, w), ExecStatus::Ok);
 }
 
 // The LL line: data and flag in one 8-byte word.
@@ -252,7 +289,9 @@ TEST(Protocol, LLLinePacking) {
   EXPECT_EQ(llFlag(v), 0x01234567u);
   EXPECT_EQ(llLinesFor(0), 0u);
   EXPECT_EQ(llLinesFor(5), 2u);
-  EXPECT_EQ(fifoLayout(Protocol::LL, 2, 20).slotStride, 64u);  // 5 lines, padded to a cache line
+  EXPECT_EQ(llMessageLines(5), 3u);  // the header and two data lines
+  EXPECT_EQ(fifoLayout(Protocol::LL, 2, 20).slotStride, 64u);  // 6 lines, padded to a cache line
+  EXPECT_EQ(fifoLayout(Protocol::LL, 2, 32).slotStride, 128u);  // 9 lines
 }
 
 // The reference's arithmetic: check it against the real engine

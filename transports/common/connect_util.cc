@@ -57,6 +57,7 @@ Result checkWait(const ConnectRequest& req, const std::string& what) {
   if (now >= nextLivenessCheck) {
     nextLivenessCheck = now + std::chrono::milliseconds(100);
     BRAID_TRY(checkPeerProcess(req.self, req.peer, "waiting for " + what));
+    if (req.whileWaiting) BRAID_TRY(req.whileWaiting());
   }
   return Result::success();
 }

@@ -116,11 +116,12 @@ Result IbSend::create(std::unique_ptr<IbQpResources> res, UniqueFd handshake,
                       std::unique_ptr<IbSend>* out) {
   std::unique_ptr<IbSend> s(new IbSend());
   s->slotBytes_ = req.slotBytes;
+  s->stride_ = slotStride(req.slotBytes);
   s->nslots_ = static_cast<uint32_t>(req.nslots);
   s->peer_ = connectionName(req);
   s->ring_ = ring;
   MrKeys k;
-  BRAID_TRY(res->keys(res->ring(), req.slotBytes * static_cast<size_t>(req.nslots), &k));
+  BRAID_TRY(res->keys(res->ring(), ringBytes(req), &k));
   s->lkey_ = k.lkey;
   s->credit_ = reinterpret_cast<uint64_t*>(res->control());
   s->sq_ = std::make_unique<SendQueueWindow>(senderQueueDepth(s->nslots_),
@@ -133,26 +134,28 @@ Result IbSend::create(std::unique_ptr<IbQpResources> res, UniqueFd handshake,
 
 void* IbSend::acquire() {
   if (!error_.ok() || posted_ >= creditLimit() || sq_->full()) return nullptr;
-  return res_->ring() + (posted_ % nslots_) * slotBytes_;
+  return res_->ring() + (posted_ % nslots_) * stride_;
 }
 
-void IbSend::post(size_t bytes) {
+void IbSend::post(size_t bytes, uint32_t mark) {
   if (!error_.ok()) return;
   const size_t slot = posted_ % nslots_;
+  uint8_t* data = res_->ring() + slot * stride_;
+  memcpy(data + bytes, &mark, kMarkBytes);
   IbvSge sge;
-  sge.addr = reinterpret_cast<uintptr_t>(res_->ring() + slot * slotBytes_);
-  sge.length = static_cast<uint32_t>(bytes);
+  sge.addr = reinterpret_cast<uintptr_t>(data);
+  sge.length = static_cast<uint32_t>(bytes + kMarkBytes);
   sge.lkey = lkey_;
   IbvSendWr wr;
   memset(&wr, 0, sizeof(wr));
   const bool signalled = sq_->signalNext(false);
   wr.wrId = sq_->nextId();
   wr.sgList = &sge;
-  wr.numSge = bytes ? 1 : 0;
+  wr.numSge = 1;
   wr.opcode = kWrRdmaWriteWithImm;
   wr.sendFlags = signalled ? unsigned{kSendSignaled} : 0u;
   wr.immData = htonl(static_cast<uint32_t>(bytes));
-  wr.rdma.remoteAddr = ring_.addr + slot * slotBytes_;
+  wr.rdma.remoteAddr = ring_.addr + slot * stride_;
   wr.rdma.rkey = ring_.rkey;
   IbvSendWr* bad = nullptr;
   const int rc = postSend(res_->qp(), &wr, &bad);
@@ -221,6 +224,7 @@ Result IbRecv::create(std::unique_ptr<IbQpResources> res, UniqueFd handshake,
                       std::unique_ptr<IbRecv>* out) {
   std::unique_ptr<IbRecv> r(new IbRecv());
   r->slotBytes_ = req.slotBytes;
+  r->stride_ = slotStride(req.slotBytes);
   r->nslots_ = static_cast<uint32_t>(req.nslots);
   r->creditBatch_ = std::max<uint32_t>(1, r->nslots_ / 4);
   r->peer_ = connectionName(req);
@@ -273,11 +277,13 @@ Result IbRecv::sendCredit() {
   return Result::success();
 }
 
-const void* IbRecv::peek(size_t* bytes) {
+const void* IbRecv::peek(size_t* bytes, uint32_t* mark) {
   if (!error_.ok() || released_ == arrived_) return nullptr;
   const size_t slot = released_ % nslots_;
   *bytes = sizes_[slot];
-  return res_->ring() + slot * slotBytes_;
+  const uint8_t* data = res_->ring() + slot * stride_;
+  if (mark) memcpy(mark, data + *bytes, kMarkBytes);
+  return data;
 }
 
 void IbRecv::release() {

@@ -151,6 +151,13 @@ struct RemoteCredit {
   uint32_t rkey = 0;
 };
 
+// Each slot carries its payload and then the sender's 4-byte mark
+// (SendConnection::post), written by the same RDMA write: the immediate
+// holds only the size. Slots are kept 64-byte aligned.
+constexpr size_t kMarkBytes = sizeof(uint32_t);
+inline size_t slotStride(size_t slotBytes) { return (slotBytes + kMarkBytes + 63) / 64 * 64; }
+inline size_t ringBytes(const ConnectRequest& req) { return slotStride(req.slotBytes) * static_cast<size_t>(req.nslots); }
+
 class IbSend final : public SendConnection {
  public:
   // `res` is at RTS; `handshake` is the socket the hello went over.
@@ -158,7 +165,7 @@ class IbSend final : public SendConnection {
                        const RemoteRing& ring, const ConnectRequest& req,
                        std::unique_ptr<IbSend>* out);
   void* acquire() override;
-  void post(size_t bytes) override;
+  void post(size_t bytes, uint32_t mark = 0) override;
   Result progress() override;
   bool flushed() const override;
   Result checkPeer() override;
@@ -175,6 +182,7 @@ class IbSend final : public SendConnection {
   RemoteRing ring_;
   std::string peer_;
   size_t slotBytes_ = 0;
+  size_t stride_ = 0;  // slotStride(slotBytes_)
   uint32_t nslots_ = 0;
   uint32_t lkey_ = 0;
   uint64_t* credit_ = nullptr;  // in the control page, written by the receiver
@@ -190,7 +198,7 @@ class IbRecv final : public RecvConnection {
   static Result create(std::unique_ptr<IbQpResources> res, UniqueFd handshake,
                        const RemoteCredit& credit, const ConnectRequest& req,
                        std::unique_ptr<IbRecv>* out);
-  const void* peek(size_t* bytes) override;
+  const void* peek(size_t* bytes, uint32_t* mark = nullptr) override;
   void release() override;
   Result progress() override;
   Result checkPeer() override;
@@ -207,6 +215,7 @@ class IbRecv final : public RecvConnection {
   RemoteCredit credit_;
   std::string peer_;
   size_t slotBytes_ = 0;
+  size_t stride_ = 0;  // slotStride(slotBytes_)
   uint32_t nslots_ = 0;
   uint32_t creditBatch_ = 1;
   std::vector<uint32_t> sizes_;  // by slot: bytes the sender wrote

@@ -55,7 +55,7 @@ Result checkGeometry(const ConnectRequest& req) {
 ib::IbQpResources::Shape senderShape(const ConnectRequest& req) {
   ib::IbQpResources::Shape s;
   s.controlBytes = ib::kControlBytes;
-  s.ringBytes = req.slotBytes * static_cast<size_t>(req.nslots);
+  s.ringBytes = ib::ringBytes(req);
   s.sendDepth = ib::senderQueueDepth(static_cast<uint32_t>(req.nslots));
   s.recvDepth = 0;
   return s;
@@ -63,7 +63,7 @@ ib::IbQpResources::Shape senderShape(const ConnectRequest& req) {
 
 ib::IbQpResources::Shape receiverShape(const ConnectRequest& req) {
   ib::IbQpResources::Shape s;
-  s.ringBytes = req.slotBytes * static_cast<size_t>(req.nslots);
+  s.ringBytes = ib::ringBytes(req);
   s.sendDepth = ib::kReceiverQueueDepth;
   s.recvDepth = static_cast<uint32_t>(req.nslots);
   return s;
@@ -192,7 +192,7 @@ class IbTransport : public Transport {
     std::unique_ptr<ib::IbQpResources> res;
     BRAID_TRY(ib::IbQpResources::create(dev, receiverShape(req), &res));
     ib::MrKeys ring;
-    BRAID_TRY(res->keys(res->ring(), req.slotBytes * static_cast<size_t>(req.nslots), &ring));
+    BRAID_TRY(res->keys(res->ring(), ib::ringBytes(req), &ring));
 
     sockaddr_storage self{}, bound{};
     BRAID_TRY(peerAddress(req.self, &self));

@@ -62,8 +62,8 @@ void* TcpSend::acquire() {
   return ring_.slot(posted_);
 }
 
-void TcpSend::post(size_t bytes) {
-  headers_[posted_ % ring_.nslots] = FrameHeader{bytes, posted_};
+void TcpSend::post(size_t bytes, uint32_t mark) {
+  headers_[posted_ % ring_.nslots] = FrameHeader{uint32_t(bytes), mark, posted_};
   ++posted_;
 }
 
@@ -158,24 +158,24 @@ Result TcpSend::writeSome(int index, bool* socketFull) {
 // ---- receiver -------------------------------------------------------------------
 
 TcpRecv::TcpRecv(std::vector<UniqueFd> fds, size_t slotBytes, int nslots, std::string peer)
-    : ring_(slotBytes, nslots), sizes_(nslots), peer_(std::move(peer)) {
+    : ring_(slotBytes, nslots), arrived_(nslots), peer_(std::move(peer)) {
   streams_.resize(fds.size());
   for (size_t i = 0; i < fds.size(); ++i) streams_[i].fd = std::move(fds[i]);
 }
 
-const void* TcpRecv::peek(size_t* bytes) {
-  if (released_ == received_) return nullptr;
-  *bytes = sizes_[released_ % ring_.nslots];
-  return ring_.slot(released_);
+const void* TcpRecv::peek(size_t* bytes, uint32_t* mark) {
+  return released_ == received_ ? nullptr : arrived(released_, bytes, mark);
 }
 
 void TcpRecv::release() {
   if (released_ < received_) ++released_;
 }
 
-const void* TcpRecv::arrived(uint64_t k, size_t* bytes) {
+const void* TcpRecv::arrived(uint64_t k, size_t* bytes, uint32_t* mark) {
   if (k < released_ || k >= received_) return nullptr;
-  *bytes = sizes_[k % ring_.nslots];
+  const FrameHeader& h = arrived_[k % ring_.nslots];
+  *bytes = h.bytes;
+  if (mark) *mark = h.mark;
   return ring_.slot(k);
 }
 
@@ -237,13 +237,14 @@ Result TcpRecv::startSlot() {
                                    received_, peer_, &h));
   sized_ = true;
   slotSize_ = h.bytes;
+  slotMark_ = h.mark;
   stripes_ = tcp::stripeCount(h.bytes, static_cast<int>(streams_.size()));
   for (Stream& s : streams_) s.headerGot = s.payloadGot = 0;
   return Result::success();
 }
 
 void TcpRecv::finishSlot() {
-  sizes_[received_ % ring_.nslots] = slotSize_;
+  arrived_[received_ % ring_.nslots] = FrameHeader{uint32_t(slotSize_), slotMark_, received_};
   ++received_;
   sized_ = false;
   // Socket 0 may already hold (part of) the next header: keep its headerGot.

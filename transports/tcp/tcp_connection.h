@@ -44,7 +44,7 @@ class TcpSend final : public SendConnection {
   // `fds` are the connection's sockets in stripe order (1..tcp::kMaxSockets).
   TcpSend(std::vector<UniqueFd> fds, size_t slotBytes, int nslots, std::string peer);
   void* acquire() override;
-  void post(size_t bytes) override;
+  void post(size_t bytes, uint32_t mark = 0) override;
   Result progress() override;
   bool flushed() const override { return sent_ == posted_; }
   bool useSlots(const SlotMemory& slots) override { return posted_ == 0 && ring_.adopt(slots); }
@@ -74,11 +74,11 @@ class TcpSend final : public SendConnection {
 class TcpRecv final : public RecvConnection {
  public:
   TcpRecv(std::vector<UniqueFd> fds, size_t slotBytes, int nslots, std::string peer);
-  const void* peek(size_t* bytes) override;
+  const void* peek(size_t* bytes, uint32_t* mark = nullptr) override;
   void release() override;
   Result progress() override;
   bool useSlots(const SlotMemory& slots) override { return received_ == 0 && !sized_ && ring_.adopt(slots); }
-  const void* arrived(uint64_t k, size_t* bytes) override;
+  const void* arrived(uint64_t k, size_t* bytes, uint32_t* mark = nullptr) override;
   bool allocated() const { return ring_.allocated(); }
 
  private:
@@ -97,11 +97,12 @@ class TcpRecv final : public RecvConnection {
 
   std::vector<Stream> streams_;
   SlotRing ring_;
-  std::vector<uint64_t> sizes_;
+  std::vector<FrameHeader> arrived_;  // by slot: its size and mark
   uint64_t received_ = 0;    // complete slots
   uint64_t released_ = 0;
   bool sized_ = false;       // socket 0's header of slot `received_` is in and checked
   uint64_t slotSize_ = 0;    // its size, once sized_
+  uint32_t slotMark_ = 0;    // and its mark
   int stripes_ = 1;          // sockets that carry a part of it
   bool peerClosed_ = false;  // end of stream on socket 0 seen at a frame boundary
   std::string peer_;

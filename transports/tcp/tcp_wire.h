@@ -68,7 +68,8 @@ Result decodeHello(const void* data, size_t len, uint64_t nonce, Hello* out);
 // sockets, each socket that carries a stripe of the slot sends this header
 // (with the whole slot's size) and then its stripe.
 struct FrameHeader {
-  uint64_t bytes;  // payload size of the whole slot, <= slotBytes
+  uint32_t bytes;  // payload size of the whole slot, <= slotBytes (< 4 GiB)
+  uint32_t mark;   // the sender's mark of the slot (SendConnection::post)
   uint64_t seq;    // slot sequence number, checked to catch a desynchronised stream
 };
 static_assert(sizeof(FrameHeader) == 16, "tcp::FrameHeader layout");

@@ -9,6 +9,7 @@
 #include "engine/comm.h"
 #include "engine/device/cuda_capture.h"
 #include "engine/device/cuda_device_path.h"
+#include "engine/fingerprint.h"
 #include "engine/lanes/comm_program.h"
 #include "engine/lanes/lane_image.h"
 #include "kernels/executor/plan_kernel.h"
@@ -75,8 +76,12 @@ void CUDART_CB checkFailures(void* arg) {
   for (const auto& [comm, proxy] : check->comms) {
     const uint32_t worst = proxy->words().takeLaneFailure();
     if (worst == 0) continue;
-    setCommError(comm, fail(ncclSystemError, "rank %d: a plan kernel lane ended with '%s' (BRAID_DEVICE_ENGINE=kernels)",
-                            comm->rank, exec::execStatusName(exec::ExecStatus(worst))));
+    const exec::ExecStatus st = exec::ExecStatus(worst);
+    // A message of another call (its fingerprint) or size: the ranks' calls differ.
+    const bool misuse = st == exec::ExecStatus::FingerprintMismatch || st == exec::ExecStatus::SizeMismatch;
+    setCommError(comm, fail(misuse ? ncclInvalidUsage : ncclSystemError,
+                            "rank %d: a plan kernel lane ended with '%s'%s (BRAID_DEVICE_ENGINE=kernels)", comm->rank,
+                            exec::execStatusName(st), misuse ? ": the ranks called different operations" : ""));
   }
 }
 
@@ -88,7 +93,7 @@ std::vector<exec::OpBuffers> opsOf(const CommLaunch& c, char* scratch) {
   for (size_t i = 0; i < c.tasks.size(); ++i) {
     const Task& t = *c.tasks[i];
     ops.push_back({static_cast<const char*>(t.sendbuff), static_cast<char*>(t.recvbuff),
-                   scratch + c.cp.scratchOffsets[i], t.op});
+                   scratch + c.cp.scratchOffsets[i], t.op, callFingerprint(c.cp.shapeFingerprints[i], t.callNumber)});
   }
   return ops;
 }

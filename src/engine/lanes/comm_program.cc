@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/comm.h"
+#include "engine/fingerprint.h"
 #include "engine/task_plan.h"
 
 namespace braid {
@@ -55,8 +56,10 @@ Result commProgramOf(const std::vector<const Task*>& tasks, LaneRunner runner, C
   CommProgram cp;
   const LaneLimits limits = limitsOf(tasks.front()->comm);
   for (const Task* t : tasks) {
-    plans.push_back(generatePlan(shapeOf(*t)));
+    const CollShape shape = shapeOf(*t);
+    plans.push_back(generatePlan(shape));
     ops.push_back({t->type, protocolOf(*t, limits, runner)});
+    cp.shapeFingerprints.push_back(shapeFingerprint(*t, shape, ops.back().protocol));
     cp.scratchOffsets.push_back(cp.scratchBytes);
     cp.scratchBytes += (plans.back().scratchElems * typeSize(t->type) + 63) & ~size_t(63);
   }

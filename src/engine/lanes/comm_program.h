@@ -15,6 +15,7 @@ namespace lanes {
 struct CommProgram {
   LaneProgram program;
   std::vector<size_t> scratchOffsets;  // per call: where its Buffer::Scratch starts
+  std::vector<uint32_t> shapeFingerprints;  // per call (engine/fingerprint.h)
   size_t scratchBytes = 0;
 };
 

@@ -3,7 +3,9 @@
 #include <map>
 
 #include "engine/comm.h"
+#include "engine/call_probe.h"
 #include "engine/connect.h"
+#include "engine/fingerprint.h"
 #include "engine/lanes/comm_program.h"
 #include "engine/lanes/host_lanes.h"
 #include "engine/lanes/lane_image.h"
@@ -23,6 +25,7 @@ Result plan(CommRun& run) {
   std::vector<char>& scratch = hostLanesOf(comm).scratch;
   if (scratch.size() < cp.scratchBytes) scratch.resize(cp.scratchBytes);
   run.scratchOffsets = std::move(cp.scratchOffsets);
+  run.shapeFingerprints = std::move(cp.shapeFingerprints);
   run.program = std::move(cp.program);
   return Result::success();
 }
@@ -30,7 +33,8 @@ Result plan(CommRun& run) {
 exec::OpBuffers opBuffersOf(const CommRun& run, size_t i) {
   const Task& t = run.tasks[i];
   return {static_cast<const char*>(t.sendbuff), static_cast<char*>(t.recvbuff),
-          run.comm->hostLanes->scratch.data() + run.scratchOffsets[i], t.op};
+          run.comm->hostLanes->scratch.data() + run.scratchOffsets[i], t.op,
+          callFingerprint(run.shapeFingerprints[i], t.callNumber)};
 }
 
 // Same-host FIFOs (offer, then accept, for every communicator), then the
@@ -67,6 +71,13 @@ Result buildImage(CommRun& c) {
   return writeLaneImage(parts, stage, reinterpret_cast<uintptr_t>(c.image.data()), c.image.data());
 }
 
+// The calls' fingerprints, for peers that ask which call a message or a
+// probe was (engine/call_probe.h).
+void remember(const CommRun& c) {
+  for (size_t i = 0; i < c.tasks.size(); ++i)
+    rememberCall(c.comm, c.tasks[i], callFingerprint(c.shapeFingerprints[i], c.tasks[i].callNumber));
+}
+
 }  // namespace
 
 Result prepareLaneGroup(const std::vector<Task>& tasks, LaneGroup* group) {
@@ -80,8 +91,13 @@ Result prepareLaneGroup(const std::vector<Task>& tasks, LaneGroup* group) {
     }
     run->tasks.push_back(t);
   }
-  for (auto& c : group->comms) BRAID_TRY(plan(*c));
-  BRAID_TRY(connect(group->comms));
+  for (auto& c : group->comms) {
+    BRAID_TRY(plan(*c));
+    remember(*c);
+  }
+  std::vector<ncclComm*> comms;
+  for (auto& c : group->comms) comms.push_back(c->comm);
+  BRAID_TRY(preferFailureNotice(comms, connect(group->comms)));
   for (auto& c : group->comms) {
     BRAID_TRY(buildImage(*c));
     auto* lanes = reinterpret_cast<exec::LaneExec*>(c->image.data());
@@ -102,9 +118,11 @@ void rebindLaneGroup(LaneGroup& group, const std::vector<Task>& tasks) {
     mine.op = tasks[i].op;
     mine.deviceScalar = tasks[i].deviceScalar;
     mine.sequence = tasks[i].sequence;
+    mine.callNumber = tasks[i].callNumber;
     // The scratch may have moved since (a larger group grew it).
     c.ops[i] = image[i] = opBuffersOf(c, i);
   }
+  remember(c);
 }
 
 int peerOfStep(const LaneRun& run, uint64_t step) {

@@ -24,6 +24,7 @@ struct CommRun {
   std::vector<Task> tasks;  // copies: a cached group outlives the calls
   LaneProgram program;
   std::vector<size_t> scratchOffsets;  // per call, into the host lanes' scratch
+  std::vector<uint32_t> shapeFingerprints;  // per call (engine/fingerprint.h)
   std::vector<exec::OpBuffers> ops;
   size_t opsOffset = 0;        // bytes from the image's start to `ops`' copy in it
   std::vector<uint64_t> image;  // the lanes (lane_image.h), run in place

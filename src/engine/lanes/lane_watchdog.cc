@@ -6,7 +6,10 @@
 
 #include "base/diagnosis_signal.h"
 #include "base/process_liveness.h"
+#include "bootstrap/bootstrap.h"
+#include "engine/call_probe.h"
 #include "engine/comm.h"
+#include "engine/fingerprint.h"
 #include "engine/lanes/host_lanes.h"
 
 namespace braid {
@@ -48,6 +51,8 @@ bool awaitFailureNotice(ncclComm* comm, std::chrono::milliseconds grace, std::st
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
+
+constexpr auto kStallBeforeProbe = std::chrono::seconds(1);
 
 // What one rank tells rank 0 after a timeout.
 struct WaitReport {
@@ -172,9 +177,11 @@ Stop LaneWatchdog::check() {
   // Notices first: they name the rank that failed first.
   for (const auto& c : group_.comms) {
     std::string notice;
-    if (c->comm->bootstrap && c->comm->bootstrap->pollFailure(&notice))
-      return stop(c->comm, failureNoticeError(c->comm->rank, notice));
+    if (c->comm->bootstrap && c->comm->bootstrap->pollFailure(&notice)) return noticed(c->comm, notice);
   }
+  Stop probed = answerProbes();
+  if (!probed.why.ok()) return probed;
+  probeWhenStalled(now);
   for (const auto& c : group_.comms) {
     ncclComm* comm = c->comm;
     Result lost;
@@ -198,6 +205,63 @@ Stop LaneWatchdog::check() {
     return stop(comm, lost.context("rank " + std::to_string(comm->rank)), peer, true);
   }
   return {};
+}
+
+// A notice from another rank. One saying that this rank sent a message of
+// another call is answered with this rank's call, so that every rank can
+// name both sides.
+Stop LaneWatchdog::noticed(ncclComm* comm, const std::string& first) const {
+  MismatchNotice n;
+  bool named = false;
+  for (const std::string& notice : comm->bootstrap->failureNotices())
+    if (parseMismatchNotice(notice, &n) && n.kind == MismatchNotice::Received && n.sender == comm->rank) {
+      named = true;
+      break;
+    }
+  if (!named) return stop(comm, failureNoticeError(comm->rank, first));
+  MismatchNotice pair = n;
+  pair.kind = MismatchNotice::Paired;
+  pair.text = callWithFingerprint(comm, n.fingerprint) + " while " + n.text;
+  Stop s = stop(comm, fail(ncclInvalidUsage, "%s", pair.text.c_str()), -1, true);
+  s.notice = encodeMismatchNotice(pair);
+  return s;
+}
+
+// Probes from stalled ranks (engine/call_probe.h); a mismatch they show was
+// told to every rank already.
+Stop LaneWatchdog::answerProbes() const {
+  for (const auto& c : group_.comms) {
+    Result r = answerCallProbes(c->comm);
+    if (!r.ok()) return stop(c->comm, std::move(r));
+  }
+  return {};
+}
+
+// Once the lanes have not moved for kStallBeforeProbe, each communicator's
+// first waiting lane in a collective tells the rank it waits on which call it
+// is in (answerProbes, there).
+void LaneWatchdog::probeWhenStalled(Clock::time_point now) {
+  uint64_t signature = 0;
+  for (const LaneRun& run : group_.runs)
+    signature = signature * 0x100000001B3ull + (run.done ? 1 : stepOf(run) * 31 + exec::loadRelaxed(&run.exec->waitingOn));
+  if (signature != stallSignature_ || stallSince_ == Clock::time_point::min()) {
+    stallSignature_ = signature;
+    stallSince_ = now;
+    probed_ = false;
+    return;
+  }
+  if (probed_ || now - stallSince_ < kStallBeforeProbe) return;
+  probed_ = true;
+  for (const auto& c : group_.comms) {
+    for (const LaneRun& run : group_.runs) {
+      if (run.owner != c.get() || !running(run) || !c->comm->bootstrap) continue;
+      const uint64_t at = stepOf(run);
+      const int peer = peerOfStep(run, at);
+      if (peer < 0) continue;
+      sendCallProbe(c->comm, peer, &c->tasks[run.lane->bound.steps[at].op]);
+      break;
+    }
+  }
 }
 
 // Names the first lane still waiting, and whom it waits for.

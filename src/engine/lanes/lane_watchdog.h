@@ -15,14 +15,21 @@ namespace braid {
 namespace lanes {
 
 // Why a group stopped. `notify`: this rank saw a peer go (lostPeer, or -1
-// when it cannot tell which) and tells the other ranks, so that those waiting
-// on someone else fail within moments instead of at their timeout; a notice
-// this rank only received is not passed on.
+// when it cannot tell which), or a message of another call, and tells the
+// other ranks (`notice`, else why's message), so that those waiting on someone
+// else fail within moments instead of at their timeout; a notice this rank
+// only received is not passed on, except by the rank a mismatch notice names
+// as the sender, which answers with its own call. `pairFrom`: the rank whose
+// answer names the other side of a mismatch this rank saw.
 struct Stop {
+  Stop(Result why = Result::success(), ncclComm* comm = nullptr, int lostPeer = -1, bool notify = false)
+      : why(std::move(why)), comm(comm), lostPeer(lostPeer), notify(notify) {}
   Result why;
   ncclComm* comm = nullptr;
   int lostPeer = -1;
   bool notify = false;
+  std::string notice;
+  int pairFrom = -1;
 };
 
 // One "braid diagnosis:" line per lane still running.
@@ -42,12 +49,20 @@ class LaneWatchdog {
   // A lane waits on `peer` through a FIFO in shared memory (not bridged).
   bool waitedOnInMemory(ncclComm* comm, int peer) const;
   Stop stuck(const char* why) const;
+  Stop noticed(ncclComm* comm, const std::string& first) const;
+  Stop answerProbes() const;
+  void probeWhenStalled(Clock::time_point now);
   Stop stop(ncclComm* comm, Result why, int lostPeer = -1, bool notify = false) const;
 
   const LaneGroup& group_;
   Deadline deadline_ = Clock::time_point::min();
   Clock::time_point nextPeerCheck_ = Clock::time_point::min();
   uint64_t diagnosisSeen_;
+  // Where the lanes were when the watchdog last saw them move: lanes that
+  // stay put for a second ask the ranks they wait on which call those are in.
+  uint64_t stallSignature_ = 0;
+  Clock::time_point stallSince_ = Clock::time_point::min();
+  bool probed_ = false;
 };
 
 // After a timeout: every rank reports to rank 0 what it waits for, and rank 0

@@ -70,9 +70,12 @@ bool NetBridge::pump(SendHalf& h) {
   if (int64_t(exec::loadAcquire(h.fifo.head) - m) < 0) return moved;
   void* slot = h.conn->acquire();
   if (slot == nullptr) return moved;
-  const uint64_t bytes = h.fifo.sizes[m % h.fifo.nslots];  // stored before head's release
+  // The message's word was stored before head's release; its fingerprint
+  // travels as the connection's mark.
+  const uint64_t word = h.fifo.sizes[m % h.fifo.nslots];
+  const uint64_t bytes = exec::messageBytes(word);
   if (!h.inPlace) memcpy(slot, h.fifo.slot(m), bytes);
-  h.conn->post(bytes);
+  h.conn->post(bytes, exec::messageFingerprint(word));
   if (!h.inPlace) exec::storeRelease(h.fifo.tail, m);  // copied: the lane may reuse the slot
   h.forwarded = m;
   return true;
@@ -104,19 +107,21 @@ bool NetBridge::pump(RecvHalf& h, bool readSocket) {
 
 bool NetBridge::deliverNext(RecvHalf& h) {
   size_t bytes = 0;
+  uint32_t mark = 0;
   if (h.inPlace) {
-    const void* data = h.conn->arrived(h.delivered, &bytes);
-    return data != nullptr && deliver(h, data, bytes);
+    const void* data = h.conn->arrived(h.delivered, &bytes, &mark);
+    return data != nullptr && deliver(h, data, bytes, mark);
   }
   if (h.delivered + 1 - exec::loadAcquire(h.fifo.tail) > uint64_t(h.fifo.nslots)) return false;
-  const void* data = h.conn->peek(&bytes);
-  if (data == nullptr || !deliver(h, data, bytes)) return false;
+  const void* data = h.conn->peek(&bytes, &mark);
+  if (data == nullptr || !deliver(h, data, bytes, mark)) return false;
   h.conn->release();
   return true;
 }
 
-// Gives message delivered+1 (in `data`, the FIFO slot itself in place) to the lane.
-bool NetBridge::deliver(RecvHalf& h, const void* data, size_t bytes) {
+// Gives message delivered+1 (in `data`, the FIFO slot itself in place) to the
+// lane, with the fingerprint its sender's lane stamped on it (`mark`).
+bool NetBridge::deliver(RecvHalf& h, const void* data, size_t bytes, uint32_t mark) {
   if (bytes > h.fifo.payloadBytes) {
     h.closed = fail(ncclInternalError, "network bridge: rank %d sent %zu bytes, more than a slot's %llu", h.peer,
                     bytes, static_cast<unsigned long long>(h.fifo.payloadBytes));
@@ -124,7 +129,7 @@ bool NetBridge::deliver(RecvHalf& h, const void* data, size_t bytes) {
   }
   const uint64_t m = h.delivered + 1;
   if (!h.inPlace) memcpy(h.fifo.slot(m), data, bytes);
-  h.fifo.sizes[m % h.fifo.nslots] = bytes;
+  h.fifo.sizes[m % h.fifo.nslots] = exec::messageWord(bytes, mark);
   exec::storeRelease(h.fifo.head, m);
   h.delivered = m;
   return true;

@@ -68,7 +68,7 @@ class NetBridge {
   bool pump(RecvHalf& h, bool readSocket);
   static bool among(const uint64_t* head, const std::vector<const uint64_t*>& awaited);
   bool deliverNext(RecvHalf& h);
-  bool deliver(RecvHalf& h, const void* data, size_t bytes);
+  bool deliver(RecvHalf& h, const void* data, size_t bytes, uint32_t mark);
 
   std::vector<SendHalf> sends_;
   std::vector<RecvHalf> recvs_;
