@@ -191,6 +191,32 @@ TEST_F(IbDataPath, IdleSenderFlushesWithAMarker) {
   EXPECT_EQ(recv_->peek(&got), nullptr);
 }
 
+// Each slot's mark (the engine's fingerprint of its message) arrives with it,
+// a full slot's and an empty one's included.
+TEST_F(IbDataPath, MarksTravelWithTheirSlots) {
+  connectPair(64, 4);
+  const size_t sizes[] = {64, 0, 7};
+  const uint32_t marks[] = {0xfeedbeefu, 1u, 0x80000000u};
+  for (int k = 0; k < 3; ++k) {
+    void* buf = send_->acquire();
+    ASSERT_NE(buf, nullptr);
+    memset(buf, 0x40 + k, sizes[k]);
+    send_->post(sizes[k], marks[k]);
+    ASSERT_TRUE(send_->progress().ok());
+  }
+  ASSERT_TRUE(recv_->progress().ok());
+  for (int k = 0; k < 3; ++k) {
+    size_t got = 0;
+    uint32_t mark = 0;
+    const auto* p = static_cast<const uint8_t*>(recv_->peek(&got, &mark));
+    ASSERT_NE(p, nullptr) << "slot " << k;
+    EXPECT_EQ(got, sizes[k]);
+    EXPECT_EQ(mark, marks[k]);
+    for (size_t i = 0; i < got; ++i) ASSERT_EQ(p[i], 0x40 + k);
+    recv_->release();
+  }
+}
+
 Blob badRkey(const Blob& in) {
   IbConnInfo info;
   EXPECT_TRUE(decodeIbBlob(in, "test", &info).ok());
