@@ -77,10 +77,15 @@ BRAID_HD void llSend(Port& port, uint64_t bytes, uint32_t fingerprint, const uin
   const uint32_t flag = uint32_t(m);
   uint64_t* lines = reinterpret_cast<uint64_t*>(port.fifo.slot(m));
   const uint64_t n = llMessageLines(bytes);
-  for (uint64_t i = g.tid(); i < n; i += g.size())
-    storeRelaxed(lines + i, llLine(i == 0 ? fingerprint : stage[i - 1], flag));
+  for (uint64_t i = 1 + g.tid(); i < n; i += g.size()) storeRelaxed(lines + i, llLine(stage[i - 1], flag));
+  // The header last: a receiver that sees it mostly finds the data lines
+  // there too (in one cache line for small messages) instead of polling each
+  // as it arrives. Each line's flag still vouches for that line alone.
   g.sync();
-  if (g.tid() == 0) port.seq = m;
+  if (g.tid() == 0) {
+    storeRelaxed(lines, llLine(fingerprint, flag));
+    port.seq = m;
+  }
   g.sync();
 }
 

@@ -121,8 +121,8 @@ void rebindLaneGroup(LaneGroup& group, const std::vector<Task>& tasks) {
     mine.callNumber = tasks[i].callNumber;
     // The scratch may have moved since (a larger group grew it).
     c.ops[i] = image[i] = opBuffersOf(c, i);
+    rememberCall(c.comm, mine, c.ops[i].fingerprint);
   }
-  remember(c);
 }
 
 int peerOfStep(const LaneRun& run, uint64_t step) {
