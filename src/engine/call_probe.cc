@@ -9,22 +9,63 @@ namespace braid {
 
 namespace {
 
-// What a stalled rank sends (kTagCallProbe).
-struct CallProbe {
-  uint64_t callNumber = 0;  // of a collective (Task::callNumber)
-  uint32_t fingerprint = 0;
+// What a stalled rank sends the rank it waits on (kTagCallProbe): a chain of
+// ranks, each waiting a second or more for the next, the last for the rank
+// that gets it.
+struct ProbeHop {
   int32_t rank = -1;
-  char call[240] = {};  // calledText
+  uint32_t fingerprint = 0;
+  uint64_t callNumber = 0;  // Task::callNumber, of a collective (0: a send or receive)
+  char call[200] = {};      // calledText
+};
+constexpr uint32_t kMaxHops = 8;
+struct CallProbe {
+  uint32_t hops = 0;
+  ProbeHop hop[kMaxHops];
 };
 
 bool isCollective(const Task& t) { return t.coll != Collective::Send && t.coll != Collective::Recv; }
 
-const RecentCall* latestCollective(const ncclComm* comm) {
+const RecentCall* latestCall(const ncclComm* comm) {
   const RecentCall* latest = nullptr;
   for (const RecentCall& r : comm->recentCalls)
-    if (r.task.sequence != 0 && isCollective(r.task) && (!latest || r.task.sequence > latest->task.sequence))
-      latest = &r;
+    if (r.task.sequence != 0 && (!latest || r.task.sequence > latest->task.sequence)) latest = &r;
   return latest;
+}
+
+Result tellEveryRank(ncclComm* comm, const ProbeHop& to, const std::string& text) {
+  MismatchNotice pair;
+  pair.kind = MismatchNotice::Paired;
+  pair.sender = comm->rank;
+  pair.reporter = to.rank;
+  pair.fingerprint = to.fingerprint;
+  pair.text = text;
+  comm->bootstrap->notifyFailure(encodeMismatchNotice(pair), -1, Clock::now() + std::chrono::seconds(1));
+  return fail(ncclInvalidUsage, "%s", text.c_str());
+}
+
+ProbeHop hopOf(const ncclComm* comm, const Task& t) {
+  ProbeHop h;
+  h.rank = comm->rank;
+  if (isCollective(t)) {
+    h.callNumber = t.callNumber;
+    for (const RecentCall& r : comm->recentCalls)
+      if (r.task.sequence == t.sequence) h.fingerprint = r.fingerprint;
+  }
+  snprintf(h.call, sizeof h.call, "%s", calledText(comm, t).c_str());
+  return h;
+}
+
+// Hops first..last of the chain, then this rank, each waiting for the next,
+// and the first waiting for this one.
+std::string cycleText(const CallProbe& p, uint32_t first, int me, const Stall& stall) {
+  std::string text;
+  for (uint32_t i = first; i < p.hops; ++i) {
+    const int next = i + 1 < p.hops ? p.hop[i + 1].rank : me;
+    text += std::string(p.hop[i].call) + " and waits for rank " + std::to_string(next) + "; ";
+  }
+  return text + stall.at + " and waits for rank " + std::to_string(p.hop[first].rank) +
+         ": the ranks wait for each other in a cycle (their calls, or their order, differ)";
 }
 
 }  // namespace
@@ -46,46 +87,53 @@ std::string callWithFingerprint(const ncclComm* comm, uint32_t fingerprint) {
   return "rank " + std::to_string(comm->rank) + " had sent it a message of a call it no longer knows";
 }
 
+std::string currentCallText(const ncclComm* comm, const Task* t) {
+  if (t) return calledText(comm, *t);
+  const RecentCall* latest = latestCall(comm);
+  return latest ? calledText(comm, latest->task) : "rank " + std::to_string(comm->rank) + " (no call yet)";
+}
+
 void sendCallProbe(ncclComm* comm, int peer, const Task* t) {
-  const RecentCall* latest = latestCollective(comm);
-  CallProbe p;
-  if (t && isCollective(*t)) {
-    p.callNumber = t->callNumber;
-    for (const RecentCall& r : comm->recentCalls)
-      if (r.task.sequence == t->sequence) p.fingerprint = r.fingerprint;
-  } else if (latest) {
+  if (!t) {
+    const RecentCall* latest = latestCall(comm);
+    if (!latest) return;
     t = &latest->task;
-    p.callNumber = t->callNumber;
-    p.fingerprint = latest->fingerprint;
-  } else {
-    return;
   }
-  p.rank = comm->rank;
-  snprintf(p.call, sizeof p.call, "%s", calledText(comm, *t).c_str());
+  CallProbe p;
+  p.hop[p.hops++] = hopOf(comm, *t);
   (void)comm->bootstrap->send(peer, kTagCallProbe, &p, sizeof p);
 }
 
-Result answerCallProbes(ncclComm* comm) {
+Result answerCallProbes(ncclComm* comm, const Stall& stall) {
   if (!comm->bootstrap) return Result::success();
   for (int peer = 0; peer < comm->nranks; ++peer) {
     bool ready = false;
     CallProbe p;
     if (peer == comm->rank || !comm->bootstrap->waitFor(peer, kTagCallProbe, 0, &ready).ok() || !ready ||
-        !comm->bootstrap->recv(peer, kTagCallProbe, &p, sizeof p, Clock::now()).ok())
+        !comm->bootstrap->recv(peer, kTagCallProbe, &p, sizeof p, Clock::now()).ok() || p.hops == 0 ||
+        p.hops > kMaxHops)
       continue;
-    p.call[sizeof p.call - 1] = '\0';
+    for (uint32_t i = 0; i < p.hops; ++i) p.hop[i].call[sizeof p.hop[i].call - 1] = '\0';
+    // The rank that sent it: its collective of the same number as one of ours.
+    const ProbeHop& last = p.hop[p.hops - 1];
+    bool sameNumber = false;
     for (const RecentCall& r : comm->recentCalls) {
-      if (r.task.sequence == 0 || !isCollective(r.task) || r.task.callNumber != p.callNumber ||
-          r.fingerprint == p.fingerprint)
+      if (r.task.sequence == 0 || !isCollective(r.task) || last.callNumber == 0 || r.task.callNumber != last.callNumber)
         continue;
-      MismatchNotice pair;
-      pair.kind = MismatchNotice::Paired;
-      pair.sender = comm->rank;
-      pair.reporter = p.rank;
-      pair.fingerprint = p.fingerprint;
-      pair.text = calledText(comm, r.task) + " while " + p.call;
-      comm->bootstrap->notifyFailure(encodeMismatchNotice(pair), -1, Clock::now() + std::chrono::seconds(1));
-      return fail(ncclInvalidUsage, "%s", pair.text.c_str());
+      sameNumber = true;
+      if (r.fingerprint != last.fingerprint)
+        return tellEveryRank(comm, last, calledText(comm, r.task) + " while " + last.call);
+    }
+    if (sameNumber || !stall.long_ || !stall.waitsOn) continue;
+    // A cycle: this rank, stalled too, waits for a rank of the chain.
+    for (uint32_t i = 0; i < p.hops; ++i)
+      if (stall.waitsOn(p.hop[i].rank)) return tellEveryRank(comm, last, cycleText(p, i, comm->rank, stall));
+    // Else the chain goes on to the rank this one waits for.
+    const RecentCall* latest = latestCall(comm);
+    const Task* t = stall.task ? stall.task : latest ? &latest->task : nullptr;
+    if (p.hops < kMaxHops && stall.waitingFor >= 0 && t) {
+      p.hop[p.hops++] = hopOf(comm, *t);
+      (void)comm->bootstrap->send(stall.waitingFor, kTagCallProbe, &p, sizeof p);
     }
   }
   return Result::success();

@@ -37,12 +37,16 @@ class SetUpWatch {
   Result check() {
     std::string notice;
     if (comm_->bootstrap->pollFailure(&notice)) return failureNoticeError(comm_->rank, notice);
-    BRAID_TRY(answerCallProbes(comm_));
     if (!probed_ && Clock::now() >= probeAt_) {
       probed_ = true;
       sendCallProbe(comm_, peer_);
     }
-    return Result::success();
+    Stall stall;
+    stall.long_ = probed_;
+    stall.waitsOn = [this](int peer) { return peer == peer_; };
+    stall.waitingFor = peer_;
+    stall.at = currentCallText(comm_, nullptr) + " (setting up its connections)";
+    return answerCallProbes(comm_, stall);
   }
 
  private:
@@ -216,17 +220,25 @@ Result connectAll(const std::vector<ConnectionNeed>& needs) {
   return preferFailureNotice(comms, connectEach(todo));
 }
 
-Result preferFailureNotice(const std::vector<ncclComm*>& comms, Result broken) {
-  if (broken.ok()) return broken;
-  const Clock::time_point until = Clock::now() + std::chrono::milliseconds(200);
+bool awaitFailureNotice(const std::vector<ncclComm*>& comms, std::chrono::milliseconds grace, ncclComm** from,
+                        std::string* notice) {
+  const Clock::time_point until = Clock::now() + grace;
   for (;;) {
-    for (ncclComm* comm : comms) {
-      std::string notice;
-      if (comm->bootstrap && comm->bootstrap->pollFailure(&notice)) return failureNoticeError(comm->rank, notice);
-    }
-    if (Clock::now() >= until) return broken;
+    for (ncclComm* comm : comms)
+      if (comm->bootstrap && comm->bootstrap->pollFailure(notice)) {
+        *from = comm;
+        return true;
+      }
+    if (Clock::now() >= until) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+}
+
+Result preferFailureNotice(const std::vector<ncclComm*>& comms, Result broken) {
+  ncclComm* from = nullptr;
+  std::string notice;
+  if (broken.ok() || !awaitFailureNotice(comms, kNoticeGrace, &from, &notice)) return broken;
+  return failureNoticeError(from->rank, notice);
 }
 
 }  // namespace braid

@@ -1,6 +1,7 @@
 // Makes the connections a group needs and does not have yet.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -24,10 +25,19 @@ Result connectAll(const std::vector<ConnectionNeed>& needs);
 // deadline passed: recv then reports it), watching meanwhile for abort, a
 // failure notice from another rank, the peer's process dying, and SIGUSR1
 // (which prints "setting up connections, waiting for rank P's <what>").
-// A peer that failed first usually told the others before it went: a rank
-// whose set-up then breaks on that peer (`broken`) reports the notice, which
-// says why, rather than the broken connection or FIFO (given 200 ms to
-// arrive). `broken` when none comes, or when it is success.
+// When one rank fails, it tells the others and then usually aborts, which
+// breaks its connections: a rank that sees a peer go may be seeing the second
+// failure, not the first. So before it blames what it saw, it gives a notice
+// about an earlier failure this long to arrive.
+constexpr std::chrono::milliseconds kNoticeGrace{200};
+
+// Waits up to `grace` for a failure notice to one of `comms` (*from).
+bool awaitFailureNotice(const std::vector<ncclComm*>& comms, std::chrono::milliseconds grace, ncclComm** from,
+                        std::string* notice);
+
+// A rank whose set-up or connection broke on a peer (`broken`) reports an
+// earlier failure's notice, which says why, if one comes within kNoticeGrace;
+// else `broken` (also when it is success).
 Result preferFailureNotice(const std::vector<ncclComm*>& comms, Result broken);
 
 Result awaitSetUpMessage(ncclComm* comm, int peer, uint32_t tag, const std::string& what);

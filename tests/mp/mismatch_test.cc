@@ -1,9 +1,10 @@
 // Default settings (no BRAID_CHECK): ranks whose calls differ are caught by
-// the fingerprint every message carries (engine/fingerprint.h). Every rank
-// gets ncclInvalidUsage within seconds, on the odd call or, where its part
+// the fingerprint every message carries (engine/fingerprint.h), or where no
+// message crosses by the probes of ranks that wait (engine/call_probe.h).
+// Every rank gets ncclInvalidUsage within seconds, on the odd call or, where its part
 // of that call needed nothing from the others (a broadcast's root), on its
 // next call; no rank returns success with wrong data; no process dies. At
-// least one rank's message names both calls.
+// least one rank's message names both calls (or the cycle of waiting ranks).
 //
 // The fixed cases are the misuses a user meets (another datatype, another
 // collective of the same count, a send and a receive of other counts); the
@@ -30,7 +31,7 @@ namespace {
 constexpr size_t kCount = 1024;
 
 // How one rank's odd call differs from everyone else's.
-enum class Odd { Datatype, Count, Collective, Reduction, Root, GroupOrder, SendCount, SendType, kCount };
+enum class Odd { Datatype, Count, Collective, Reduction, Root, GroupOrder, SendCount, SendType, RecvPeer, SendPeer, kCount };
 
 const char* oddName(Odd o) {
   switch (o) {
@@ -42,6 +43,8 @@ const char* oddName(Odd o) {
     case Odd::GroupOrder: return "GroupOrder";
     case Odd::SendCount: return "SendCount";
     case Odd::SendType: return "SendType";
+    case Odd::RecvPeer: return "RecvPeer";
+    case Odd::SendPeer: return "SendPeer";
     default: return "?";
   }
 }
@@ -129,10 +132,16 @@ ncclResult_t runCall(const Case& c, int rank, ncclComm_t comm, Buffers& b, bool*
       return r;
     }
     case Odd::SendCount:
-    case Odd::SendType: {
+    case Odd::SendType:
+    case Odd::RecvPeer:
+    case Odd::SendPeer: {
       // A ring of send/recv pairs in one group; the odd rank sends another
-      // count, or another datatype of the same size.
-      const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+      // count, or another datatype of the same size, or receives from its
+      // next rank instead of its previous one, or sends to the rank after
+      // its next (no message of another call ever reaches anyone: found by
+      // the ranks that wait on each other).
+      const int next = (rank + (odd && c.odd == Odd::SendPeer ? 2 : 1)) % n;
+      const int prev = odd && c.odd == Odd::RecvPeer ? next : (rank + n - 1) % n;
       const size_t sendCount = odd && c.odd == Odd::SendCount ? kCount / 2 : kCount;
       const ncclDataType_t sendType = odd && c.odd == Odd::SendType ? ncclInt32 : ncclFloat32;
       MP_NCCL_CHECK(ncclGroupStart());
@@ -195,7 +204,8 @@ void runCase(const Case& c) {
     const std::string m = readFile(path);
     unlink(path.c_str());
     all += "\n  rank " + std::to_string(r) + ": " + m;
-    someoneNamesBoth = someoneNamesBoth || m.find(" while rank ") != std::string::npos;
+    someoneNamesBoth = someoneNamesBoth || m.find(" while rank ") != std::string::npos ||
+                       m.find("wait for each other in a cycle") != std::string::npos;
   }
   rmdir(dir.c_str());
   EXPECT_TRUE(someoneNamesBoth) << "no rank names both calls:" << all;
@@ -211,6 +221,11 @@ TEST_P(MpMismatch, AnotherDatatype) { runCase({Odd::Datatype, 3, 1, GetParam()})
 TEST_P(MpMismatch, AnotherCollectiveOfTheSameCount) { runCase({Odd::Collective, 3, 0, GetParam()}); }
 
 TEST_P(MpMismatch, ASendOfAnotherCount) { runCase({Odd::SendCount, 3, 2, GetParam()}); }
+
+// No message of another call crosses: the ranks that wait on each other for
+// a second find it.
+TEST_P(MpMismatch, AReceiveFromAnotherPeer) { runCase({Odd::RecvPeer, 3, 1, GetParam()}); }
+TEST_P(MpMismatch, ASendToAnotherPeer) { runCase({Odd::SendPeer, 4, 1, GetParam()}); }
 
 // The message names both calls exactly, as in the example.
 TEST_P(MpMismatch, TheMessageNamesBothCalls) {
@@ -259,6 +274,8 @@ TEST(MpMismatchProperty, RandomOddCalls) {
     Case c;
     c.odd = Odd(rng() % unsigned(Odd::kCount));
     c.nranks = rankCounts[rng() % 5];
+    // With 2 ranks, next and previous are one rank, and the one after next is this one.
+    if ((c.odd == Odd::RecvPeer || c.odd == Odd::SendPeer) && c.nranks == 2) c.nranks = 3;
     c.oddRank = int(rng() % unsigned(c.nranks));
     c.transport = i % 2 == 0 ? "shm" : "tcp";
     c.algo = algos[i % 5];

@@ -10,6 +10,7 @@
 #include "bootstrap/bootstrap.h"
 #include "engine/call_probe.h"
 #include "engine/comm.h"
+#include "engine/connect.h"
 #include "engine/fingerprint.h"
 #include "engine/lanes/host_lanes.h"
 #include "engine/lanes/lane_group.h"
@@ -135,7 +136,14 @@ lanes::Stop runTurns(lanes::LaneGroup& group) {
   while (remaining > 0 || !bridges.flushed()) {
     bool progressed = bridges.pump(group.runs);
     lanes::Stop failed = bridges.failure();
-    if (!failed.why.ok()) return failed;
+    if (!failed.why.ok()) {
+      // The peer may have failed first, and said why.
+      ncclComm* from = nullptr;
+      std::string notice;
+      if (awaitFailureNotice({failed.comm}, kNoticeGrace, &from, &notice))
+        return {failureNoticeError(from->rank, notice), from};
+      return failed;
+    }
     for (lanes::LaneRun& run : group.runs) {
       if (run.done || !turn(run)) continue;
       progressed = true;

@@ -9,6 +9,7 @@
 #include "bootstrap/bootstrap.h"
 #include "engine/call_probe.h"
 #include "engine/comm.h"
+#include "engine/connect.h"
 #include "engine/fingerprint.h"
 #include "engine/lanes/host_lanes.h"
 
@@ -38,20 +39,7 @@ bool waitsOn(const LaneRun& run, int peer, PortKey* key = nullptr) {
   return true;
 }
 
-// When one rank fails, it tells the others and then usually aborts, which
-// breaks its own connections too: a rank that sees a peer go may be seeing
-// the second failure, not the first. So before blaming the peer it saw go, it
-// gives a notice about an earlier loss a moment to arrive.
-bool awaitFailureNotice(ncclComm* comm, std::chrono::milliseconds grace, std::string* notice) {
-  if (!comm->bootstrap) return false;
-  const Clock::time_point until = Clock::now() + grace;
-  for (;;) {
-    if (comm->bootstrap->pollFailure(notice)) return true;
-    if (Clock::now() >= until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
-
+// Lanes that stay put this long probe the ranks they wait on (engine/call_probe.h).
 constexpr auto kStallBeforeProbe = std::chrono::seconds(1);
 
 // What one rank tells rank 0 after a timeout.
@@ -179,9 +167,9 @@ Stop LaneWatchdog::check() {
     std::string notice;
     if (c->comm->bootstrap && c->comm->bootstrap->pollFailure(&notice)) return noticed(c->comm, notice);
   }
+  probeWhenStalled(now);
   Stop probed = answerProbes();
   if (!probed.why.ok()) return probed;
-  probeWhenStalled(now);
   for (const auto& c : group_.comms) {
     ncclComm* comm = c->comm;
     Result lost;
@@ -200,7 +188,8 @@ Stop LaneWatchdog::check() {
         lost = checkPeerProcess(self, info, "running a lane"), peer = info.rank;
     if (lost.ok()) continue;
     std::string notice;
-    if (lost.code() == ncclRemoteError && awaitFailureNotice(comm, std::chrono::milliseconds(200), &notice))
+    ncclComm* from = nullptr;
+    if (lost.code() == ncclRemoteError && awaitFailureNotice({comm}, kNoticeGrace, &from, &notice))
       return stop(comm, failureNoticeError(comm->rank, notice + " (afterwards this rank saw: " + lost.message() + ")"));
     return stop(comm, lost.context("rank " + std::to_string(comm->rank)), peer, true);
   }
@@ -231,7 +220,18 @@ Stop LaneWatchdog::noticed(ncclComm* comm, const std::string& first) const {
 // told to every rank already.
 Stop LaneWatchdog::answerProbes() const {
   for (const auto& c : group_.comms) {
-    Result r = answerCallProbes(c->comm);
+    Stall stall;
+    stall.long_ = probed_;
+    stall.waitsOn = [this, comm = c->comm](int peer) { return waitedOn(comm, peer); };
+    for (const LaneRun& run : group_.runs) {
+      if (run.owner != c.get() || !running(run)) continue;
+      const uint64_t at = stepOf(run);
+      stall.task = &c->tasks[run.lane->bound.steps[at].op];
+      stall.waitingFor = peerOfStep(run, at);
+      break;
+    }
+    stall.at = currentCallText(c->comm, stall.task);
+    Result r = answerCallProbes(c->comm, stall);
     if (!r.ok()) return stop(c->comm, std::move(r));
   }
   return {};
