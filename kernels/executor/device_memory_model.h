@@ -89,6 +89,17 @@ BRAID_HD BRAID_INLINE uint32_t loadFlag(const uint32_t* p) {
 #endif
 }
 
+// Raises a failure word to at least `v` (the worst status of a group's lanes).
+BRAID_HD BRAID_INLINE void raiseFlag(uint32_t* p, uint32_t v) {
+#if defined(__CUDA_ARCH__)
+  SysRef32(*reinterpret_cast<unsigned int*>(p)).fetch_max(v, cuda::memory_order_relaxed);
+#else
+  uint32_t seen = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (seen < v && !__atomic_compare_exchange_n(p, &seen, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+#endif
+}
+
 // Makes this thread's earlier writes visible system-wide before a later store
 // by any thread of the block that comes after a barrier (fences are cumulative).
 BRAID_HD BRAID_INLINE void fenceSystem() {

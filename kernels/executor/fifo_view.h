@@ -65,20 +65,23 @@ BRAID_HD inline const char* execStatusName(ExecStatus s) {
   return "?";
 }
 
-// Every wait loop polls `abortFlag` (when not null) and gives up after
-// `maxPolls` polls (0: never; production relies on the abort word).
+// Every wait loop polls `abortFlag` (when not null) and `stopFlag` (when not
+// null: the failure word of the lanes that run together, which a lane that
+// fails raises, so that its peers end instead of waiting for it for ever) and
+// gives up after `maxPolls` polls (0: never; production relies on the words).
 // `resumable`: a wait that is not ready returns WouldBlock at once instead of
 // polling, so that one host thread can take turns over many lanes (the host
 // runner); a CUDA block runs its lane to the end and never sets it.
 struct WaitControl {
   const uint32_t* abortFlag = nullptr;
+  const uint32_t* stopFlag = nullptr;
   uint64_t maxPolls = 0;
   bool resumable = false;
 };
 
-// The abort word is read on the first poll and then once per this many: on
-// the GPU it sits in mapped host memory, and a read across PCIe per poll
-// would slow every wait.
+// The abort and stop words are read on the first poll and then once per this
+// many: on the GPU they sit in mapped host memory, and a read across PCIe per
+// poll would slow every wait.
 constexpr uint64_t kPollsPerAbortCheck = 1024;
 
 // Polls ready() until it is true, the abort word is set or the bound is hit.
@@ -86,7 +89,8 @@ template <class Ready>
 BRAID_HD ExecStatus waitUntil(const WaitControl& w, Ready ready) {
   for (uint64_t polls = 0;; ++polls) {
     if (ready()) return ExecStatus::Ok;
-    if (w.abortFlag != nullptr && polls % kPollsPerAbortCheck == 0 && loadFlag(w.abortFlag) != 0)
+    if (polls % kPollsPerAbortCheck == 0 && ((w.abortFlag != nullptr && loadFlag(w.abortFlag) != 0) ||
+                                             (w.stopFlag != nullptr && loadFlag(w.stopFlag) != 0)))
       return ExecStatus::Aborted;
     if (w.resumable) return ExecStatus::WouldBlock;
     if (w.maxPolls != 0 && polls >= w.maxPolls) return ExecStatus::TimedOut;

@@ -38,7 +38,7 @@ BRAID_HD ExecStatus llRecv(Port& port, uint64_t bytes, uint32_t fingerprint, uin
       return llFlag(header) == flag;
     });
     if (st == ExecStatus::Ok && llData(header) != fingerprint) {
-      if (got) *got = llData(header);
+      if (got && g.tid() == 0) *got = llData(header);
       st = ExecStatus::FingerprintMismatch;
     }
     if (st != ExecStatus::Ok) return ExecStatus(g.agree(int32_t(st)));

@@ -99,8 +99,9 @@ struct LaneExec {
   // then data lines copied into recvStage).
   uint32_t resumePhase = 0;
   uint64_t resumeLines = 0;
-  // Optional, shared by a communicator's lanes: the kernel raises it to the
-  // worst status a lane ended with, for the host to report.
+  // Optional, shared by lanes that run together: a lane that fails raises it
+  // to its status (the worst wins), for the host to report; with
+  // wait.stopFlag pointing at it, the other lanes' waits end on it.
   uint32_t* failure = nullptr;
 };
 
@@ -308,7 +309,11 @@ BRAID_HD ExecStatus runLaneWith(const G& g, LaneExec& L, RunOne runOne) {
     if (st == ExecStatus::Ok) st = markStageDone(g, L, L.steps[i]);
     if (st == ExecStatus::WouldBlock) return st;
     if (st != ExecStatus::Ok) {
-      if (g.tid() == 0) L.failedStep = i;
+      if (g.tid() == 0) {
+        L.failedStep = i;
+        // Aborted is the echo of a failure (or of the abort word), not one.
+        if (L.failure != nullptr && st != ExecStatus::Aborted) raiseFlag(L.failure, uint32_t(st));
+      }
       return st;
     }
     if (L.wait.resumable) {

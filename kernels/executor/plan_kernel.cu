@@ -15,12 +15,8 @@ __global__ void planLaneKernel(exec::LaneExec* lanes, int32_t* statuses) {
   const exec::BlockGroup g;
   exec::LaneExec& L = lanes[blockIdx.x];
   const exec::ExecStatus st = exec::runMixedLane(g, L);
-  if (threadIdx.x != 0) return;
-  if (statuses != nullptr) statuses[blockIdx.x] = int32_t(st);
-  if (st != exec::ExecStatus::Ok && L.failure != nullptr) {
-    cuda::atomic_ref<unsigned int, cuda::thread_scope_system> worst(*reinterpret_cast<unsigned int*>(L.failure));
-    worst.fetch_max(static_cast<unsigned int>(st), cuda::memory_order_relaxed);
-  }
+  // A failed lane raised L.failure itself (the interpreter).
+  if (threadIdx.x == 0 && statuses != nullptr) statuses[blockIdx.x] = int32_t(st);
 }
 
 Result launchFailure(cudaError_t err) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "kernels/executor/plan_interpreter.h"
+#include "kernels/executor/shared_layout.h"
 
 namespace braid {
 namespace exec {

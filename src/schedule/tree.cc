@@ -10,9 +10,12 @@
 // parent, the "down" lane those from the parent and to the children), so chunk
 // k can go down while chunk k+1 still goes up. The root has no parent: its one
 // lane turns every chunk around. A node with two children keeps the partial
-// sum of its first child in its output buffer (AllReduce) or in scratch
-// (Reduce, where only the root has an output buffer); the down phase overwrites
-// it only after the parent has received it.
+// sum of its first child in a chunk of scratch, never in its output buffer:
+// the down lane writes the output, and the only order between that write and
+// the up lane's use of a partial in the same place would be the messages'
+// round trip through the parent, which orders nothing under the LL protocol
+// (its lines are relaxed stores; a GPU may make the up lane's write visible
+// after the down lane's).
 #include <algorithm>
 
 #include "schedule/double_tree.h"
@@ -78,6 +81,15 @@ void rootChunk(const TreeLinks& t, size_t o, size_t n, Lane* lane) {
   }
 }
 
+// Where a node with two children keeps a chunk's partial sum: one chunk of
+// scratch per lane, reused chunk after chunk (the lane sends it on before it
+// receives the next one).
+BufferRef partialChunk(const CollShape& s, const ElemRange& range, const TreeLinks& t, Plan* plan) {
+  const BufferRef partial{Buffer::Scratch, plan->scratchElems};
+  if (t.nchildren == 2) plan->scratchElems += std::min(s.chunkElems, range.size());
+  return partial;
+}
+
 }  // namespace
 
 void treeAllReduce(const CollShape& s, Plan* plan) {
@@ -91,7 +103,8 @@ void treeAllReduce(const CollShape& s, Plan* plan) {
       continue;
     }
     Lane* up = addChannelLane(plan, 2 * ch, ch);
-    forEachChunk(ranges[i], s.chunkElems, [&](size_t o, size_t n) { upChunk(t, o, n, outputAt(o), up); });
+    const BufferRef partial = partialChunk(s, ranges[i], t, plan);
+    forEachChunk(ranges[i], s.chunkElems, [&](size_t o, size_t n) { upChunk(t, o, n, partial, up); });
     Lane* down = addChannelLane(plan, 2 * ch + 1, ch);
     forEachChunk(ranges[i], s.chunkElems, [&](size_t o, size_t n) { downChunk(t, o, n, down); });
   }
@@ -129,11 +142,7 @@ void treeReduce(const CollShape& s, Plan* plan) {
       });
       continue;
     }
-    // Non-root ranks have no output buffer: one chunk of scratch per lane holds
-    // the partial sum, reused chunk after chunk (the lane sends it on before
-    // it receives the next one).
-    const BufferRef partial{Buffer::Scratch, plan->scratchElems};
-    if (t.nchildren == 2) plan->scratchElems += std::min(s.chunkElems, ranges[i].size());
+    const BufferRef partial = partialChunk(s, ranges[i], t, plan);
     forEachChunk(ranges[i], s.chunkElems, [&](size_t o, size_t n) { upChunk(t, o, n, partial, lane); });
   }
 }

@@ -9,6 +9,7 @@
 #include <thread>
 #include <tuple>
 
+#include "tests/emulation/thread_block.h"
 #include "kernels/executor/host_lane_runner.h"
 #include "kernels/executor/lane_binding.h"
 #include "reduce/host_reduce.h"
@@ -295,6 +296,7 @@ std::string runInterpreter(const CollCase& c, const RunConfig& cfg, const std::v
   };
 
   std::vector<std::unique_ptr<LaneRun>> runs;
+  uint32_t failure = 0;
   for (int r = 0; r < c.nranks; ++r) {
     const Buffers b = buffersOf((*data)[size_t(r)], c);
     for (const Lane& lane : plans[size_t(r)].lanes) {
@@ -338,13 +340,16 @@ std::string runInterpreter(const CollCase& c, const RunConfig& cfg, const std::v
       L.wait.maxPolls = cfg.maxPolls;
       L.wait.abortFlag = cfg.abortFlag;
       L.wait.resumable = cfg.oneThread && cfg.resumable;
+      if (cfg.shareFailure) L.failure = &failure, L.wait.stopFlag = &failure;
+      if (int(runs.size()) == cfg.failLane && !run->bound.steps.empty())
+        run->bound.steps.front().recvPort = run->bound.steps.front().sendPort = 1000;
       runs.push_back(std::move(run));
     }
   }
 
   if (cfg.oneThread) {
     runInTurns(runs, cfg.maxPolls);
-  } else {
+  } else if (cfg.threadsPerLane <= 1) {
     std::vector<std::thread> threads;
     threads.reserve(runs.size());
     for (auto& run : runs) {
@@ -352,7 +357,24 @@ std::string runInterpreter(const CollCase& c, const RunConfig& cfg, const std::v
       threads.emplace_back([lr] { lr->status = exec::runLaneOnHost(lr->exec); });
     }
     for (std::thread& t : threads) t.join();
+  } else {
+    // Every lane an emulated block, all resident at once (as one launch's
+    // blocks must be): each thread runs the lane's code with its own tid.
+    std::vector<std::unique_ptr<emulation::BlockShared>> blocks;
+    std::vector<std::thread> threads;
+    for (auto& run : runs) {
+      blocks.push_back(std::make_unique<emulation::BlockShared>(cfg.threadsPerLane, !cfg.brokenBarriers));
+      emulation::BlockShared* block = blocks.back().get();
+      LaneRun* lr = run.get();
+      for (uint32_t t = 0; t < cfg.threadsPerLane; ++t)
+        threads.emplace_back([lr, block, t] {
+          const exec::ExecStatus st = exec::runMixedLane(emulation::ThreadBlockGroup(block, t), lr->exec);
+          if (t == 0) lr->status = st;
+        });
+    }
+    for (std::thread& t : threads) t.join();
   }
+  if (cfg.failureWord) *cfg.failureWord = failure;
 
   std::string err;
   if (statuses) statuses->clear();

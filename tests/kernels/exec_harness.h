@@ -46,6 +46,21 @@ struct RunConfig {
   // lane, each waiting in place, as CUDA blocks do.
   bool oneThread = false;
   bool resumable = true;  // with oneThread: false shows that turns need resumable lanes
+  // Without oneThread: the threads of each lane, an emulated CUDA block
+  // (tests/emulation/thread_block.h) when more than one.
+  uint32_t threadsPerLane = 1;
+  // Every lane of every rank shares one failure word (LaneExec::failure and
+  // WaitControl::stopFlag), as the lanes of one launch do; *failureWord
+  // gets its value.
+  bool shareFailure = false;
+  uint32_t* failureWord = nullptr;
+  // Failure injection: lane `failLane` (counting every lane of every rank
+  // in rank order) gets a step naming a port it lacks (BadStep) in place of
+  // its first step. -1: none.
+  int failLane = -1;
+  // With threadsPerLane > 1: blocks whose barriers do nothing (a broken
+  // kernel, for the emulation's self-test).
+  bool brokenBarriers = false;
 };
 
 struct RankData {

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "kernels/executor/shared_layout.h"
+
 namespace braid {
 namespace lanes {
 
@@ -97,6 +99,8 @@ exec::LaneExec writeLane(const ImagePart& part, const PartLayout& pl, size_t i, 
   L.wait.abortFlag = part.abortWord;
   L.wait.resumable = part.resumable;
   L.failure = part.failureWord;
+  // A lane that fails raises it, and the others stop waiting on it.
+  L.wait.stopFlag = part.failureWord;
   return L;
 }
 
