@@ -52,14 +52,45 @@ bool isFp8(ncclDataType_t type) { return type == ncclFloat8e4m3 || type == ncclF
 
 bool planKernelSupportsType(ncclDataType_t type) { return type >= 0 && type < ncclNumTypes; }
 
+Result residentPlanLanes(uint32_t threadsPerLane, uint32_t* lanes) {
+  int device = 0, perSm = 0, sms = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess)
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, planLaneKernel, int(threadsPerLane), 0);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (err != cudaSuccess)
+    return Result(ncclUnhandledCudaError, std::string("plan kernel: occupancy query failed: ") + cudaGetErrorName(err) +
+                                              " (" + cudaGetErrorString(err) + ")");
+  *lanes = uint32_t(perSm) * uint32_t(sms);
+  return Result::success();
+}
+
 Result launchPlanLanes(exec::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane, int32_t* statuses,
                        bool anyFp8, cudaStream_t stream) {
   if (nlanes == 0) return Result::success();
   if (threadsPerLane == 0 || threadsPerLane > 1024)
     return Result(ncclInvalidArgument, "plan kernel: threadsPerLane must be 1..1024");
   if (anyFp8) BRAID_TRY(checkSm90());
-  planLaneKernel<<<nlanes, threadsPerLane, 0, stream>>>(lanes, statuses);
-  const cudaError_t err = cudaGetLastError();
+  // Errors of earlier work on the thread are the application's: never report
+  // one as this launch's (nor clear it: cudaPeekAtLastError leaves it).
+  if (cudaPeekAtLastError() != cudaSuccess)
+    return Result(ncclUnhandledCudaError, std::string("plan kernel: not launched: the CUDA runtime holds an earlier "
+                                                      "error of this thread: ") +
+                                              cudaGetErrorName(cudaPeekAtLastError()));
+  // A cooperative launch guarantees that every block is resident at once (its
+  // lanes spin on each other), or fails instead of hanging.
+  int device = 0, cooperative = 0;
+  if (cudaGetDevice(&device) == cudaSuccess)
+    (void)cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device);
+  cudaError_t err;
+  if (cooperative) {
+    void* args[] = {&lanes, &statuses};
+    err = cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(&planLaneKernel), dim3(nlanes),
+                                      dim3(threadsPerLane), args, 0, stream);
+  } else {
+    planLaneKernel<<<nlanes, threadsPerLane, 0, stream>>>(lanes, statuses);
+    err = cudaGetLastError();
+  }
   return err == cudaSuccess ? Result::success() : launchFailure(err);
 }
 

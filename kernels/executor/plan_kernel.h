@@ -26,10 +26,16 @@ bool planKernelSupportsType(ncclDataType_t type);
 // pointer the lanes hold (steps, ports, buffers, stages, FIFOs, the abort
 // word) must be device-accessible. `anyFp8`: some operation is fp8, which
 // needs the current device to be sm_90 or newer. Lanes that wait for each
-// other must be in one launch (or otherwise be resident together): a block
-// spins until its peer's message arrives.
+// other must be in one launch, of at most residentPlanLanes() lanes: a block
+// spins until its peer's message arrives. Launched cooperatively where the
+// device supports it (every block resident at once, or a launch error).
 Result launchPlanLanes(exec::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane, int32_t* statuses,
                        bool anyFp8, cudaStream_t stream);
+
+// How many lanes (blocks of threadsPerLane threads) the current device holds
+// resident at once: a launch of more could leave lanes waiting for ever on
+// lanes that never start.
+Result residentPlanLanes(uint32_t threadsPerLane, uint32_t* lanes);
 
 // As above for lanes whose operations are all of `type`.
 Result launchPlanLanes(ncclDataType_t type, exec::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane,

@@ -9,6 +9,7 @@
 #include <thread>
 #include <tuple>
 
+#include "tests/emulation/gpu_scheduler.h"
 #include "tests/emulation/thread_block.h"
 #include "kernels/executor/host_lane_runner.h"
 #include "kernels/executor/lane_binding.h"
@@ -349,6 +350,24 @@ std::string runInterpreter(const CollCase& c, const RunConfig& cfg, const std::v
 
   if (cfg.oneThread) {
     runInTurns(runs, cfg.maxPolls);
+  } else if (!cfg.launches.empty()) {
+    // Lanes in dispatch order: launch by launch, rank by rank.
+    std::vector<LaneRun*> order;
+    for (const std::vector<int>& launch : cfg.launches)
+      for (int rank : launch)
+        for (auto& run : runs)
+          if (run->rank == rank) order.push_back(run.get());
+    emulation::GpuScheduler gpu(cfg.residentSlots);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < order.size(); ++i) {
+      LaneRun* lr = order[i];
+      threads.emplace_back([lr, &gpu, i] {
+        gpu.dispatch(i);
+        lr->status = exec::runLaneOnHost(lr->exec);
+        gpu.retire();
+      });
+    }
+    for (std::thread& t : threads) t.join();
   } else if (cfg.threadsPerLane <= 1) {
     std::vector<std::thread> threads;
     threads.reserve(runs.size());

@@ -61,6 +61,13 @@ struct RunConfig {
   // With threadsPerLane > 1: blocks whose barriers do nothing (a broken
   // kernel, for the emulation's self-test).
   bool brokenBarriers = false;
+  // The GPU's scheduling, emulated (tests/emulation/gpu_scheduler.h): the
+  // lanes of each launch (a list of ranks, all of whose lanes it holds) are
+  // dispatched in issue order onto `residentSlots` slots, one lane a slot;
+  // a lane runs only once dispatched and keeps its slot until it ends (no
+  // preemption). Empty: every lane runs at once.
+  std::vector<std::vector<int>> launches;
+  uint32_t residentSlots = 0;
 };
 
 struct RankData {

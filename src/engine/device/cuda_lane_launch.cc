@@ -9,6 +9,7 @@
 #include "engine/comm.h"
 #include "engine/device/cuda_capture.h"
 #include "engine/device/cuda_device_path.h"
+#include "engine/device/launch_plan.h"
 #include "engine/fingerprint.h"
 #include "engine/lanes/comm_program.h"
 #include "engine/lanes/lane_image.h"
@@ -66,16 +67,19 @@ Result connect(std::vector<CommLaunch>& comms) {
   return Result::success();
 }
 
-// After the kernel: each communicator's worst lane status, if any failed.
+// After the kernel: the worst status a lane of the launch ended with (its
+// failure word, the first communicator's), reported to every communicator of
+// the launch: their lanes ran together, and one failing ended the others.
 struct FailureCheck {
-  std::vector<std::pair<ncclComm*, DeviceProxy*>> comms;
+  DeviceProxy* wordOwner = nullptr;
+  std::vector<ncclComm*> comms;
 };
 
 void CUDART_CB checkFailures(void* arg) {
   std::unique_ptr<FailureCheck> check(static_cast<FailureCheck*>(arg));
-  for (const auto& [comm, proxy] : check->comms) {
-    const uint32_t worst = proxy->words().takeLaneFailure();
-    if (worst == 0) continue;
+  const uint32_t worst = check->wordOwner->words().takeLaneFailure();
+  if (worst == 0) return;
+  for (ncclComm* comm : check->comms) {
     const exec::ExecStatus st = exec::ExecStatus(worst);
     // A message of another call (its fingerprint) or size: the ranks' calls differ.
     const bool misuse = st == exec::ExecStatus::FingerprintMismatch || st == exec::ExecStatus::SizeMismatch;
@@ -116,19 +120,39 @@ Result enqueueImage(char* block, const PinnedBlock& staging, size_t imageBytes,
   return Result::success();
 }
 
-// One kernel for the communicators whose calls are on `stream`: the lanes
-// image and the scratch in one stream-ordered device block.
-Result launchOnStream(cudaStream_t stream, const std::vector<CommLaunch*>& group) {
+// The launch stream waits for the work already on each joined stream.
+Result joinStreams(cudaStream_t stream, const std::vector<const void*>& joined) {
+  for (const void* other : joined) {
+    CudaEvent ready;
+    BRAID_TRY(ready.record(static_cast<cudaStream_t>(const_cast<void*>(other))));
+    BRAID_CUDA_TRY(cudaStreamWaitEvent(stream, ready.get(), 0));
+  }
+  return Result::success();
+}
+
+// Each joined stream goes on only after the launch.
+Result releaseStreams(cudaStream_t stream, const std::vector<const void*>& joined) {
+  if (joined.empty()) return Result::success();
+  CudaEvent done;
+  BRAID_TRY(done.record(stream));
+  for (const void* other : joined)
+    BRAID_CUDA_TRY(cudaStreamWaitEvent(static_cast<cudaStream_t>(const_cast<void*>(other)), done.get(), 0));
+  return Result::success();
+}
+
+// One kernel for every communicator of the group on one device
+// (launch_plan.h): the lanes image and the scratch in one stream-ordered
+// device block, on the first communicator's stream, the others joined.
+Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& group) {
   DeviceProxy* first = group.front()->proxy;
+  const cudaStream_t stream = static_cast<cudaStream_t>(const_cast<void*>(launch.stream));
   DeviceGuard guard(first->device());
   BRAID_TRY(guard.status());
+  BRAID_TRY(joinStreams(stream, launch.joined));
   uint64_t stage = 8;
   size_t scratchBytes = 0;
   bool anyFp8 = false;
   for (const CommLaunch* c : group) {
-    if (c->proxy->device() != first->device())
-      return fail(ncclInvalidUsage, "ranks %d and %d share a stream but use different CUDA devices",
-                  group.front()->comm->rank, c->comm->rank);
     stage = std::max(stage, lanes::llStageBytesOf(c->comm));
     scratchBytes += align(c->cp.scratchBytes, 256);
     for (const Task* t : c->tasks) anyFp8 = anyFp8 || t->type == ncclFloat8e4m3 || t->type == ncclFloat8e5m2;
@@ -142,7 +166,9 @@ Result launchOnStream(cudaStream_t stream, const std::vector<CommLaunch*>& group
     parts[p].ops.resize(c->tasks.size());  // sized for the layout; filled below
     parts[p].portOf = [ports](const lanes::PortKey& k) { return ports->port(k); };
     parts[p].abortWord = const_cast<const uint32_t*>(c->proxy->words().deviceAbort());
-    parts[p].failureWord = c->proxy->words().deviceLaneFailure();
+    // One failure word for the launch: a lane that fails ends every lane of
+    // it, whichever communicator it belongs to.
+    parts[p].failureWord = first->words().deviceLaneFailure();
   }
   const size_t imageBytes = lanes::laneImageBytes(parts, stage);
   const size_t scratchAt = align(imageBytes, 256);
@@ -168,13 +194,15 @@ Result launchOnStream(cudaStream_t stream, const std::vector<CommLaunch*>& group
   if (cudaFreeAsync(block, stream) != cudaSuccess && r.ok()) r = cudaFailure("cudaFreeAsync", cudaGetLastError());
   if (r.ok()) {
     auto check = std::make_unique<FailureCheck>();
-    for (const CommLaunch* c : group) check->comms.push_back({c->comm, c->proxy});
+    check->wordOwner = first;
+    for (const CommLaunch* c : group) check->comms.push_back(c->comm);
     const cudaError_t err = cudaLaunchHostFunc(stream, &checkFailures, check.get());
     if (err == cudaSuccess) (void)check.release();  // the callback owns it
     else r = cudaFailure("cudaLaunchHostFunc", err);
   }
   for (const CommLaunch* c : group)
     if (r.ok()) r = c->proxy->noteLaneKernel(stream);
+  if (r.ok()) r = releaseStreams(stream, launch.joined);
   inflight.done.emplace_back();
   const Result recorded = inflight.done.back().record(stream);
   if (recorded.ok()) {
@@ -202,17 +230,28 @@ Result launchDeviceLanes(const std::vector<Task>& tasks) {
   }
   for (CommLaunch& c : comms) BRAID_TRY(prepare(tasks, byComm[c.comm], &c));
   BRAID_TRY(connect(comms));
-  std::vector<cudaStream_t> streams;  // in order of first use
-  std::map<cudaStream_t, std::vector<CommLaunch*>> onStream;
-  for (CommLaunch& c : comms) {
-    auto [it, added] = onStream.try_emplace(c.stream);
-    if (added) streams.push_back(c.stream);
-    it->second.push_back(&c);
+  std::vector<LaunchPart> parts;
+  std::map<int, uint32_t> resident;                // lanes each device holds at once
+  std::map<cudaStream_t, const CommLaunch*> onStream;  // a stream belongs to one device
+  for (const CommLaunch& c : comms) {
+    const CommLaunch*& other = onStream[c.stream];
+    if (other && other->proxy->device() != c.proxy->device())
+      return fail(ncclInvalidUsage, "ranks %d and %d share a stream but use different CUDA devices", other->comm->rank,
+                  c.comm->rank);
+    other = &c;
+    parts.push_back({c.comm->rank, c.proxy->device(), c.stream, uint32_t(c.cp.program.lanes.size())});
+    if (resident.count(c.proxy->device())) continue;
+    DeviceGuard guard(c.proxy->device());
+    BRAID_TRY(guard.status());
+    BRAID_TRY(kernels::residentPlanLanes(kThreadsPerLane, &resident[c.proxy->device()]));
   }
-  for (cudaStream_t s : streams) {
-    auto& group = onStream[s];
+  std::vector<Launch> launches;
+  BRAID_TRY(planLaunches(parts, [&](int device) { return resident[device]; }, &launches));
+  for (const Launch& launch : launches) {
+    std::vector<CommLaunch*> group;
+    for (size_t i : launch.parts) group.push_back(&comms[i]);
     group.front()->proxy->reclaim();
-    BRAID_TRY(launchOnStream(s, group));
+    BRAID_TRY(launchOnDevice(launch, group));
   }
   return Result::success();
 }
