@@ -12,6 +12,11 @@
 #     library loaded is the installed one
 #  5. when NVIDIA's libnccl is present: a program linked against it runs on
 #     braid through LD_LIBRARY_PATH
+#  6. the packages: drop_in.c built with `pkg-config --cflags --libs nccl`,
+#     and the C++ training example (examples/cpp_mlp) configured with
+#     find_package(braid CONFIG) against the prefix, run by the installed
+#     braidrun on 2 and 3 ranks over shared memory and TCP: it must train
+#     and end with the same weights on every rank
 #
 # usage: run.sh BRAID_LIB_DIR BUILD_DIR [CMAKE] [CC]
 set -eu
@@ -111,5 +116,38 @@ if [ -f "$nvidia_inc/nccl.h" ] && [ -e "$nvidia_lib/libnccl.so" ]; then
   LD_LIBRARY_PATH="$libdir" check_ldd drop_in_nvidia_linked
   run_all drop_in_nvidia_linked LD_LIBRARY_PATH="$libdir"
 fi
+
+echo "== pkg-config: drop_in.c with \$(pkg-config --cflags --libs nccl)"
+if command -v pkg-config >/dev/null 2>&1; then
+  flags=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs nccl) || fail "pkg-config finds no nccl.pc"
+  # shellcheck disable=SC2086
+  "$cc" -std=c99 -Wall "$here/drop_in.c" $flags -o "$work/drop_in_pkgconfig" || fail "drop_in.c does not build with pkg-config"
+  check_ldd drop_in_pkgconfig
+  run_all drop_in_pkgconfig
+else
+  echo "   no pkg-config: skipped"
+fi
+
+echo "== find_package(braid CONFIG): examples/cpp_mlp built against the prefix"
+examples=$(cd "$here/../../examples" && pwd)
+"$cmake" -S "$examples/cpp_mlp" -B "$work/mlp" -DCMAKE_PREFIX_PATH="$prefix" >"$work/mlp.log" 2>&1 &&
+  "$cmake" --build "$work/mlp" >>"$work/mlp.log" 2>&1 || { cat "$work/mlp.log" >&2; fail "the example does not build"; }
+check_ldd mlp/mlp_train
+[ -x "$prefix/bin/braidrun" ] || fail "the install has no bin/braidrun"
+for transport in shm tcp; do
+  shm_disable=0
+  [ "$transport" = tcp ] && shm_disable=1
+  for n in 2 3; do
+    out="$work/mlp.txt"
+    NCCL_SHM_DISABLE=$shm_disable "$prefix/bin/braidrun" -n "$n" "$work/mlp/mlp_train" 8 >"$out" 2>&1 ||
+      { cat "$out" >&2; fail "mlp_train with $n ranks over $transport"; }
+    grep -q "^same weights on every one of $n ranks" "$out" || { cat "$out" >&2; fail "mlp_train: no agreement line"; }
+    first=$(awk '/^epoch +1 /{print $4}' "$out")
+    last=$(awk '/^epoch +8 /{print $4}' "$out")
+    awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a / 2) }' ||
+      { cat "$out" >&2; fail "mlp_train did not learn (loss $first -> $last)"; }
+    echo "   mlp_train: $n ranks over $transport: loss $first -> $last, same weights"
+  done
+done
 
 echo "install_drop_in: all good"

@@ -1,4 +1,4 @@
-"""torchrun (env://) with a CPU DDP script, and the drop-in check for the "nccl" backend."""
+"""torchrun (env://) with the DDP example (examples/pytorch_ddp), and the drop-in check for the "nccl" backend."""
 
 import os
 import subprocess
@@ -7,18 +7,19 @@ import sys
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLE = os.path.join(HERE, "..", "..", "examples", "pytorch_ddp", "train_ddp.py")
 
 
 def torchrun(backend):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           os.path.join(HERE, "ddp_script.py"), backend]
+           EXAMPLE, "--backend", backend]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, f"{backend}: exit {out.returncode}\n{out.stdout}\n{out.stderr[-4000:]}"
     lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if line.startswith(("BACKEND", "WEIGHTS")))
     return lines
 
 
-def test_torchrun_ddp_script_braid_equals_gloo():
+def test_torchrun_ddp_example_braid_equals_gloo():
     braid = torchrun("braid")
     gloo = torchrun("gloo")
     assert braid["BACKEND"] == "braid" and gloo["BACKEND"] == "gloo"
