@@ -102,6 +102,11 @@ std::string BraidBackend::describe(const std::string& name, uint64_t seq) const 
   return s.str();
 }
 
+uint64_t BraidBackend::getSequenceNumberForGroup() {
+  std::lock_guard<std::mutex> lock(submitMutex_);
+  return seq_;
+}
+
 c10::intrusive_ptr<c10d::Work> BraidBackend::submit(OpSpec spec, bool asyncOp) {
   Op op;
   op.device = DeviceSync::capture(spec.tensors, streams_, spec.name.c_str());

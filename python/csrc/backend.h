@@ -61,6 +61,9 @@ class BraidBackend final : public c10d::Backend {
                                            const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputLists,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                                  std::vector<at::Tensor>& inputs,
                                                                  const c10d::AllgatherOptions& opts) override;
@@ -90,6 +93,12 @@ class BraidBackend final : public c10d::Backend {
 
   // Operations issued between these two run as one ncclGroupStart/End, so
   // matching sends and receives of batch_isend_irecv cannot deadlock.
+  // Every rank numbers the operations it issues from 0, as NCCL's process
+  // group does: the numbers agree without a message while the ranks issue the
+  // same operations.
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override;
+
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 

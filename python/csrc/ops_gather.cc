@@ -59,6 +59,33 @@ Part allgatherUnevenPart(const std::vector<at::Tensor>& outputs, const at::Tenso
   return part;
 }
 
+// `input` of every rank into outs[rank]: one all-gather into a joined buffer
+// split afterwards when every rank's share has one size, one broadcast per
+// rank when they differ (Gloo refuses those).
+Part allgatherListPart(const std::vector<at::Tensor>& outs, const at::Tensor& input, int rank, int size,
+                       const char* what) {
+  TORCH_CHECK(static_cast<int>(outs.size()) == size, "braid: ", what, " needs ", size, " output tensors, got ",
+              outs.size());
+  bool even = true;
+  for (const at::Tensor& o : outs) {
+    checkDense(o, what);
+    checkSameType(o, input, what);
+    even = even && o.numel() == input.numel();
+  }
+  if (!even) return allgatherUnevenPart(outs, input, rank);
+  at::Tensor joined = at::empty({static_cast<int64_t>(size) * input.numel()}, input.options());
+  Part part = allgatherTensorPart(joined, input, size, what);
+  part.tensors.insert(part.tensors.end(), outs.begin(), outs.end());
+  auto gatherJoined = part.finish;
+  part.finish = [gatherJoined, joined, outs] {
+    gatherJoined();
+    const int64_t n = outs.empty() ? 0 : outs[0].numel();
+    for (size_t r = 0; r < outs.size(); ++r)
+      outs[r].copy_(joined.narrow(0, static_cast<int64_t>(r) * n, n).view(outs[r].sizes()));
+  };
+  return part;
+}
+
 }  // namespace
 
 c10::intrusive_ptr<c10d::Work> BraidBackend::broadcast(std::vector<at::Tensor>& tensors,
@@ -87,30 +114,34 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::allgather(std::vector<std::vector<a
   const at::Tensor& input = single(inputs, "allgather");
   TORCH_CHECK(outputs.size() == 1, "braid: allgather takes one output list per process, got ", outputs.size());
   const std::vector<at::Tensor>& outs = outputs[0];
-  TORCH_CHECK(static_cast<int>(outs.size()) == size_, "braid: allgather needs ", size_, " output tensors, got ",
-              outs.size());
-  bool even = true;
-  for (const at::Tensor& o : outs) {
-    checkDense(o, "allgather");
-    checkSameType(o, input, "allgather");
-    even = even && o.numel() == input.numel();
-  }
   std::vector<at::Tensor> results(outs.begin(), outs.end());
-  if (!even)
-    return submit(combine(c10d::OpType::ALLGATHER, "allgather", {allgatherUnevenPart(outs, input, rank_)}, results),
-                  opts.asyncOp);
-  // Equal sizes: one all-gather into a joined buffer, then split into the outputs.
-  at::Tensor joined = at::empty({static_cast<int64_t>(size_) * input.numel()}, input.options());
-  Part part = allgatherTensorPart(joined, input, size_, "allgather");
-  part.tensors.insert(part.tensors.end(), outs.begin(), outs.end());
-  auto gatherJoined = part.finish;
-  part.finish = [gatherJoined, joined, outs] {
-    gatherJoined();
-    const int64_t n = outs.empty() ? 0 : outs[0].numel();
-    for (size_t r = 0; r < outs.size(); ++r)
-      outs[r].copy_(joined.narrow(0, static_cast<int64_t>(r) * n, n).view(outs[r].sizes()));
-  };
-  return submit(combine(c10d::OpType::ALLGATHER, "allgather", {part}, results), opts.asyncOp);
+  return submit(combine(c10d::OpType::ALLGATHER, "allgather", {allgatherListPart(outs, input, rank_, size_, "allgather")},
+                        results),
+                opts.asyncOp);
+}
+
+// outputLists[r][i] gets rank r's inputs[i] (PyTorch's all_gather_coalesced):
+// one all-gather per input, in one group.
+c10::intrusive_ptr<c10d::Work> BraidBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputLists,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts) {
+  TORCH_CHECK(static_cast<int>(outputLists.size()) == size_, "braid: allgather_coalesced needs ", size_,
+              " output lists (one per rank), got ", outputLists.size());
+  std::vector<Part> parts;
+  std::vector<at::Tensor> results;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    checkDense(inputs[i], "allgather_coalesced");
+    std::vector<at::Tensor> outs;
+    for (const std::vector<at::Tensor>& list : outputLists) {
+      TORCH_CHECK(list.size() == inputs.size(), "braid: allgather_coalesced: an output list has ", list.size(),
+                  " tensors for ", inputs.size(), " inputs");
+      outs.push_back(list[i]);
+    }
+    parts.push_back(allgatherListPart(outs, inputs[i], rank_, size_, "allgather_coalesced"));
+    results.insert(results.end(), outs.begin(), outs.end());
+  }
+  return submit(combine(c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced", std::move(parts), results),
+                opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> BraidBackend::_allgather_base(at::Tensor& output, at::Tensor& input,

@@ -285,6 +285,15 @@ def check_allgather(rank, world, chk, gloo):
         dist.all_gather_into_tensor(out, x)
         dist.all_gather_into_tensor(ref, x, group=gloo)
         chk.same(f"all_gather_into_tensor {dt}", out, ref)
+    # all_gather_coalesced: output_lists[r][i] is rank r's input i
+    ins = [gen(rank, (2, 2), torch.float32, 145), gen(rank, (3,), torch.float32, 146)]
+    got = [[torch.empty_like(t) for t in ins] for _ in range(world)]
+    want = [[torch.empty_like(t) for t in ins] for _ in range(world)]
+    dist.all_gather_coalesced(got, ins)
+    dist.all_gather_coalesced(want, ins, group=gloo)
+    for r in range(world):
+        for i in range(len(ins)):
+            chk.same(f"all_gather_coalesced [{r}][{i}]", got[r][i], want[r][i])
     # uneven sizes (Gloo refuses them): rank r contributes r + 1 elements
     x = gen(rank, (rank + 1,), torch.int64, 150)
     got = [torch.empty(r + 1, dtype=torch.int64) for r in range(world)]
@@ -463,6 +472,22 @@ def groups(rank, world, store_path):
     dist.broadcast(t, group_src=len(mine) - 1, group=g)
     chk.same("subgroup broadcast", t, torch.tensor([float(mine[-1])]))
     chk.same("subgroup rank", torch.tensor(dist.get_rank(g)), torch.tensor(mine.index(rank)))
+    # objects on a subgroup, and the backend's sequence numbers agree across
+    # the subgroup's ranks (ProcessGroup forwards them only for its built-in
+    # backends, so they are read from the backend)
+    objs = [None] * len(mine)
+    dist.all_gather_object(objs, ("from", rank), group=g)
+    chk.count += 1
+    if objs != [("from", r) for r in mine]:
+        chk.failures.append(f"all_gather_object on a subgroup: {objs}")
+    backend = g._get_backend(torch.device("cpu"))
+    backend._set_sequence_number_for_group()
+    seq = torch.tensor([backend._get_sequence_number_for_group()])
+    seqs = [torch.zeros(1, dtype=torch.int64) for _ in mine]
+    dist.all_gather(seqs, seq, group=g)
+    chk.count += 1
+    if any(s.item() != seq.item() for s in seqs) or seq.item() == 0:
+        chk.failures.append(f"sequence numbers of the subgroup: {[s.item() for s in seqs]}")
     # a group of the last rank and the first, in that order of creation
     pair = dist.new_group([world - 1, 0])
     if rank in (0, world - 1):
