@@ -18,22 +18,6 @@ using braid::Collective;
 using braid::exec::ExecStatus;
 using braid::exec::Protocol;
 
-struct CollAlgo {
-  Collective coll;
-  Algorithm algorithm;
-};
-
-const CollAlgo kSchedules[] = {
-    {Collective::AllReduce, Algorithm::Ring},          {Collective::AllReduce, Algorithm::Tree},
-    {Collective::AllReduce, Algorithm::RecursiveDoubling}, {Collective::AllReduce, Algorithm::HalvingDoubling},
-    {Collective::ReduceScatter, Algorithm::Ring},      {Collective::ReduceScatter, Algorithm::HalvingDoubling},
-    {Collective::AllGather, Algorithm::Ring},          {Collective::AllGather, Algorithm::RecursiveDoubling},
-    {Collective::Broadcast, Algorithm::Ring},          {Collective::Broadcast, Algorithm::Tree},
-    {Collective::Reduce, Algorithm::Ring},             {Collective::Reduce, Algorithm::Tree},
-    {Collective::AllToAll, Algorithm::Direct},         {Collective::Gather, Algorithm::Direct},
-    {Collective::Scatter, Algorithm::Direct},          {Collective::Send, Algorithm::Direct},
-};
-
 class BlockSchedules : public ::testing::TestWithParam<CollAlgo> {};
 
 // 2, 3 and 5 ranks; 2 and 3 threads per lane (3 leaves a partial stride at
@@ -64,11 +48,8 @@ TEST_P(BlockSchedules, MatchReferenceWithThreadsPerLane) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllSchedules, BlockSchedules, ::testing::ValuesIn(kSchedules),
-                         [](const ::testing::TestParamInfo<CollAlgo>& info) {
-                           return std::string(braid::collectiveName(info.param.coll)) +
-                                  braid::algorithmName(info.param.algorithm);
-                         });
+INSTANTIATE_TEST_SUITE_P(AllSchedules, BlockSchedules, ::testing::ValuesIn(everySchedule()),
+                         [](const ::testing::TestParamInfo<CollAlgo>& info) { return scheduleName(info.param); });
 
 // A ring allreduce of 4 ranks whose lane `failLane` fails at its first step:
 // the lanes that wait for it, directly or through others, must end.

@@ -280,6 +280,26 @@ void runInTurns(std::vector<std::unique_ptr<LaneRun>>& runs, uint64_t maxRounds)
 
 }  // namespace
 
+const std::vector<CollAlgo>& everySchedule() {
+  using braid::Algorithm;
+  using braid::Collective;
+  static const std::vector<CollAlgo> all = {
+      {Collective::AllReduce, Algorithm::Ring},          {Collective::AllReduce, Algorithm::Tree},
+      {Collective::AllReduce, Algorithm::RecursiveDoubling}, {Collective::AllReduce, Algorithm::HalvingDoubling},
+      {Collective::ReduceScatter, Algorithm::Ring},      {Collective::ReduceScatter, Algorithm::HalvingDoubling},
+      {Collective::AllGather, Algorithm::Ring},          {Collective::AllGather, Algorithm::RecursiveDoubling},
+      {Collective::Broadcast, Algorithm::Ring},          {Collective::Broadcast, Algorithm::Tree},
+      {Collective::Reduce, Algorithm::Ring},             {Collective::Reduce, Algorithm::Tree},
+      {Collective::AllToAll, Algorithm::Direct},         {Collective::Gather, Algorithm::Direct},
+      {Collective::Scatter, Algorithm::Direct},          {Collective::Send, Algorithm::Direct},
+  };
+  return all;
+}
+
+std::string scheduleName(const CollAlgo& ca) {
+  return std::string(braid::collectiveName(ca.coll)) + braid::algorithmName(ca.algorithm);
+}
+
 std::string runInterpreter(const CollCase& c, const RunConfig& cfg, const std::vector<Plan>& plans,
                            std::vector<RankData>* data, std::vector<exec::ExecStatus>* statuses) {
   const size_t esize = braid::typeSize(c.type);

@@ -32,6 +32,18 @@ struct CollCase {
   bool inPlace = false;  // AllReduce only: input and output are one buffer
 };
 
+// One schedule generatePlan has: a collective and an algorithm.
+struct CollAlgo {
+  braid::Collective coll;
+  braid::Algorithm algorithm;
+};
+
+// Every schedule generatePlan has.
+const std::vector<CollAlgo>& everySchedule();
+
+// "AllReduceRing": a schedule as a test name.
+std::string scheduleName(const CollAlgo& ca);
+
 struct RunConfig {
   braid::exec::Protocol protocol = braid::exec::Protocol::Bulk;
   uint32_t nslots = 2;

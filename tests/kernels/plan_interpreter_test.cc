@@ -23,31 +23,6 @@ const ncclDataType_t kAllTypes[] = {ncclInt8,    ncclUint8,    ncclInt32,      n
 
 const Protocol kProtocols[] = {Protocol::Bulk, Protocol::LL};
 
-struct CollAlgo {
-  Collective coll;
-  Algorithm algorithm;
-};
-
-// Every schedule generatePlan has.
-const CollAlgo kSchedules[] = {
-    {Collective::AllReduce, Algorithm::Ring},
-    {Collective::AllReduce, Algorithm::Tree},
-    {Collective::AllReduce, Algorithm::RecursiveDoubling},
-    {Collective::AllReduce, Algorithm::HalvingDoubling},
-    {Collective::ReduceScatter, Algorithm::Ring},
-    {Collective::ReduceScatter, Algorithm::HalvingDoubling},
-    {Collective::AllGather, Algorithm::Ring},
-    {Collective::AllGather, Algorithm::RecursiveDoubling},
-    {Collective::Broadcast, Algorithm::Ring},
-    {Collective::Broadcast, Algorithm::Tree},
-    {Collective::Reduce, Algorithm::Ring},
-    {Collective::Reduce, Algorithm::Tree},
-    {Collective::AllToAll, Algorithm::Direct},
-    {Collective::Gather, Algorithm::Direct},
-    {Collective::Scatter, Algorithm::Direct},
-    {Collective::Send, Algorithm::Direct},
-};
-
 class ScheduleSweep : public ::testing::TestWithParam<CollAlgo> {};
 
 // 1..8 ranks, both protocols, two (count, chunk) pairs that divide nothing,
@@ -108,11 +83,8 @@ TEST(PlanInterpreter, TurnsOnOneThreadNeedResumableLanes) {
   EXPECT_NE(runAndCompare(c, cfg, 7).find("timed out"), std::string::npos);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllSchedules, ScheduleSweep, ::testing::ValuesIn(kSchedules),
-                         [](const ::testing::TestParamInfo<CollAlgo>& info) {
-                           return std::string(braid::collectiveName(info.param.coll)) +
-                                  braid::algorithmName(info.param.algorithm);
-                         });
+INSTANTIATE_TEST_SUITE_P(AllSchedules, ScheduleSweep, ::testing::ValuesIn(everySchedule()),
+                         [](const ::testing::TestParamInfo<CollAlgo>& info) { return scheduleName(info.param); });
 
 struct TypeOp {
   ncclDataType_t type;

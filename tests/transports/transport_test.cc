@@ -549,7 +549,7 @@ TEST(TcpTransport, OversizedFrameIsAnErrorNamingThePeer) {
   std::unique_ptr<RecvConnection> recv;
   Result r = ep->accept(&recv);
   ASSERT_TRUE(r.ok()) << r.message();
-  tcp::FrameHeader f{4097, 0};
+  tcp::FrameHeader f{4097, 0, 0};
   ASSERT_EQ(write(liar.get(), &f, sizeof(f)), static_cast<ssize_t>(sizeof(f)));
   std::vector<uint8_t> payload(8192, 1);
   ASSERT_EQ(write(liar.get(), payload.data(), payload.size()), 8192);
@@ -774,7 +774,7 @@ TEST(TcpTransport, HandMadeStripesAreReassembled) {
   ASSERT_EQ(tcp::stripeCount(slotBytes, 3), 3);
   for (int i = 2; i >= 0; --i) {  // the last stripe first
     tcp::Stripe st = tcp::stripeOf(slotBytes, 3, i);
-    tcp::FrameHeader f{slotBytes, 0};
+    tcp::FrameHeader f{slotBytes, 0, 0};
     ASSERT_EQ(write(fds[i], &f, sizeof(f)), static_cast<ssize_t>(sizeof(f)));
     writeAll(fds[i], slot.data() + st.offset, st.bytes);
   }
@@ -804,7 +804,7 @@ struct HandFedStripes {
     s0 = rawSocket(l.blob, kSlotBytes, 2, 0);
     s1 = rawSocket(l.blob, kSlotBytes, 2, 1);
     ASSERT_TRUE(l.ep->accept(&recv).ok());
-    tcp::FrameHeader f{kSlotBytes, 0};
+    tcp::FrameHeader f{kSlotBytes, 0, 0};
     ASSERT_EQ(write(s0.get(), &f, sizeof(f)), static_cast<ssize_t>(sizeof(f)));
     writeAll(s0.get(), stripe.data(), stripe.size());
   }
@@ -815,7 +815,7 @@ struct HandFedStripes {
 TEST(TcpTransport, StripeHeadersThatDisagreeAreAnError) {
   HandFedStripes h;
   ASSERT_NO_FATAL_FAILURE(h.start());
-  tcp::FrameHeader f{HandFedStripes::kSlotBytes - 1, 0};
+  tcp::FrameHeader f{HandFedStripes::kSlotBytes - 1, 0, 0};
   ASSERT_EQ(write(h.s1.get(), &f, sizeof(f)), static_cast<ssize_t>(sizeof(f)));
   writeAll(h.s1.get(), h.stripe.data(), h.stripe.size());
   Result r = progressUntilError(h.recv.get());
@@ -831,7 +831,7 @@ TEST(TcpTransport, StripeHeadersThatDisagreeAreAnError) {
 TEST(TcpTransport, DeathOnASecondSocketMidSlotIsReported) {
   HandFedStripes h;
   ASSERT_NO_FATAL_FAILURE(h.start());
-  tcp::FrameHeader f{HandFedStripes::kSlotBytes, 0};
+  tcp::FrameHeader f{HandFedStripes::kSlotBytes, 0, 0};
   ASSERT_EQ(write(h.s1.get(), &f, sizeof(f)), static_cast<ssize_t>(sizeof(f)));
   h.s1.reset();
   Result r = progressUntilError(h.recv.get());
