@@ -10,8 +10,11 @@
 # BRAID_CUDA_ARCHS (e.g. "80;90") overrides the SM versions built.
 # A missing GPU fails the tests here rather than skipping them (BRAID_REQUIRE_GPU,
 # default 1; set it to 0 to allow skips, e.g. to try the script without a GPU).
-# Then every perf tool runs on device memory, checked, with both device engines
-# (BRAID_GPU_PERF_CHECK=0 skips that).
+# Then the GPU tests again under CUDA_LAUNCH_BLOCKING=1 (BRAID_GPU_BLOCKING=0
+# skips), the plan kernel and device FIFO tests under compute-sanitizer's
+# memcheck and racecheck where the toolkit has it (BRAID_GPU_SANITIZER=0
+# skips), and every perf tool on device memory, checked, with both device
+# engines, ranks as processes sharing the GPU (BRAID_GPU_PERF_CHECK=0 skips).
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -63,9 +66,38 @@ cd "$build"
 status=0
 ctest -L gpu --output-on-failure || status=1
 
+# Again with every launch synchronous: a kernel that only works because it
+# overlaps with another (a lane spinning on a lane of a later launch) hangs
+# or fails here (ctest's per-test timeouts bound it). BRAID_GPU_BLOCKING=0 skips.
+if [ "${BRAID_GPU_BLOCKING:-1}" != 0 ]; then
+  echo "run.sh: the GPU tests again under CUDA_LAUNCH_BLOCKING=1"
+  CUDA_LAUNCH_BLOCKING=1 ctest -L gpu --output-on-failure || { echo "run.sh: FAILED under CUDA_LAUNCH_BLOCKING=1"; status=1; }
+fi
+
+# The plan kernel and the device FIFOs under compute-sanitizer (memcheck,
+# then racecheck), where the toolkit has it. BRAID_GPU_SANITIZER=0 skips.
+sanitizer=$(command -v compute-sanitizer || true)
+[ -z "$sanitizer" ] && [ -x /usr/local/cuda/bin/compute-sanitizer ] && sanitizer=/usr/local/cuda/bin/compute-sanitizer
+if [ "${BRAID_GPU_SANITIZER:-1}" != 0 ] && [ -n "$sanitizer" ]; then
+  for tool in memcheck racecheck; do
+    for exe in tests/gpu/gpu_plan_kernel_test tests/gpu/gpu_p2p_fifo_memory_test; do
+      [ -x "$exe" ] || continue
+      if "$sanitizer" --tool "$tool" --error-exitcode 1 "$exe" >"sanitizer-$tool-$(basename "$exe").log" 2>&1; then
+        echo "run.sh: ok: $(basename "$exe") under compute-sanitizer --tool $tool"
+      else
+        echo "run.sh: FAILED: $(basename "$exe") under compute-sanitizer --tool $tool (see $build/sanitizer-$tool-$(basename "$exe").log)"
+        tail -20 "sanitizer-$tool-$(basename "$exe").log"
+        status=1
+      fi
+    done
+  done
+elif [ "${BRAID_GPU_SANITIZER:-1}" != 0 ]; then
+  echo "run.sh: no compute-sanitizer in this toolkit: skipped"
+fi
+
 # Every perf tool on device memory, checked (#wrong must be 0), 2 and 4 ranks
-# sharing the GPU(s), with the staged path and with the plan kernels. Set
-# BRAID_GPU_PERF_CHECK=0 to skip.
+# as processes sharing the GPU(s) (braidrun starts one process per rank), with
+# the staged path and with the plan kernels. Set BRAID_GPU_PERF_CHECK=0 to skip.
 if [ "${BRAID_GPU_PERF_CHECK:-1}" != 0 ]; then
   for engine in staged kernels; do
     for n in 2 4; do
