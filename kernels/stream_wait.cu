@@ -1,5 +1,7 @@
 #include "kernels/stream_wait.h"
 
+#include "kernels/launch_error.h"
+
 namespace braid {
 
 namespace {
@@ -24,18 +26,18 @@ __global__ void streamWaitIndirectKernel(const volatile uint64_t* published, con
 
 }  // namespace
 
-cudaError_t launchStreamWait(const volatile uint64_t* published, uint64_t target,
-                             const volatile uint32_t* abortWord, cudaStream_t stream) {
-  (void)cudaGetLastError();  // a stale error of an earlier call is not this launch's
+Result launchStreamWait(const volatile uint64_t* published, uint64_t target, const volatile uint32_t* abortWord,
+                        cudaStream_t stream) {
+  BRAID_TRY(refuseOnPendingError("stream-wait kernel"));
   streamWaitKernel<<<1, 1, 0, stream>>>(published, target, abortWord);
-  return cudaGetLastError();
+  return launchResult("stream-wait kernel", cudaGetLastError());
 }
 
-cudaError_t launchStreamWaitIndirect(const volatile uint64_t* published, const volatile uint64_t* target,
-                                     const volatile uint32_t* abortWord, cudaStream_t stream) {
-  (void)cudaGetLastError();
+Result launchStreamWaitIndirect(const volatile uint64_t* published, const volatile uint64_t* target,
+                                const volatile uint32_t* abortWord, cudaStream_t stream) {
+  BRAID_TRY(refuseOnPendingError("stream-wait kernel"));
   streamWaitIndirectKernel<<<1, 1, 0, stream>>>(published, target, abortWord);
-  return cudaGetLastError();
+  return launchResult("stream-wait kernel", cudaGetLastError());
 }
 
 }  // namespace braid

@@ -9,18 +9,21 @@
 
 #include <cstdint>
 
+#include "base/result.h"
+
 namespace braid {
 
 // Device pointers of the mapped words (cudaHostGetDevicePointer). The target
-// is known when the call is enqueued.
-cudaError_t launchStreamWait(const volatile uint64_t* published, uint64_t target,
+// is known when the call is enqueued. Refuses while the thread holds an
+// earlier CUDA error (kernels/launch_error.h).
+Result launchStreamWait(const volatile uint64_t* published, uint64_t target,
                              const volatile uint32_t* abortWord, cudaStream_t stream);
 
 // The same with the target read, when the kernel starts, from a mapped word:
 // for a call captured in a CUDA graph, whose target (the ticket of one launch)
 // the host writes there each time the graph runs, before the kernel in stream
 // order.
-cudaError_t launchStreamWaitIndirect(const volatile uint64_t* published, const volatile uint64_t* target,
+Result launchStreamWaitIndirect(const volatile uint64_t* published, const volatile uint64_t* target,
                                      const volatile uint32_t* abortWord, cudaStream_t stream);
 
 }  // namespace braid

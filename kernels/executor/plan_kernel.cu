@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/executor/typed_step.h"
+#include "kernels/launch_error.h"
 
 namespace braid {
 namespace kernels {
@@ -71,12 +72,7 @@ Result launchPlanLanes(exec::LaneExec* lanes, uint32_t nlanes, uint32_t threadsP
   if (threadsPerLane == 0 || threadsPerLane > 1024)
     return Result(ncclInvalidArgument, "plan kernel: threadsPerLane must be 1..1024");
   if (anyFp8) BRAID_TRY(checkSm90());
-  // Errors of earlier work on the thread are the application's: never report
-  // one as this launch's (nor clear it: cudaPeekAtLastError leaves it).
-  if (cudaPeekAtLastError() != cudaSuccess)
-    return Result(ncclUnhandledCudaError, std::string("plan kernel: not launched: the CUDA runtime holds an earlier "
-                                                      "error of this thread: ") +
-                                              cudaGetErrorName(cudaPeekAtLastError()));
+  BRAID_TRY(refuseOnPendingError("plan kernel"));
   // A cooperative launch guarantees that every block is resident at once (its
   // lanes spin on each other), or fails instead of hanging.
   int device = 0, cooperative = 0;

@@ -145,8 +145,7 @@ Result stageOut(DeviceProxy* proxy, uint64_t sequence, const std::vector<Task>& 
     const Task& t = tasks[i];
     StagedCall& c = (*calls)[i];
     if (held.insert(t.stream).second)
-      BRAID_CUDA_TRY(launchStreamWait(proxy->words().devicePublished(), sequence,
-                                      proxy->words().deviceAbort(), t.stream));
+      BRAID_TRY(launchStreamWait(proxy->words().devicePublished(), sequence, proxy->words().deviceAbort(), t.stream));
     BRAID_TRY(copyOut(t, c));
     inflight->done.emplace_back();
     BRAID_TRY(inflight->done.back().record(t.stream));
@@ -186,8 +185,8 @@ Result captureIn(DeviceProxy* proxy, const StagedRunner& run, cudaGraph_t graph,
 // the launch's host function wrote.
 Result captureOut(DeviceProxy* proxy, const CapturedJob& job, const std::vector<Task>& tasks,
                   const std::vector<size_t>& mine, const std::vector<StagedCall>& calls) {
-  BRAID_CUDA_TRY(launchStreamWaitIndirect(proxy->words().deviceLaunchPublished(), job.ticket.device,
-                                          proxy->words().deviceAbort(), tasks[mine.front()].stream));
+  BRAID_TRY(launchStreamWaitIndirect(proxy->words().deviceLaunchPublished(), job.ticket.device,
+                                     proxy->words().deviceAbort(), tasks[mine.front()].stream));
   for (size_t i : mine) BRAID_TRY(copyOut(tasks[i], calls[i]));
   return Result::success();
 }
