@@ -27,24 +27,13 @@ struct CallRecord {
   int32_t pad = 0;
 };
 
-bool isPointToPoint(Collective c) { return c == Collective::Send || c == Collective::Recv; }
-
-bool usesRoot(Collective c) {
-  return c == Collective::Broadcast || c == Collective::Reduce || c == Collective::Gather || c == Collective::Scatter;
-}
-
-uint64_t mix(uint64_t h, uint64_t v) {
-  h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-  return h * 0xBF58476D1CE4E5B9ull;
-}
-
 CallRecord recordOf(ncclComm* comm, const std::vector<Task>& tasks) {
   CallRecord rec;
   for (const Task& t : tasks) {
     if (t.comm != comm || isPointToPoint(t.coll)) continue;
     const int root = usesRoot(t.coll) ? t.root : 0;
     const int op = isReduction(t.coll) ? t.userOp : 0;
-    rec.digest = mix(mix(mix(mix(mix(rec.digest, static_cast<uint64_t>(t.coll)), t.count), t.type), op), root);
+    rec.digest = mixHash(mixHash(mixHash(mixHash(mixHash(rec.digest, static_cast<uint64_t>(t.coll)), t.count), t.type), op), root);
     if (rec.ncalls++ == 0) {
       rec.coll = static_cast<int32_t>(t.coll);
       rec.count = t.count;

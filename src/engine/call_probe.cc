@@ -24,7 +24,7 @@ struct CallProbe {
   ProbeHop hop[kMaxHops];
 };
 
-bool isCollective(const Task& t) { return t.coll != Collective::Send && t.coll != Collective::Recv; }
+bool isCollective(const Task& t) { return !isPointToPoint(t.coll); }
 
 const RecentCall* latestCall(const ncclComm* comm) {
   const RecentCall* latest = nullptr;
@@ -91,6 +91,13 @@ std::string currentCallText(const ncclComm* comm, const Task* t) {
   if (t) return calledText(comm, *t);
   const RecentCall* latest = latestCall(comm);
   return latest ? calledText(comm, latest->task) : "rank " + std::to_string(comm->rank) + " (no call yet)";
+}
+
+MismatchNotice answerOf(const ncclComm* comm, const MismatchNotice& received) {
+  MismatchNotice pair = received;
+  pair.kind = MismatchNotice::Paired;
+  pair.text = callWithFingerprint(comm, received.fingerprint) + " while " + received.text;
+  return pair;
 }
 
 void sendCallProbe(ncclComm* comm, int peer, const Task* t) {

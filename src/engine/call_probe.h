@@ -17,6 +17,7 @@
 #include <string>
 
 #include "base/result.h"
+#include "bootstrap/bootstrap.h"
 #include "engine/task.h"
 
 struct ncclComm;
@@ -32,6 +33,10 @@ std::string calledText(const ncclComm* comm, const Task& t);
 // The recent call of this rank whose messages carry `fingerprint`, as
 // calledText, or a sentence saying it is no longer known.
 std::string callWithFingerprint(const ncclComm* comm, uint32_t fingerprint);
+
+// This rank's answer to a Received mismatch notice naming it as the sender:
+// a Paired notice whose text names both calls.
+MismatchNotice answerOf(const ncclComm* comm, const MismatchNotice& received);
 
 // What this rank is stuck on, for the probes it answers.
 struct Stall {

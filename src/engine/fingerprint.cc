@@ -8,18 +8,7 @@ namespace braid {
 
 namespace {
 
-uint64_t mix(uint64_t h, uint64_t v) {
-  h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-  return h * 0xBF58476D1CE4E5B9ull;
-}
-
 uint32_t fold(uint64_t h) { return uint32_t(h ^ (h >> 32)); }
-
-bool isPointToPoint(Collective c) { return c == Collective::Send || c == Collective::Recv; }
-
-bool usesRoot(Collective c) {
-  return c == Collective::Broadcast || c == Collective::Reduce || c == Collective::Gather || c == Collective::Scatter;
-}
 
 // Built-in reductions by their value; every PreMulSum alike (its handle and
 // scalar are the rank's own).
@@ -41,6 +30,17 @@ std::string opText(int op) {
 
 }  // namespace
 
+bool isPointToPoint(Collective c) { return c == Collective::Send || c == Collective::Recv; }
+
+bool usesRoot(Collective c) {
+  return c == Collective::Broadcast || c == Collective::Reduce || c == Collective::Gather || c == Collective::Scatter;
+}
+
+uint64_t mixHash(uint64_t h, uint64_t v) {
+  h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  return h * 0xBF58476D1CE4E5B9ull;
+}
+
 uint64_t nextCallNumber(ncclComm* comm, const Task& t) {
   if (!isPointToPoint(t.coll)) return ++comm->collectivesRun;
   std::vector<uint64_t>& counts = t.coll == Collective::Send ? comm->sendsTo : comm->recvsFrom;
@@ -49,19 +49,19 @@ uint64_t nextCallNumber(ncclComm* comm, const Task& t) {
 }
 
 uint32_t shapeFingerprint(const Task& t, const CollShape& shape, exec::Protocol protocol) {
-  if (isPointToPoint(t.coll)) return fold(mix(mix(mix(0x5032, t.count), uint64_t(t.type)), uint64_t(protocol)));
-  uint64_t h = mix(0xC011, uint64_t(t.coll));
-  h = mix(h, t.count);
-  h = mix(h, uint64_t(t.type));
-  h = mix(h, reductionKey(t));
-  h = mix(h, usesRoot(t.coll) ? uint64_t(t.root) : 0);
-  h = mix(h, uint64_t(shape.algorithm));
-  h = mix(h, shape.chunkElems);
-  h = mix(h, uint64_t(shape.nchannels));
-  return fold(mix(h, uint64_t(protocol)));
+  if (isPointToPoint(t.coll)) return fold(mixHash(mixHash(mixHash(0x5032, t.count), uint64_t(t.type)), uint64_t(protocol)));
+  uint64_t h = mixHash(0xC011, uint64_t(t.coll));
+  h = mixHash(h, t.count);
+  h = mixHash(h, uint64_t(t.type));
+  h = mixHash(h, reductionKey(t));
+  h = mixHash(h, usesRoot(t.coll) ? uint64_t(t.root) : 0);
+  h = mixHash(h, uint64_t(shape.algorithm));
+  h = mixHash(h, shape.chunkElems);
+  h = mixHash(h, uint64_t(shape.nchannels));
+  return fold(mixHash(h, uint64_t(protocol)));
 }
 
-uint32_t callFingerprint(uint32_t shape, uint64_t callNumber) { return fold(mix(shape, callNumber)); }
+uint32_t callFingerprint(uint32_t shape, uint64_t callNumber) { return fold(mixHash(shape, callNumber)); }
 
 std::string describeCall(Collective coll, uint64_t count, ncclDataType_t type, int userOp, int root) {
   char text[200];

@@ -15,6 +15,13 @@
 
 namespace braid {
 
+// Send and Recv, which pair up per peer rather than across the communicator.
+bool isPointToPoint(Collective c);
+// The collectives whose `root` means something (Task::root).
+bool usesRoot(Collective c);
+// One step of the 64-bit hash the fingerprints (and BRAID_CHECK's digest) use.
+uint64_t mixHash(uint64_t h, uint64_t v);
+
 // Numbers a call the way its peers number theirs: a collective by the
 // communicator's collectives so far; a send by the sends to its peer so far,
 // a receive by the receives from its peer (they pair up in order). Advances

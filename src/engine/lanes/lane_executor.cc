@@ -187,9 +187,7 @@ Result pairedMismatch(const lanes::Stop& stop) {
           n.reporter >= comm->nranks || answered[size_t(n.reporter)])
         continue;
       answered[size_t(n.reporter)] = true;
-      n.kind = MismatchNotice::Paired;
-      n.text = callWithFingerprint(comm, n.fingerprint) + " while " + n.text;
-      bootstrap.notifyFailure(encodeMismatchNotice(n), -1, Clock::now() + std::chrono::seconds(1));
+      bootstrap.notifyFailure(encodeMismatchNotice(answerOf(comm, n)), -1, Clock::now() + std::chrono::seconds(1));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }

@@ -208,9 +208,7 @@ Stop LaneWatchdog::noticed(ncclComm* comm, const std::string& first) const {
       break;
     }
   if (!named) return stop(comm, failureNoticeError(comm->rank, first));
-  MismatchNotice pair = n;
-  pair.kind = MismatchNotice::Paired;
-  pair.text = callWithFingerprint(comm, n.fingerprint) + " while " + n.text;
+  const MismatchNotice pair = answerOf(comm, n);
   Stop s = stop(comm, fail(ncclInvalidUsage, "%s", pair.text.c_str()), -1, true);
   s.notice = encodeMismatchNotice(pair);
   return s;
