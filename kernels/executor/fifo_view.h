@@ -72,26 +72,57 @@ BRAID_HD inline const char* execStatusName(ExecStatus s) {
 // `resumable`: a wait that is not ready returns WouldBlock at once instead of
 // polling, so that one host thread can take turns over many lanes (the host
 // runner); a CUDA block runs its lane to the end and never sets it.
+//
+// `beacon` (when not null): where a lane shows a host watchdog that cannot
+// read the lane's own memory (a plan kernel's, in device memory) where it is,
+// in host-visible memory: the interpreter writes it at each step, each wait
+// and the lane's end, and every wait loop beats it at each abort check.
+struct LaneBeacon;
 struct WaitControl {
   const uint32_t* abortFlag = nullptr;
   const uint32_t* stopFlag = nullptr;
   uint64_t maxPolls = 0;
   bool resumable = false;
+  LaneBeacon* beacon = nullptr;
 };
 
-// The abort and stop words are read on the first poll and then once per this
-// many: on the GPU they sit in mapped host memory, and a read across PCIe per
-// poll would slow every wait.
+// What a lane publishes through WaitControl::beacon. `beats` changes while the
+// lane polls a wait (each thread stores its poll count there), so a reader
+// that sees it change between two looks, at the same step and wait, knows
+// that the lane still waits for that message; one that sees it still may be
+// computing. `ended` is 0 while the lane runs, then 1 + its ExecStatus
+// (written last, with release ordering), with `step` its failed step (or
+// nsteps) and `receivedFingerprint` as LaneExec's.
+struct LaneBeacon {
+  uint64_t step;
+  uint64_t waitingOn;
+  uint64_t beats;
+  uint64_t ended;
+  uint64_t receivedFingerprint;
+};
+
+// A wait that runs to its end (a CUDA block) reads the abort and stop words,
+// and beats its beacon, once per this many polls, first after that many: on
+// the GPU they sit in mapped host memory, and a read across PCIe on every
+// wait would slow every message (a block polls every ~100 ns, so a raised
+// word ends it within about a millisecond). A resumable wait (the host
+// runner) reads them on its one poll.
+#if defined(__CUDA_ARCH__)
+constexpr uint64_t kPollsPerAbortCheck = 8192;
+#else
 constexpr uint64_t kPollsPerAbortCheck = 1024;
+#endif
 
 // Polls ready() until it is true, the abort word is set or the bound is hit.
 template <class Ready>
 BRAID_HD ExecStatus waitUntil(const WaitControl& w, Ready ready) {
   for (uint64_t polls = 0;; ++polls) {
     if (ready()) return ExecStatus::Ok;
-    if (polls % kPollsPerAbortCheck == 0 && ((w.abortFlag != nullptr && loadFlag(w.abortFlag) != 0) ||
-                                             (w.stopFlag != nullptr && loadFlag(w.stopFlag) != 0)))
-      return ExecStatus::Aborted;
+    if (w.resumable || polls % kPollsPerAbortCheck == kPollsPerAbortCheck - 1) {
+      if ((w.abortFlag != nullptr && loadFlag(w.abortFlag) != 0) || (w.stopFlag != nullptr && loadFlag(w.stopFlag) != 0))
+        return ExecStatus::Aborted;
+      if (w.beacon != nullptr) storeRelaxed(&w.beacon->beats, polls / kPollsPerAbortCheck + 1);
+    }
     if (w.resumable) return ExecStatus::WouldBlock;
     if (w.maxPolls != 0 && polls >= w.maxPolls) return ExecStatus::TimedOut;
     pauseAfter(polls);

@@ -153,6 +153,33 @@ BRAID_HD inline bool awaitedReady(const LaneExec& L) {
   return llFlag(loadRelaxed(line)) == uint32_t(m);
 }
 
+// Where the lane is: the step it is at and the message it waits for (0:
+// none), in its own words and, for a watchdog that cannot read those, in its
+// beacon (WaitControl::beacon). Thread 0 of the group only.
+BRAID_HD inline void publishPlace(LaneExec& L, uint64_t step, uint64_t waiting) {
+  storeRelaxed(&L.currentStep, step);
+  storeRelaxed(&L.waitingOn, waiting);
+  if (L.wait.beacon != nullptr) {
+    storeRelaxed(&L.wait.beacon->step, step);
+    storeRelaxed(&L.wait.beacon->waitingOn, waiting);
+  }
+}
+
+BRAID_HD inline void publishWait(LaneExec& L, uint64_t waiting) {
+  storeRelaxed(&L.waitingOn, waiting);
+  if (L.wait.beacon != nullptr) storeRelaxed(&L.wait.beacon->waitingOn, waiting);
+}
+
+// The lane ended with `st` (not WouldBlock): its beacon says so last.
+BRAID_HD inline void publishEnd(LaneExec& L, ExecStatus st) {
+  LaneBeacon* b = L.wait.beacon;
+  if (b == nullptr) return;
+  storeRelaxed(&b->step, L.failedStep);
+  storeRelaxed(&b->receivedFingerprint, L.receivedFingerprint);
+  fenceSystem();
+  storeRelease(&b->ended, uint64_t(1 + int32_t(st)));
+}
+
 // plan.cc's stepSends/stepReceives, usable on the device.
 BRAID_HD inline bool stepSendsKind(StepKind k) {
   return k == StepKind::Send || k == StepKind::RecvReduceSend || k == StepKind::RecvReduceCopySend ||
@@ -256,7 +283,7 @@ BRAID_HD ExecStatus runStep(const G& g, LaneExec& L, const ExecStep& s) {
   if (rp && L.wait.resumable && (L.resumePhase & kReceivedLL) != 0) {
     in = reinterpret_cast<const T*>(L.recvStage);
   } else if (rp) {
-    if (g.tid() == 0) storeRelaxed(&L.waitingOn, waitWord(false, s.recvPort, rp->seq + 1));
+    if (g.tid() == 0) publishWait(L, waitWord(false, s.recvPort, rp->seq + 1));
     ExecStatus st;
     if (llIn) {
       // also releases the slot
@@ -275,7 +302,7 @@ BRAID_HD ExecStatus runStep(const G& g, LaneExec& L, const ExecStep& s) {
   }
   T* out = nullptr;
   if (sp) {
-    if (g.tid() == 0) storeRelaxed(&L.waitingOn, waitWord(true, s.sendPort, sp->seq + 1));
+    if (g.tid() == 0) publishWait(L, waitWord(true, s.sendPort, sp->seq + 1));
     const ExecStatus st = waitCredit(*sp, g, L.wait);
     if (st != ExecStatus::Ok) return st;
     out = llOut ? reinterpret_cast<T*>(L.sendStage) : reinterpret_cast<T*>(bulkSlot(*sp));
@@ -300,10 +327,7 @@ template <class G, class RunOne>
 BRAID_HD ExecStatus runLaneWith(const G& g, LaneExec& L, RunOne runOne) {
   const uint32_t first = L.wait.resumable ? uint32_t(L.currentStep) : 0;
   for (uint32_t i = first; i < L.nsteps; ++i) {
-    if (g.tid() == 0) {
-      storeRelaxed(&L.currentStep, i);
-      storeRelaxed(&L.waitingOn, 0);
-    }
+    if (g.tid() == 0) publishPlace(L, i, 0);
     ExecStatus st = waitStage(g, L, L.steps[i]);
     if (st == ExecStatus::Ok) st = runOne(L.steps[i]);
     if (st == ExecStatus::Ok) st = markStageDone(g, L, L.steps[i]);
@@ -313,6 +337,7 @@ BRAID_HD ExecStatus runLaneWith(const G& g, LaneExec& L, RunOne runOne) {
         L.failedStep = i;
         // Aborted is the echo of a failure (or of the abort word), not one.
         if (L.failure != nullptr && st != ExecStatus::Aborted) raiseFlag(L.failure, uint32_t(st));
+        publishEnd(L, st);
       }
       return st;
     }
@@ -323,8 +348,8 @@ BRAID_HD ExecStatus runLaneWith(const G& g, LaneExec& L, RunOne runOne) {
   }
   if (g.tid() == 0) {
     L.failedStep = L.nsteps;
-    storeRelaxed(&L.currentStep, L.nsteps);
-    storeRelaxed(&L.waitingOn, 0);
+    publishPlace(L, L.nsteps, 0);
+    publishEnd(L, ExecStatus::Ok);
   }
   return ExecStatus::Ok;
 }

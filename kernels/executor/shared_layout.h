@@ -14,11 +14,18 @@ namespace braid {
 namespace exec {
 
 static_assert(sizeof(void*) == 8, "the lane image assumes 64-bit pointers on host and device");
-static_assert(sizeof(WaitControl) == 32 && alignof(WaitControl) == 8, "WaitControl layout");
+static_assert(sizeof(WaitControl) == 40 && alignof(WaitControl) == 8, "WaitControl layout");
 static_assert(offsetof(WaitControl, abortFlag) == 0, "WaitControl::abortFlag");
 static_assert(offsetof(WaitControl, stopFlag) == 8, "WaitControl::stopFlag");
 static_assert(offsetof(WaitControl, maxPolls) == 16, "WaitControl::maxPolls");
 static_assert(offsetof(WaitControl, resumable) == 24, "WaitControl::resumable");
+static_assert(offsetof(WaitControl, beacon) == 32, "WaitControl::beacon");
+static_assert(sizeof(LaneBeacon) == 40 && alignof(LaneBeacon) == 8, "LaneBeacon layout");
+static_assert(offsetof(LaneBeacon, step) == 0, "LaneBeacon::step");
+static_assert(offsetof(LaneBeacon, waitingOn) == 8, "LaneBeacon::waitingOn");
+static_assert(offsetof(LaneBeacon, beats) == 16, "LaneBeacon::beats");
+static_assert(offsetof(LaneBeacon, ended) == 24, "LaneBeacon::ended");
+static_assert(offsetof(LaneBeacon, receivedFingerprint) == 32, "LaneBeacon::receivedFingerprint");
 static_assert(sizeof(FifoView) == 56 && alignof(FifoView) == 8, "FifoView layout");
 static_assert(offsetof(FifoView, head) == 0, "FifoView::head");
 static_assert(offsetof(FifoView, tail) == 8, "FifoView::tail");
@@ -57,7 +64,7 @@ static_assert(offsetof(OpBuffers, output) == 8, "OpBuffers::output");
 static_assert(offsetof(OpBuffers, scratch) == 16, "OpBuffers::scratch");
 static_assert(offsetof(OpBuffers, op) == 24, "OpBuffers::op");
 static_assert(offsetof(OpBuffers, fingerprint) == 48, "OpBuffers::fingerprint");
-static_assert(sizeof(LaneExec) == 184 && alignof(LaneExec) == 8, "LaneExec layout");
+static_assert(sizeof(LaneExec) == 192 && alignof(LaneExec) == 8, "LaneExec layout");
 static_assert(offsetof(LaneExec, steps) == 0, "LaneExec::steps");
 static_assert(offsetof(LaneExec, nsteps) == 8, "LaneExec::nsteps");
 static_assert(offsetof(LaneExec, sendPorts) == 16, "LaneExec::sendPorts");
@@ -72,13 +79,13 @@ static_assert(offsetof(LaneExec, recvStage) == 80, "LaneExec::recvStage");
 static_assert(offsetof(LaneExec, sendStage) == 88, "LaneExec::sendStage");
 static_assert(offsetof(LaneExec, stageBytes) == 96, "LaneExec::stageBytes");
 static_assert(offsetof(LaneExec, wait) == 104, "LaneExec::wait");
-static_assert(offsetof(LaneExec, failedStep) == 136, "LaneExec::failedStep");
-static_assert(offsetof(LaneExec, receivedFingerprint) == 140, "LaneExec::receivedFingerprint");
-static_assert(offsetof(LaneExec, currentStep) == 144, "LaneExec::currentStep");
-static_assert(offsetof(LaneExec, waitingOn) == 152, "LaneExec::waitingOn");
-static_assert(offsetof(LaneExec, resumePhase) == 160, "LaneExec::resumePhase");
-static_assert(offsetof(LaneExec, resumeLines) == 168, "LaneExec::resumeLines");
-static_assert(offsetof(LaneExec, failure) == 176, "LaneExec::failure");
+static_assert(offsetof(LaneExec, failedStep) == 144, "LaneExec::failedStep");
+static_assert(offsetof(LaneExec, receivedFingerprint) == 148, "LaneExec::receivedFingerprint");
+static_assert(offsetof(LaneExec, currentStep) == 152, "LaneExec::currentStep");
+static_assert(offsetof(LaneExec, waitingOn) == 160, "LaneExec::waitingOn");
+static_assert(offsetof(LaneExec, resumePhase) == 168, "LaneExec::resumePhase");
+static_assert(offsetof(LaneExec, resumeLines) == 176, "LaneExec::resumeLines");
+static_assert(offsetof(LaneExec, failure) == 184, "LaneExec::failure");
 
 }  // namespace exec
 }  // namespace braid

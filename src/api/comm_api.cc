@@ -137,6 +137,12 @@ BRAID_NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_
   Result r = checkComm(comm, "ncclCommGetAsyncError");
   if (!r.ok()) return report(r);
   *asyncError = comm->asyncError.load();
+  // The failure behind an error found here (a device watch's, a kernel's)
+  // is what ncclGetLastError says next.
+  if (*asyncError != ncclSuccess && *asyncError != ncclInProgress) {
+    const std::string failure = comm->failureText();
+    if (!failure.empty()) (void)report(Result(*asyncError, failure));
+  }
   return ncclSuccess;
 } BRAID_API_CATCH(ncclCommGetAsyncError)
 

@@ -54,6 +54,7 @@ PeerInfo makeLocalPeerInfo(int rank, int cudaDev, const sockaddr_storage& tcpAdd
   memset(&info, 0, sizeof(info));
   info.rank = rank;
   info.cudaDev = cudaDev;
+  info.gpuBusId = -1;
   info.hostHash = localHostHash();
   struct stat shm;
   std::string shmId = nsInode("/proc/self/ns/ipc") + "|" +

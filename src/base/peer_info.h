@@ -18,7 +18,9 @@ struct PeerInfo {
   uint64_t pidNamespace;  // pids compare only within one pid namespace
   uint64_t startTime;     // field 22 of /proc/<pid>/stat: tells a reused pid apart
   int32_t pid;
-  int32_t pad;
+  // The PCI domain, bus and device of the rank's current GPU at creation,
+  // packed (gpuBusIdOf), or -1: none, or CUDA not yet in use by the process.
+  int32_t gpuBusId;
   uint8_t tcpAddr[128];   // sockaddr_storage of the interface the bootstrap chose
   char hostname[64];
 };

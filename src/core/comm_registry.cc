@@ -64,11 +64,13 @@ Result checkUsableComm(ncclComm* comm, const char* what) {
     case CommState::Ready: return Result::success();
     case CommState::Initializing:
       return fail(ncclInvalidUsage, "%s: communicator is still initialising", what);
-    case CommState::Failed:
+    case CommState::Failed: {
+      const std::string failure = comm->failureText();
       return fail(comm->asyncError.load(),
                   "%s: rank %d's communicator is in error after an earlier failure; destroy or "
                   "abort it%s%s",
-                  what, comm->rank, comm->failure.empty() ? "" : ": ", comm->failure.c_str());
+                  what, comm->rank, failure.empty() ? "" : ": ", failure.c_str());
+    }
     case CommState::Finalized:
       return fail(ncclInvalidUsage, "%s: communicator was finalized; only ncclCommDestroy is allowed",
                   what);

@@ -15,6 +15,7 @@
 #include "core/group.h"
 #include "engine/calibration_measure.h"
 #include "engine/device/device.h"
+#include "engine/device/launch_plan.h"
 #include "transports/registry/registry.h"
 #include "tuning/planner.h"
 
@@ -145,7 +146,9 @@ Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int 
     BRAID_TRY(Bootstrap::create(id, rank, nranks, deadline, &comm->bootstrap));
     comm->peers.assign(nranks, PeerInfo{});
     comm->peers[rank] = makeLocalPeerInfo(rank, comm->cudaDev, comm->bootstrap->localAddress());
+    comm->peers[rank].gpuBusId = currentGpuBusId();
     BRAID_TRY(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo), deadline));
+    if (comm->settings.deviceKernels) comm->timeSlicedGpu = timeSlicedPeers(comm->peers, rank, mpsDaemonRunning());
     BRAID_TRY(agreeOnTuning(comm, deadline));
     chooseWaitPolicy(comm);
     choosePeerFifo(comm);
@@ -155,7 +158,6 @@ Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int 
   if (!r.ok()) {
     r.context("ncclCommInitRank(rank " + std::to_string(rank) + " of " + std::to_string(nranks) + ")");
     comm->initError = r.message();
-    comm->failure = r.message();
     setCommError(comm, r);
     return r;
   }
@@ -263,7 +265,7 @@ void destroyComm(ncclComm* comm) {
   if (owned->rank >= 0 && static_cast<size_t>(owned->rank) < owned->peers.size())
     for (auto& t : owned->transports)
       t->cleanUpAfterDeadPeers(owned->peers[owned->rank], owned->peers,
-                               std::chrono::milliseconds(owned->failure.empty() ? 0 : 300));
+                               std::chrono::milliseconds(owned->failureText().empty() ? 0 : 300));
 }
 
 void abortCommunicator(ncclComm* comm) {

@@ -4,8 +4,13 @@ namespace braid {
 
 void setCommError(ncclComm* comm, const Result& r) {
   if (r.ok()) return;
-  if (comm->failure.empty()) comm->failure = r.message();
-  comm->asyncError.store(r.code());
+  std::lock_guard<std::mutex> lock(comm->failureMu);
+  // The first failure stands, its code with its message: what came after is
+  // usually its echo (peers aborted, a kernel's lanes ended).
+  if (comm->failure.empty()) {
+    comm->failure = r.message();
+    comm->asyncError.store(r.code());
+  }
   comm->state.store(static_cast<int>(CommState::Failed));
 }
 

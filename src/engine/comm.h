@@ -83,6 +83,10 @@ struct ncclComm {
   int rank = -1;
   int nranks = 0;
   int cudaDev = -1;
+  // BRAID_DEVICE_ENGINE=kernels: why this rank's plan kernels would only take
+  // turns with another process's on its GPU (engine/device/launch_plan.h:
+  // timeSlicedPeers), so its device calls take the staged path; empty: none.
+  std::string timeSlicedGpu;
   braid::CommSettings settings;
 
   std::unique_ptr<braid::Bootstrap> bootstrap;
@@ -114,7 +118,15 @@ struct ncclComm {
   std::atomic<int> activeCalls{0};  // groups running on this communicator (see ncclCommAbort)
   std::thread initThread;  // nonblocking init runs here
   std::string initError;   // message of a failed nonblocking init
-  std::string failure;     // what put the communicator in error (the first failure)
+  // What put the communicator in error (the first failure): written by
+  // setCommError from any thread (a device watch, a CUDA callback), read
+  // through failureText().
+  std::string failure;
+  mutable std::mutex failureMu;
+  std::string failureText() const {
+    std::lock_guard<std::mutex> lock(failureMu);
+    return failure;
+  }
 
   // Each engine's own state. The host runner's FIFOs, ports, cached plans and
   // scratch, made by the first group on host buffers:

@@ -59,9 +59,14 @@ Result proxyFor(ncclComm* comm, int device, DeviceProxy** out) {
     std::unique_ptr<DeviceProxy, DeviceProxyDeleter> proxy(new DeviceProxy(comm, device));
     BRAID_TRY(proxy->start());
     comm->deviceProxy = std::move(proxy);
+    if (comm->settings.deviceKernels && !comm->timeSlicedGpu.empty())
+      BRAID_WARN("BRAID_DEVICE_ENGINE=kernels: %s, so their spinning kernels would take turns: this "
+                 "communicator's device calls are staged through pinned host memory instead (start MPS, or "
+                 "give each process its own GPU)", comm->timeSlicedGpu.c_str());
     BRAID_INFO(kLogInit, "rank %d: device calls on CUDA device %d (%s)", comm->rank, device,
-               comm->settings.deviceKernels ? "plan kernels where every rank is on this host, else staged"
-                                           : "staged through pinned host memory");
+               comm->settings.deviceKernels && comm->timeSlicedGpu.empty()
+                   ? "plan kernels where every rank is on this host, else staged"
+                   : "staged through pinned host memory");
   }
   if (comm->deviceProxy->device() != device)
     return fail(ncclInvalidArgument, "rank %d's buffers are on CUDA device %d, but its earlier device "
@@ -194,8 +199,11 @@ Result captureOut(DeviceProxy* proxy, const CapturedJob& job, const std::vector<
 }  // namespace
 
 Result submitDeviceGroup(const std::vector<Task>& tasks, const StagedRunner& run) {
-  const bool kernels =
-      std::all_of(tasks.begin(), tasks.end(), [](const Task& t) { return t.comm->settings.deviceKernels; });
+  // Plan kernels of ranks whose kernels would only take turns on a GPU
+  // (other processes, no MPS) would move a message per time slice: staged.
+  const bool kernels = std::all_of(tasks.begin(), tasks.end(), [](const Task& t) {
+    return t.comm->settings.deviceKernels && t.comm->timeSlicedGpu.empty();
+  });
   if (kernels && lanesShareMemoryWithEveryPeer(tasks)) return launchDeviceLanes(tasks);
   // Pinned allocations and event queries below are no stream work: they must
   // not fail (nor invalidate) a graph capture of this thread or another.

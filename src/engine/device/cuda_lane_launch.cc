@@ -6,11 +6,13 @@
 #include <memory>
 
 #include "base/cuda_util.h"
+#include "base/log.h"
 #include "engine/comm.h"
 #include "engine/device/cuda_capture.h"
 #include "engine/device/cuda_device_path.h"
 #include "engine/device/launch_plan.h"
 #include "engine/fingerprint.h"
+#include "engine/lanes/beacon_watch.h"
 #include "engine/lanes/comm_program.h"
 #include "engine/lanes/lane_image.h"
 #include "kernels/executor/plan_kernel.h"
@@ -70,15 +72,18 @@ Result connect(std::vector<CommLaunch>& comms) {
 // After the kernel: the worst status a lane of the launch ended with (its
 // failure word, the first communicator's), reported to every communicator of
 // the launch: their lanes ran together, and one failing ended the others.
+// A watched launch's failures are the watch's to report (naming the lane,
+// step and peer, and telling the other ranks): the word is only reset here.
 struct FailureCheck {
   DeviceProxy* wordOwner = nullptr;
   std::vector<ncclComm*> comms;
+  bool watched = false;
 };
 
 void CUDART_CB checkFailures(void* arg) {
   std::unique_ptr<FailureCheck> check(static_cast<FailureCheck*>(arg));
   const uint32_t worst = check->wordOwner->words().takeLaneFailure();
-  if (worst == 0) return;
+  if (worst == 0 || check->watched) return;
   for (ncclComm* comm : check->comms) {
     const exec::ExecStatus st = exec::ExecStatus(worst);
     // A message of another call (its fingerprint) or size: the ranks' calls differ.
@@ -140,6 +145,29 @@ Result releaseStreams(cudaStream_t stream, const std::vector<const void*>& joine
   return Result::success();
 }
 
+// The launch's watchdog (lanes/beacon_watch.h), on the first communicator's
+// watch thread: the lanes as the host planned them, each seen through its
+// beacon; stopping them raises every communicator's abort word.
+void watchLaunch(const std::vector<CommLaunch*>& group, const BeaconRange& beacons) {
+  DeviceProxy* first = group.front()->proxy;
+  auto watched = std::make_unique<lanes::LaneGroup>();
+  std::vector<DeviceProxy*> proxies;
+  size_t at = beacons.first;
+  for (CommLaunch* c : group) {
+    std::vector<Task> tasks;
+    for (const Task* t : c->tasks) tasks.push_back(*t);
+    const size_t n = c->cp.program.lanes.size();
+    // The image is written: the program moves to the watch.
+    lanes::watchLanes(watched.get(), c->comm, &c->proxy->lanePorts(), std::move(tasks), std::move(c->cp.program),
+                      static_cast<const exec::LaneBeacon*>(first->beacons().at(at)));
+    at += n;
+    proxies.push_back(c->proxy);
+  }
+  first->watch().add(std::make_unique<lanes::BeaconWatch>(std::move(watched), [proxies] {
+    for (DeviceProxy* p : proxies) p->abort();
+  }));
+}
+
 // One kernel for every communicator of the group on one device
 // (launch_plan.h): the lanes image and the scratch in one stream-ordered
 // device block, on the first communicator's stream, the others joined.
@@ -170,6 +198,17 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
     // it, whichever communicator it belongs to.
     parts[p].failureWord = first->words().deviceLaneFailure();
   }
+  uint32_t nlanes = 0;
+  for (const auto& part : parts) nlanes += uint32_t(part.program->lanes.size());
+  BeaconRange beacons;
+  if (first->beacons().take(nlanes, &beacons)) {
+    for (size_t p = 0, at = beacons.first; p < parts.size(); at += parts[p].program->lanes.size(), ++p)
+      parts[p].beacons = static_cast<exec::LaneBeacon*>(first->beacons().at(at));
+  } else {
+    BRAID_WARN("rank %d: more than %zu plan kernel lanes in flight: this launch of %u runs unwatched (no "
+               "BRAID_TIMEOUT, no lost-peer detection until earlier launches end)",
+               group.front()->comm->rank, MappedBeacons::kCapacity, nlanes);
+  }
   const size_t imageBytes = lanes::laneImageBytes(parts, stage);
   const size_t scratchAt = align(imageBytes, 256);
   char* block = nullptr;
@@ -185,8 +224,6 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   inflight.blocks.push_back(staging);
   Result r = lanes::writeLaneImage(parts, stage, reinterpret_cast<uintptr_t>(block), staging.data);
   if (r.ok()) r = enqueueImage(block, staging, imageBytes, parts, stage, group, stream);
-  uint32_t nlanes = 0;
-  for (const auto& part : parts) nlanes += uint32_t(part.program->lanes.size());
   if (r.ok())
     r = kernels::launchPlanLanes(reinterpret_cast<exec::LaneExec*>(block), nlanes, kThreadsPerLane, nullptr, anyFp8,
                                  stream);
@@ -195,6 +232,7 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   if (r.ok()) {
     auto check = std::make_unique<FailureCheck>();
     check->wordOwner = first;
+    check->watched = beacons.count > 0;
     for (const CommLaunch* c : group) check->comms.push_back(c->comm);
     const cudaError_t err = cudaLaunchHostFunc(stream, &checkFailures, check.get());
     if (err == cudaSuccess) (void)check.release();  // the callback owns it
@@ -203,6 +241,8 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   for (const CommLaunch* c : group)
     if (r.ok()) r = c->proxy->noteLaneKernel(stream);
   if (r.ok()) r = releaseStreams(stream, launch.joined);
+  if (r.ok() && beacons.count > 0) watchLaunch(group, beacons);
+  inflight.beacons = beacons;
   inflight.done.emplace_back();
   const Result recorded = inflight.done.back().record(stream);
   if (recorded.ok()) {

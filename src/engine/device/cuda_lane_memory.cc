@@ -9,12 +9,18 @@ namespace braid {
 
 namespace {
 
+// Ports come from slabs of this many: one cudaMalloc (which may wait for the
+// whole device, a kernel of another rank of this process included) per slab,
+// made while the FIFOs are offered, not one per Port whenever a lane first
+// needs one.
+constexpr size_t kPortsPerSlab = 256;
+
 class CudaLaneMemory : public lanes::LaneMemory {
  public:
   explicit CudaLaneMemory(int device) : device_(device), fifos_(makeCudaFifoProvider(device)) {}
   ~CudaLaneMemory() override {
     const DeviceGuard guard(device_);
-    for (void* p : ports_)
+    for (void* p : slabs_)
       if (cudaFree(p) != cudaSuccess) cudaGetLastError();  // at exit the runtime may be gone
   }
   CudaLaneMemory(const CudaLaneMemory&) = delete;
@@ -28,20 +34,27 @@ class CudaLaneMemory : public lanes::LaneMemory {
   Result makePort(const exec::FifoView& fifo, exec::Port** out) override {
     const DeviceGuard guard(device_);
     BRAID_TRY(guard.status());
-    void* p = nullptr;
-    BRAID_CUDA_TRY(cudaMalloc(&p, sizeof(exec::Port)));
-    ports_.push_back(p);
+    if (used_ == kPortsPerSlab || slabs_.empty()) {
+      void* p = nullptr;
+      BRAID_CUDA_TRY(cudaMalloc(&p, kPortsPerSlab * sizeof(exec::Port)));
+      slabs_.push_back(p);
+      used_ = 0;
+    }
+    exec::Port* at = static_cast<exec::Port*>(slabs_.back()) + used_;
     exec::Port port;
     port.fifo = fifo;
-    BRAID_TRY(copyToDeviceNow(p, &port, sizeof(port)));
-    *out = static_cast<exec::Port*>(p);
+    // On a stream of its own: no wait for the device's other work.
+    BRAID_TRY(copyToDeviceNow(at, &port, sizeof(port)));
+    ++used_;
+    *out = at;
     return Result::success();
   }
 
  private:
   int device_;
   std::unique_ptr<FifoMemoryProvider> fifos_;
-  std::vector<void*> ports_;
+  std::vector<void*> slabs_;
+  size_t used_ = 0;  // Ports taken from the last slab
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "engine/device/cuda_capture.h"
 #include "engine/device/device.h"
 #include "engine/device/driver_probe.h"
+#include "engine/device/launch_plan.h"
 #include "engine/device/stage_span.h"
 
 namespace braid {
@@ -105,6 +106,19 @@ Result checkCaptures(const std::vector<Task>& tasks) {
 int deviceOfPointer(const void* ptr) {
   cudaPointerAttributes attr{};
   return attributesOf(ptr, &attr) ? attr.device : -1;
+}
+
+int currentGpuBusId() {
+  if (!cudaDriverLoaded() || !deviceBuffersSupported()) return -1;
+  int device = 0, domain = 0, bus = 0, slot = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&domain, cudaDevAttrPciDomainId, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bus, cudaDevAttrPciBusId, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&slot, cudaDevAttrPciDeviceId, device) != cudaSuccess) {
+    cudaGetLastError();  // a query's failure is no error of the application's
+    return -1;
+  }
+  return packGpuBusId(domain, bus, slot);
 }
 
 bool deviceBuffersSupported() {

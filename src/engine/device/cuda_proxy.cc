@@ -17,6 +17,8 @@ namespace {
 // How long destruction waits for the streams to finish with staging memory
 // before it leaks the memory rather than free it under a copy.
 constexpr auto kReleaseWait = std::chrono::seconds(30);
+// How long aborted device work may take to end before its memory is leaked.
+constexpr auto kAbortGrace = std::chrono::seconds(2);
 
 // A graph destroyed just before its communicator releases its captured jobs
 // on a CUDA thread a moment later; destruction waits that long for it, not for
@@ -90,6 +92,7 @@ Result DeviceProxy::start() {
   DeviceGuard guard(device_);
   BRAID_TRY(guard.status());
   BRAID_TRY(words_.allocate());
+  BRAID_TRY(beacons_.allocate());
   thread_ = std::thread([this] { loop(); });
   return Result::success();
 }
@@ -118,7 +121,10 @@ DeviceProxy::~DeviceProxy() {
   const bool graphsDone = captured_.empty();
   if (streamsDone && graphsDone) return;
   // A plan kernel may still use the lanes' FIFOs and Ports.
-  if (!streamsDone) (void)lanePorts_.release();
+  if (!streamsDone) {
+    (void)lanePorts_.release();
+    beacons_.leak();
+  }
   // A stream has not reached the copies back (or never will), or a graph may
   // still run: what they may touch is leaked, not freed. A launch after this
   // finds its ticket word at the last value published (or 0) and the abort
@@ -256,6 +262,7 @@ void DeviceProxy::reclaim() {
   for (size_t i = 0; i < inflight_.size(); ++i) {
     if (finished(inflight_[i])) {
       for (const PinnedBlock& b : inflight_[i].blocks) pool_.release(b);
+      beacons_.release(inflight_[i].beacons);
       continue;
     }
     if (kept != i) inflight_[kept] = std::move(inflight_[i]);
@@ -285,19 +292,33 @@ void DeviceProxy::reclaimCapturedLocked() {
   captured_.resize(kept);
 }
 
-bool DeviceProxy::waitInflight() {
-  const auto until = std::chrono::steady_clock::now() + kReleaseWait;
+bool DeviceProxy::waitInflightFor(std::chrono::milliseconds wait) {
+  const auto until = std::chrono::steady_clock::now() + wait;
   for (int polls = 0;; ++polls) {
     reclaim();
     {
       std::lock_guard<std::mutex> lock(inflightMu_);
       if (inflight_.empty()) return true;
     }
-    if (std::chrono::steady_clock::now() > until) break;
+    if (std::chrono::steady_clock::now() > until) return false;
     backoff(polls);
   }
-  BRAID_WARN("rank %d: device copies of earlier calls did not complete within %lld s of the "
-             "communicator's destruction; their staging memory is leaked",
+}
+
+bool DeviceProxy::waitInflight() {
+  if (waitInflightFor(kReleaseWait)) return true;
+  // A kernel that still runs may wait for a peer that never comes: the abort
+  // word ends it (and a stream-wait kernel), rather than the memory it uses
+  // being freed under it or leaked.
+  words_.setAbort();
+  if (waitInflightFor(kAbortGrace)) {
+    BRAID_WARN("rank %d: device work of earlier calls was still running %lld s after the communicator's "
+               "destruction began; it was aborted (its results are undefined)",
+               comm_->rank, static_cast<long long>(kReleaseWait.count()));
+    return true;
+  }
+  BRAID_WARN("rank %d: device work of earlier calls did not complete within %lld s of the "
+             "communicator's destruction, nor end when aborted; its memory is leaked",
              comm_->rank, static_cast<long long>(kReleaseWait.count()));
   return false;
 }

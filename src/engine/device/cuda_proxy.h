@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -20,6 +21,7 @@
 #include "base/result.h"
 #include "engine/device/cuda_staging.h"
 #include "engine/device/device.h"
+#include "engine/lanes/beacon_watch.h"
 #include "engine/lanes/port_table.h"
 #include "engine/task.h"
 
@@ -56,6 +58,7 @@ struct DeviceJob {
 // Staging memory of a job, in use until the copies back to the device are done.
 struct InflightJob {
   std::vector<PinnedBlock> blocks;
+  BeaconRange beacons;  // a plan kernel's lanes' (none: count 0)
   std::vector<CudaEvent> done;
 };
 
@@ -90,6 +93,9 @@ class DeviceProxy {
   int device() const { return device_; }
   StagingPool& pool() { return pool_; }
   const MappedWords& words() const { return words_; }
+  MappedBeacons& beacons() { return beacons_; }
+  // Watches this communicator's plan kernels (lanes/beacon_watch.h).
+  lanes::WatchThread& watch() { return watch_; }
 
   void submit(DeviceJob&& job);
   void drain();
@@ -129,8 +135,10 @@ class DeviceProxy {
   Result skipReason() const;
   Result waitReady(DeviceJob& job);
   bool finished(const InflightJob& job) const;
-  // Waits (bounded) for every inflight job; false when some did not finish.
+  // Waits (bounded) for every inflight job, then aborts what still runs and
+  // waits briefly again; false when some did not finish even then.
   bool waitInflight();
+  bool waitInflightFor(std::chrono::milliseconds wait);
   void reclaimCapturedLocked();  // inflightMu_ held
 
   ncclComm* comm_;
@@ -156,7 +164,10 @@ class DeviceProxy {
   CudaEvent laneKernelDone_;
   cudaStream_t laneStream_ = nullptr;
   bool laneKernelLaunched_ = false;
+  MappedBeacons beacons_;
   std::thread thread_;
+  // Last: stopped first at destruction, while the rest it may read lives.
+  lanes::WatchThread watch_;
 };
 
 // Where graph launches submit their jobs: the proxy while it lives. A graph

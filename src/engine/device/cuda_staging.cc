@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 
 #include "base/cuda_util.h"
 #include "base/log.h"
+#include "kernels/executor/fifo_view.h"
 
 namespace braid {
 
@@ -152,5 +154,50 @@ void MappedSlots::leak() {
   chunks_.clear();
   free_.clear();
 }
+
+MappedBeacons::~MappedBeacons() {
+  if (block_) cudaFreeHost(block_);
+}
+
+Result MappedBeacons::allocate() {
+  void* p = nullptr;
+  BRAID_CUDA_TRY(cudaHostAlloc(&p, kCapacity * sizeof(exec::LaneBeacon), cudaHostAllocMapped | cudaHostAllocPortable));
+  void* dev = nullptr;
+  const cudaError_t err = cudaHostGetDevicePointer(&dev, p, 0);
+  if (err != cudaSuccess || dev != p) {
+    cudaFreeHost(p);
+    return err != cudaSuccess ? cudaFailure("cudaHostGetDevicePointer", err)
+                              : fail(ncclSystemError, "mapped pinned memory is not at the same address on the "
+                                                      "device (no unified addressing): plan kernels need it");
+  }
+  block_ = static_cast<char*>(p);
+  busy_.assign(kCapacity, false);
+  return Result::success();
+}
+
+bool MappedBeacons::take(size_t count, BeaconRange* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!block_ || count == 0 || count > kCapacity) return false;
+  for (size_t first = 0, run = 0; first + run < kCapacity;) {
+    if (busy_[first + run]) {
+      first += run + 1;
+      run = 0;
+      continue;
+    }
+    if (++run < count) continue;
+    for (size_t i = first; i < first + count; ++i) busy_[i] = true;
+    memset(block_ + first * sizeof(exec::LaneBeacon), 0, count * sizeof(exec::LaneBeacon));
+    *out = {first, count};
+    return true;
+  }
+  return false;
+}
+
+void MappedBeacons::release(const BeaconRange& range) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = range.first; i < range.first + range.count && i < busy_.size(); ++i) busy_[i] = false;
+}
+
+void* MappedBeacons::at(size_t index) const { return block_ + index * sizeof(exec::LaneBeacon); }
 
 }  // namespace braid

@@ -107,4 +107,36 @@ class MappedSlots {
   std::vector<MappedSlot> free_;
 };
 
+// The beacons of the plan kernels' lanes (exec::LaneBeacon), in one block of
+// mapped pinned memory made when the communicator's device work starts, so
+// that a launch allocates nothing: a launch takes a run of them, returned once
+// its kernel is done. Host and device see the block at the same address (UVA).
+struct BeaconRange {
+  size_t first = 0;
+  size_t count = 0;
+};
+
+class MappedBeacons {
+ public:
+  // Enough for this many lanes of launches in flight at once.
+  static constexpr size_t kCapacity = 4096;
+  MappedBeacons() = default;
+  ~MappedBeacons();
+  MappedBeacons(const MappedBeacons&) = delete;
+  MappedBeacons& operator=(const MappedBeacons&) = delete;
+
+  Result allocate();
+  // `count` zeroed beacons, or false when that many are not free in a run
+  // (the launch then runs unwatched; the caller says so).
+  bool take(size_t count, BeaconRange* out);
+  void release(const BeaconRange& range);
+  void* at(size_t index) const;  // a beacon's address, host and device alike
+  void leak() { block_ = nullptr; }  // a kernel may still write them
+
+ private:
+  std::mutex mu_;
+  char* block_ = nullptr;
+  std::vector<bool> busy_;
+};
+
 }  // namespace braid

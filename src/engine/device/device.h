@@ -20,6 +20,11 @@ namespace braid {
 // Built with CUDA and a CUDA device usable by this process (decided now, once).
 bool deviceBuffersSupported();
 
+// The PCI location of this thread's current CUDA device, packed for
+// PeerInfo::gpuBusId; -1 without CUDA, or while the process has not loaded
+// the CUDA driver (no CUDA call is made then).
+int currentGpuBusId();
+
 // Device or managed memory. False, without a CUDA call, when CUDA is not in use.
 bool isDeviceMemory(const void* ptr);
 

@@ -1,6 +1,11 @@
 #include "engine/device/launch_plan.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cstdio>
+
+#include "base/env.h"
 
 namespace braid {
 
@@ -35,6 +40,28 @@ Result planLaunches(const std::vector<LaunchPart>& parts, const std::function<ui
   }
   *out = std::move(launches);
   return Result::success();
+}
+
+std::string timeSlicedPeers(const std::vector<PeerInfo>& peers, int self, bool mps) {
+  if (mps || self < 0 || size_t(self) >= peers.size()) return "";
+  const PeerInfo& me = peers[size_t(self)];
+  if (me.gpuBusId < 0) return "";
+  std::string ranks;
+  for (const PeerInfo& p : peers)
+    if (p.rank != self && p.hostHash == me.hostHash && p.processId != me.processId && p.gpuBusId == me.gpuBusId)
+      ranks += (ranks.empty() ? "" : ", ") + std::to_string(p.rank);
+  if (ranks.empty()) return "";
+  char text[200];
+  snprintf(text, sizeof text, "rank %d shares its GPU (PCI %04x:%02x:%02x) with ranks %s of other processes, and no "
+           "MPS daemon runs", self, unsigned(me.gpuBusId) >> 16, (unsigned(me.gpuBusId) >> 8) & 0xff,
+           unsigned(me.gpuBusId) & 0xff, ranks.c_str());
+  return text;
+}
+
+bool mpsDaemonRunning() {
+  const std::string dir = envString("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps");
+  struct stat st;
+  return stat((dir + "/control").c_str(), &st) == 0;
 }
 
 }  // namespace braid

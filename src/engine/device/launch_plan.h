@@ -13,8 +13,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
+#include "base/peer_info.h"
 #include "base/result.h"
 
 namespace braid {
@@ -39,5 +41,21 @@ struct Launch {
 // many lanes (blocks) the device holds resident at once.
 Result planLaunches(const std::vector<LaunchPart>& parts, const std::function<uint32_t(int device)>& residentLanes,
                     std::vector<Launch>* out);
+
+// PeerInfo::gpuBusId of a GPU at PCI domain:bus:device (domain below 2^15).
+inline int packGpuBusId(int domain, int bus, int device) {
+  return ((domain & 0x7fff) << 16) | ((bus & 0xff) << 8) | (device & 0xff);
+}
+
+// Ranks of other processes on this host whose GPU is this rank's: without
+// MPS their kernels and this rank's only take turns on the GPU (time slices),
+// and plan kernels that spin on each other would move a message per slice.
+// Empty when there are none or `mps` (an MPS daemon serves this host's
+// clients, whose kernels run together); else a text naming them and the GPU.
+std::string timeSlicedPeers(const std::vector<PeerInfo>& peers, int self, bool mps);
+
+// Whether an MPS control daemon is running for this process's clients: its
+// control socket in CUDA_MPS_PIPE_DIRECTORY (default /tmp/nvidia-mps).
+bool mpsDaemonRunning();
 
 }  // namespace braid

@@ -36,6 +36,8 @@ PointerAttributeFn driverPointerAttribute() {
 
 bool deviceBuffersSupported() { return false; }
 
+int currentGpuBusId() { return -1; }
+
 bool isDeviceMemory(const void* ptr) {
   if (ptr == nullptr || !cudaDriverLoaded()) return false;
   const PointerAttributeFn fn = driverPointerAttribute();

@@ -42,37 +42,6 @@ bool turn(lanes::LaneRun& run) {
   return moved;
 }
 
-// The error of a lane that ended with a failure.
-lanes::Stop laneFailure(const lanes::LaneRun& run) {
-  ncclComm* comm = run.owner->comm;
-  const uint32_t at = run.exec->failedStep;
-  const std::string where = "rank " + std::to_string(comm->rank) + ", " + lanes::describeLane(run, at);
-  switch (run.status) {
-    case exec::ExecStatus::Aborted:
-      return {fail(ncclSystemError, "communicator aborted (%s)", where.c_str()), comm};
-    case exec::ExecStatus::FingerprintMismatch: {
-      // The other ranks hear of it (and the sender answers with its call).
-      const int sender = lanes::peerOfStep(run, at);
-      const Task& t = run.owner->tasks[run.lane->bound.steps[at].op];
-      MismatchNotice n;
-      n.sender = sender;
-      n.reporter = comm->rank;
-      n.fingerprint = run.exec->receivedFingerprint;
-      n.text = calledText(comm, t);
-      lanes::Stop s{fail(ncclInvalidUsage, "%s (%s)", mismatchText(n).c_str(), where.c_str()), comm, -1, true};
-      s.notice = encodeMismatchNotice(n);
-      s.pairFrom = sender;
-      return s;
-    }
-    case exec::ExecStatus::SizeMismatch:
-      return {fail(ncclInvalidUsage, "%s: rank %d sent a message of another size than this step expects: the "
-                   "ranks called different operations or counts", where.c_str(), lanes::peerOfStep(run, at)), comm};
-    default:
-      return {fail(ncclInternalError, "engine: %s: %s", where.c_str(), exec::execStatusName(run.status)),
-              comm};
-  }
-}
-
 // The network bridges of the group's communicators: pumped every round, and
 // the group ends only once they have sent everything.
 class Bridges {
@@ -149,7 +118,7 @@ lanes::Stop runTurns(lanes::LaneGroup& group) {
       progressed = true;
       if (!run.done) continue;
       --remaining;
-      if (run.status != exec::ExecStatus::Ok) return laneFailure(run);
+      if (run.status != exec::ExecStatus::Ok) return lanes::laneFailure(run);
     }
     if (progressed) {
       backoff.reset();
@@ -163,46 +132,9 @@ lanes::Stop runTurns(lanes::LaneGroup& group) {
   return {};
 }
 
-// How long a rank that got a message of another call waits for its sender to
-// name its own call: a sender still in its call answers within a watchdog
-// round or two; one that has finished it cannot.
-constexpr auto kPairWait = std::chrono::milliseconds(500);
-
-// The sender's answer to a mismatch this rank saw, naming both calls; `why`
-// when none came in time. Meanwhile this rank answers the ranks that got a
-// message of another call from it (in a ring, the next one did), as a rank
-// still running does from its watchdog.
-Result pairedMismatch(const lanes::Stop& stop) {
-  ncclComm* comm = stop.comm;
-  Bootstrap& bootstrap = *comm->bootstrap;
-  const Clock::time_point until = Clock::now() + kPairWait;
-  std::vector<bool> answered(size_t(comm->nranks), false);
-  MismatchNotice n;
-  while (Clock::now() < until) {
-    for (const std::string& notice : bootstrap.failureNotices()) {
-      if (!parseMismatchNotice(notice, &n)) continue;
-      if (n.kind == MismatchNotice::Paired && n.sender == stop.pairFrom && n.reporter == comm->rank)
-        return fail(ncclInvalidUsage, "%s", n.text.c_str());
-      if (n.kind != MismatchNotice::Received || n.sender != comm->rank || n.reporter < 0 ||
-          n.reporter >= comm->nranks || answered[size_t(n.reporter)])
-        continue;
-      answered[size_t(n.reporter)] = true;
-      bootstrap.notifyFailure(encodeMismatchNotice(answerOf(comm, n)), -1, Clock::now() + std::chrono::seconds(1));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return fail(ncclInvalidUsage, "%s; rank %d did not name its call within 0.5 s (it may have finished it)",
-              stop.why.message().c_str(), stop.pairFrom);
-}
-
 Result runPrepared(lanes::LaneGroup& group) {
   rewind(group);
-  lanes::Stop stop = runTurns(group);
-  if (stop.why.ok()) return Result::success();
-  if (!stop.notify || !stop.comm || !stop.comm->bootstrap) return stop.why;
-  stop.comm->bootstrap->notifyFailure(stop.notice.empty() ? stop.why.message() : stop.notice, stop.lostPeer,
-                                      Clock::now() + std::chrono::seconds(1));
-  return stop.pairFrom >= 0 ? pairedMismatch(stop) : stop.why;
+  return lanes::reportStop(runTurns(group));
 }
 
 // A group of one communicator's calls (a lone call the commonest) runs from

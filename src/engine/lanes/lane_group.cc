@@ -88,6 +88,7 @@ Result prepareLaneGroup(const std::vector<Task>& tasks, LaneGroup* group) {
       group->comms.push_back(std::make_unique<CommRun>());
       run = group->comms.back().get();
       run->comm = t.comm;
+      run->ports = &hostLanesOf(t.comm).ports;
     }
     run->tasks.push_back(t);
   }

@@ -18,9 +18,13 @@ struct ncclComm;
 namespace braid {
 namespace lanes {
 
+class PortTable;
+
 // One communicator's part of the group.
 struct CommRun {
   ncclComm* comm = nullptr;
+  // Its FIFOs: the host lanes' (hostLanes->ports), or a plan kernel's.
+  PortTable* ports = nullptr;
   std::vector<Task> tasks;  // copies: a cached group outlives the calls
   LaneProgram program;
   std::vector<size_t> scratchOffsets;  // per call, into the host lanes' scratch
@@ -35,6 +39,9 @@ struct LaneRun {
   CommRun* owner = nullptr;
   const ProgramLane* lane = nullptr;
   exec::LaneExec* exec = nullptr;  // in owner->image
+  // A lane the host neither runs nor can read (a plan kernel's, in device
+  // memory) has no exec: the watchdog sees it through its beacon.
+  const exec::LaneBeacon* beacon = nullptr;
   bool done = false;
   exec::ExecStatus status = exec::ExecStatus::Ok;
 };

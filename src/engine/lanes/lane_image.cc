@@ -101,6 +101,7 @@ exec::LaneExec writeLane(const ImagePart& part, const PartLayout& pl, size_t i, 
   L.failure = part.failureWord;
   // A lane that fails raises it, and the others stop waiting on it.
   L.wait.stopFlag = part.failureWord;
+  L.wait.beacon = part.beacons ? part.beacons + i : nullptr;
   return L;
 }
 

@@ -29,6 +29,9 @@ struct ImagePart {
   const uint32_t* abortWord = nullptr;  // polled by every wait
   bool resumable = false;               // host runner: waits return WouldBlock (WaitControl)
   uint32_t* failureWord = nullptr;      // optional: the worst failed status (CUDA kernel)
+  // Optional: one per lane of the part, where a watchdog that cannot read the
+  // lanes' memory sees them (CUDA kernel: mapped host memory; beacon_watch.h).
+  exec::LaneBeacon* beacons = nullptr;
 };
 
 // Bytes of the block of `parts`.

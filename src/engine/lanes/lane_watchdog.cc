@@ -18,7 +18,14 @@ namespace lanes {
 
 namespace {
 
-uint64_t stepOf(const LaneRun& run) { return exec::loadRelaxed(&run.exec->currentStep); }
+// What a lane shows: its own words on the host, its beacon where the host
+// cannot read those (a plan kernel's lane).
+uint64_t stepOf(const LaneRun& run) {
+  return exec::loadRelaxed(run.beacon ? &run.beacon->step : &run.exec->currentStep);
+}
+uint64_t waitingOnOf(const LaneRun& run) {
+  return exec::loadRelaxed(run.beacon ? &run.beacon->waitingOn : &run.exec->waitingOn);
+}
 
 bool running(const LaneRun& run) { return !run.done && stepOf(run) < run.lane->bound.steps.size(); }
 
@@ -29,12 +36,15 @@ bool running(const LaneRun& run) { return !run.done && stepOf(run) < run.lane->b
 // in one word (waitingOn), so a lane that just got its message is never
 // judged by the next one. (An LL message whose sender died halfway is left to
 // the timeout when the line the lane polls is one of those that came.)
-bool waitsOn(const LaneRun& run, int peer, PortKey* key = nullptr) {
+// A lane seen through its beacon waits when the beacon beat since the
+// watchdog's last look with the lane at the same place (`stillPolls`).
+bool waitsOn(const LaneRun& run, bool stillPolls, int peer, PortKey* key = nullptr) {
   if (run.done) return false;
-  const exec::WaitTarget t = exec::waitTargetOf(exec::loadRelaxed(&run.exec->waitingOn));
+  const exec::WaitTarget t = exec::waitTargetOf(waitingOnOf(run));
   if (!t.waiting) return false;
   const auto& peers = t.send ? run.lane->bound.sendPeers : run.lane->bound.recvPeers;
-  if (t.port >= peers.size() || peers[t.port] != peer || exec::awaitedReady(*run.exec)) return false;
+  if (t.port >= peers.size() || peers[t.port] != peer) return false;
+  if (run.beacon ? !stillPolls : exec::awaitedReady(*run.exec)) return false;
   if (key) *key = t.send ? run.lane->sendKey(t.port) : run.lane->recvKey(t.port);
   return true;
 }
@@ -90,7 +100,85 @@ void summarizeComm(const LaneGroup& group, ncclComm* comm) {
           rankList(waitingRanks).c_str());
 }
 
+uint64_t failedStepOf(const LaneRun& run) {
+  return run.beacon ? exec::loadRelaxed(&run.beacon->step) : run.exec->failedStep;
+}
+uint32_t receivedFingerprintOf(const LaneRun& run) {
+  return uint32_t(run.beacon ? exec::loadRelaxed(&run.beacon->receivedFingerprint) : run.exec->receivedFingerprint);
+}
+
+// How long a rank that got a message of another call waits for its sender to
+// name its own call: a sender still in its call answers within a watchdog
+// round or two; one that has finished it cannot.
+constexpr auto kPairWait = std::chrono::milliseconds(500);
+
+// The sender's answer to a mismatch this rank saw, naming both calls; `why`
+// when none came in time. Meanwhile this rank answers the ranks that got a
+// message of another call from it (in a ring, the next one did), as a rank
+// still running does from its watchdog.
+Result pairedMismatch(const Stop& stop) {
+  ncclComm* comm = stop.comm;
+  Bootstrap& bootstrap = *comm->bootstrap;
+  const Clock::time_point until = Clock::now() + kPairWait;
+  std::vector<bool> answered(size_t(comm->nranks), false);
+  MismatchNotice n;
+  while (Clock::now() < until) {
+    for (const std::string& notice : bootstrap.failureNotices()) {
+      if (!parseMismatchNotice(notice, &n)) continue;
+      if (n.kind == MismatchNotice::Paired && n.sender == stop.pairFrom && n.reporter == comm->rank)
+        return fail(ncclInvalidUsage, "%s", n.text.c_str());
+      if (n.kind != MismatchNotice::Received || n.sender != comm->rank || n.reporter < 0 ||
+          n.reporter >= comm->nranks || answered[size_t(n.reporter)])
+        continue;
+      answered[size_t(n.reporter)] = true;
+      bootstrap.notifyFailure(encodeMismatchNotice(answerOf(comm, n)), -1, Clock::now() + std::chrono::seconds(1));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return fail(ncclInvalidUsage, "%s; rank %d did not name its call within 0.5 s (it may have finished it)",
+              stop.why.message().c_str(), stop.pairFrom);
+}
+
 }  // namespace
+
+// The error of a lane that ended with a failure.
+Stop laneFailure(const lanes::LaneRun& run) {
+  ncclComm* comm = run.owner->comm;
+  const uint32_t at = uint32_t(failedStepOf(run));
+  const std::string where = "rank " + std::to_string(comm->rank) + ", " + describeLane(run, at);
+  switch (run.status) {
+    case exec::ExecStatus::Aborted:
+      return {fail(ncclSystemError, "communicator aborted (%s)", where.c_str()), comm};
+    case exec::ExecStatus::FingerprintMismatch: {
+      // The other ranks hear of it (and the sender answers with its call).
+      const int sender = peerOfStep(run, at);
+      const Task& t = run.owner->tasks[run.lane->bound.steps[at].op];
+      MismatchNotice n;
+      n.sender = sender;
+      n.reporter = comm->rank;
+      n.fingerprint = receivedFingerprintOf(run);
+      n.text = calledText(comm, t);
+      Stop s{fail(ncclInvalidUsage, "%s (%s)", mismatchText(n).c_str(), where.c_str()), comm, -1, true};
+      s.notice = encodeMismatchNotice(n);
+      s.pairFrom = sender;
+      return s;
+    }
+    case exec::ExecStatus::SizeMismatch:
+      return {fail(ncclInvalidUsage, "%s: rank %d sent a message of another size than this step expects: the "
+                   "ranks called different operations or counts", where.c_str(), peerOfStep(run, at)), comm};
+    default:
+      return {fail(ncclInternalError, "engine: %s: %s", where.c_str(), exec::execStatusName(run.status)),
+              comm};
+  }
+}
+
+Result reportStop(const Stop& stop) {
+  if (stop.why.ok()) return Result::success();
+  if (!stop.notify || !stop.comm || !stop.comm->bootstrap) return stop.why;
+  stop.comm->bootstrap->notifyFailure(stop.notice.empty() ? stop.why.message() : stop.notice, stop.lostPeer,
+                                      Clock::now() + std::chrono::seconds(1));
+  return stop.pairFrom >= 0 ? pairedMismatch(stop) : stop.why;
+}
 
 std::string describeLane(const LaneRun& run, uint64_t step) {
   const auto& bound = run.lane->bound;
@@ -170,11 +258,12 @@ Stop LaneWatchdog::check() {
   probeWhenStalled(now);
   Stop probed = answerProbes();
   if (!probed.why.ok()) return probed;
+  notePolling();
   for (const auto& c : group_.comms) {
     ncclComm* comm = c->comm;
     Result lost;
     int peer = -1;
-    if (const NetBridge* bridge = comm->hostLanes->ports.bridge())
+    if (const NetBridge* bridge = c->ports->bridge())
       for (auto& [p, why] : bridge->closedReceivers())
         if (lost.ok() && waitedOn(comm, p)) lost = why, peer = p;
     // A process that is gone matters only where its FIFO is in shared memory:
@@ -241,7 +330,7 @@ Stop LaneWatchdog::answerProbes() const {
 void LaneWatchdog::probeWhenStalled(Clock::time_point now) {
   uint64_t signature = 0;
   for (const LaneRun& run : group_.runs)
-    signature = signature * 0x100000001B3ull + (run.done ? 1 : stepOf(run) * 31 + exec::loadRelaxed(&run.exec->waitingOn));
+    signature = signature * 0x100000001B3ull + (run.done ? 1 : stepOf(run) * 31 + waitingOnOf(run));
   if (signature != stallSignature_ || stallSince_ == Clock::time_point::min()) {
     stallSignature_ = signature;
     stallSince_ = now;
@@ -278,15 +367,36 @@ Stop LaneWatchdog::stuck(const char* why) const {
 
 bool LaneWatchdog::waitedOn(const ncclComm* comm, int peer) const {
   for (const LaneRun& run : group_.runs)
-    if (run.owner->comm == comm && waitsOn(run, peer)) return true;
+    if (run.owner->comm == comm && waitsOn(run, stillPolls(run), peer)) return true;
   return false;
 }
 
 bool LaneWatchdog::waitedOnInMemory(ncclComm* comm, int peer) const {
   PortKey key;
   for (const LaneRun& run : group_.runs)
-    if (run.owner->comm == comm && waitsOn(run, peer, &key) && !comm->hostLanes->ports.isRemote(comm, key)) return true;
+    if (run.owner->comm == comm && waitsOn(run, stillPolls(run), peer, &key) && !run.owner->ports->isRemote(comm, key))
+      return true;
   return false;
+}
+
+// Where each beacon lane is, and its beat: a lane at the same place whose
+// beacon beat since the last look still polls that wait.
+void LaneWatchdog::notePolling() {
+  looks_.resize(group_.runs.size());
+  for (size_t i = 0; i < group_.runs.size(); ++i) {
+    const LaneRun& run = group_.runs[i];
+    if (!run.beacon) continue;
+    const Look now{stepOf(run), waitingOnOf(run), exec::loadRelaxed(&run.beacon->beats), false};
+    Look& last = looks_[i];
+    const bool polls = now.step == last.step && now.waitingOn == last.waitingOn && now.beats != last.beats;
+    last = now;
+    last.polls = polls;
+  }
+}
+
+bool LaneWatchdog::stillPolls(const LaneRun& run) const {
+  const size_t i = size_t(&run - group_.runs.data());
+  return i < looks_.size() && looks_[i].polls;
 }
 
 }  // namespace lanes

@@ -32,6 +32,15 @@ struct Stop {
   int pairFrom = -1;
 };
 
+// The error of a lane that ended with a failure (run.status), told to the
+// other ranks where they would otherwise wait for this one.
+Stop laneFailure(const LaneRun& run);
+
+// Tells the other ranks why the group stopped where `stop` says so and, for a
+// message of another call, waits briefly for its sender to name its call;
+// returns the error for this rank (success when stop.why is).
+Result reportStop(const Stop& stop);
+
 // One "braid diagnosis:" line per lane still running.
 std::string describeWaits(const std::vector<LaneRun>& runs);
 
@@ -52,6 +61,8 @@ class LaneWatchdog {
   Stop noticed(ncclComm* comm, const std::string& first) const;
   Stop answerProbes() const;
   void probeWhenStalled(Clock::time_point now);
+  void notePolling();
+  bool stillPolls(const LaneRun& run) const;
   Stop stop(ncclComm* comm, Result why, int lostPeer = -1, bool notify = false) const;
 
   const LaneGroup& group_;
@@ -63,6 +74,12 @@ class LaneWatchdog {
   uint64_t stallSignature_ = 0;
   Clock::time_point stallSince_ = Clock::time_point::min();
   bool probed_ = false;
+  // Beacon lanes (LaneRun::beacon) at the last peer check.
+  struct Look {
+    uint64_t step = 0, waitingOn = 0, beats = 0;
+    bool polls = false;
+  };
+  std::vector<Look> looks_;
 };
 
 // After a timeout: every rank reports to rank 0 what it waits for, and rank 0

@@ -1,0 +1,334 @@
+// src/engine/lanes/beacon_watch: the watchdog of lanes the host cannot read
+// (a plan kernel's), proven without a GPU. The lanes run as CUDA blocks do:
+// each on a thread of its own, to its end, never resumed, polling an abort
+// word; the watch sees them only through their beacons, as it sees a kernel's
+// through mapped memory. The communicators, their FIFOs and the plans are the
+// engine's own (two ranks of this process over the inproc transport).
+#include <gtest/gtest.h>
+#include <nccl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "common/local_comms.h"
+#include "engine/comm.h"
+#include "engine/fingerprint.h"
+#include "engine/lanes/beacon_watch.h"
+#include "engine/lanes/host_lanes.h"
+#include "kernels/executor/host_lane_runner.h"
+#include "reduce/host_reduce.h"
+
+namespace braid {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr size_t kCount = 4096;
+
+// Both ranks' calls of one allreduce, planned and connected by the engine;
+// each rank's lanes laid out to run as blocks with beacons.
+class DeviceLikeRanks {
+ public:
+  explicit DeviceLikeRanks(braidtest::LocalComms& comms) : comms_(comms) {
+    for (int r = 0; r < 2; ++r) {
+      in_[r].assign(kCount, float(r + 1));
+      out_[r].assign(kCount, 0.0f);
+      Task t;
+      t.comm = comms[r];
+      t.coll = Collective::AllReduce;
+      t.count = kCount;
+      t.type = ncclFloat32;
+      t.op = makeBuiltinOp(ncclSum, ncclFloat32, 2);
+      t.sendbuff = in_[r].data();
+      t.recvbuff = out_[r].data();
+      t.sequence = t.callNumber = 1;
+      tasks_.push_back(t);
+    }
+    prepared_ = lanes::prepareLaneGroup(tasks_, &group_);
+    beacons_.resize(group_.runs.size());
+    for (size_t i = 0; i < group_.runs.size(); ++i) {
+      exec::LaneExec& L = *group_.runs[i].exec;
+      L.wait.resumable = false;
+      L.wait.beacon = &beacons_[i];
+      L.wait.abortFlag = &abort_;
+    }
+  }
+
+  const Result& prepared() const { return prepared_; }
+
+  // A watch over rank r's lanes (the communicator's own FIFOs and program).
+  std::unique_ptr<lanes::BeaconWatch> watch(const std::vector<int>& ranks) {
+    auto g = std::make_unique<lanes::LaneGroup>();
+    for (int r : ranks) {
+      const lanes::CommRun& c = *group_.comms[size_t(r)];
+      lanes::watchLanes(g.get(), c.comm, c.ports, c.tasks, c.program, &beacons_[firstRun(r)]);
+    }
+    return std::make_unique<lanes::BeaconWatch>(std::move(g), [this] { __atomic_store_n(&abort_, 1u, __ATOMIC_SEQ_CST); });
+  }
+
+  // Starts rank r's lanes, each on a thread, as a kernel's blocks.
+  void launch(int r) {
+    for (size_t i = 0; i < group_.runs.size(); ++i) {
+      if (group_.runs[i].owner->comm != comms_[r]) continue;
+      exec::LaneExec* L = group_.runs[i].exec;
+      statuses_.push_back(exec::ExecStatus::Ok);
+      const size_t slot = statuses_.size() - 1;
+      blocks_.emplace_back([this, L, slot] { statuses_[slot] = exec::runLaneOnHost(*L); });
+    }
+  }
+  std::vector<exec::ExecStatus> join() {
+    for (auto& t : blocks_) t.join();
+    blocks_.clear();
+    return statuses_;
+  }
+  ~DeviceLikeRanks() {
+    __atomic_store_n(&abort_, 1u, __ATOMIC_SEQ_CST);
+    join();
+  }
+
+  const exec::LaneBeacon& beacon(size_t i) const { return beacons_[i]; }
+  exec::LaneBeacon& beacon(size_t i) { return beacons_[i]; }
+  size_t lanes() const { return beacons_.size(); }
+  const lanes::LaneRun& run(size_t i) const { return group_.runs[i]; }
+  const std::vector<float>& out(int r) const { return out_[r]; }
+  // Makes rank r's messages those of another call.
+  void changeFingerprintOf(int r) {
+    lanes::CommRun& c = *group_.comms[size_t(r)];
+    auto* ops = reinterpret_cast<exec::OpBuffers*>(reinterpret_cast<char*>(c.image.data()) + c.opsOffset);
+    ops[0].fingerprint ^= 0x5a5a5a5au;
+  }
+
+ private:
+  size_t firstRun(int r) const {
+    for (size_t i = 0; i < group_.runs.size(); ++i)
+      if (group_.runs[i].owner->comm == comms_[r]) return i;
+    return group_.runs.size();
+  }
+
+  braidtest::LocalComms& comms_;
+  std::vector<float> in_[2], out_[2];
+  std::vector<Task> tasks_;
+  lanes::LaneGroup group_;
+  Result prepared_;
+  std::vector<exec::LaneBeacon> beacons_;
+  uint32_t abort_ = 0;
+  std::vector<std::thread> blocks_;
+  std::vector<exec::ExecStatus> statuses_;
+};
+
+// Polls until the watch ends or `limit` passes; how long it took.
+double pollUntilEnd(lanes::BeaconWatch& w, std::chrono::milliseconds limit) {
+  const auto start = Clock::now();
+  while (w.poll()) {
+    if (Clock::now() - start > limit) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Two ranks of this process, their allreduce prepared to run as blocks.
+class BeaconWatchTest : public testing::Test {
+ protected:
+  // Each rank's BRAID_TIMEOUT, in seconds.
+  void start(double timeout0, double timeout1 = 10) {
+    ASSERT_TRUE(comms.ok()) << comms.error();
+    comms[0]->settings.timeoutSeconds = timeout0;
+    comms[1]->settings.timeoutSeconds = timeout1;
+    owned_ = std::make_unique<DeviceLikeRanks>(comms);
+    ASSERT_TRUE(owned_->prepared().ok()) << owned_->prepared().message();
+  }
+  DeviceLikeRanks& ranks() { return *owned_; }
+
+  braidtest::LocalComms comms{2};
+
+ private:
+  std::unique_ptr<DeviceLikeRanks> owned_;  // before comms go
+};
+
+TEST_F(BeaconWatchTest, LanesThatCompleteEndTheWatchWithTheirResult) {
+  start(10);
+  if (HasFatalFailure()) return;
+  DeviceLikeRanks& ranks = this->ranks();
+  lanes::WatchThread thread;  // it frees each watch once it ended
+  thread.add(ranks.watch({0, 1}));
+  ranks.launch(0);
+  ranks.launch(1);
+  for (exec::ExecStatus st : ranks.join()) EXPECT_EQ(st, exec::ExecStatus::Ok);
+  thread.drain();
+  for (int r = 0; r < 2; ++r) {
+    ncclResult_t async = ncclInternalError;
+    ASSERT_EQ(ncclCommGetAsyncError(comms[r], &async), ncclSuccess);
+    EXPECT_EQ(async, ncclSuccess);
+    for (float v : ranks.out(r)) ASSERT_EQ(v, 3.0f);
+  }
+  // Every lane's beacon says it ended well, at its last step.
+  for (size_t i = 0; i < ranks.lanes(); ++i) {
+    EXPECT_EQ(ranks.beacon(i).ended, 1u + uint64_t(exec::ExecStatus::Ok));
+    EXPECT_EQ(ranks.beacon(i).step, ranks.run(i).lane->bound.steps.size());
+  }
+}
+
+// A kernel queued behind other work has not started: that is no hang, and
+// its time does not count against BRAID_TIMEOUT.
+TEST_F(BeaconWatchTest, LanesThatHaveNotStartedAreNotTimedOut) {
+  start(0.3);
+  if (HasFatalFailure()) return;
+  DeviceLikeRanks& ranks = this->ranks();
+  auto w = ranks.watch({0});
+  EXPECT_EQ(pollUntilEnd(*w, std::chrono::milliseconds(800)), -1) << "the watch ended lanes that never started";
+  ranks.launch(0);
+  ranks.launch(1);
+  for (exec::ExecStatus st : ranks.join()) EXPECT_EQ(st, exec::ExecStatus::Ok);
+  EXPECT_GE(pollUntilEnd(*w, std::chrono::seconds(5)), 0);
+  EXPECT_TRUE(w->result().ok()) << w->result().message();
+}
+
+// Rank 1 never launches: rank 0's lanes time out at BRAID_TIMEOUT, counted
+// from their start, with the host runner's diagnosis; the abort word ends
+// them and the communicator reports the error.
+TEST_F(BeaconWatchTest, ATimeoutEndsTheLanesAndNamesTheRankWaitedFor) {
+  start(1);
+  if (HasFatalFailure()) return;
+  DeviceLikeRanks& ranks = this->ranks();
+  auto w = ranks.watch({0});
+  testing::internal::CaptureStderr();
+  ranks.launch(0);
+  const double took = pollUntilEnd(*w, std::chrono::seconds(10));
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_GE(took, 0) << "no timeout within 10 s";
+  EXPECT_GE(took, 0.9);
+  for (exec::ExecStatus st : ranks.join()) EXPECT_EQ(st, exec::ExecStatus::Aborted);
+  EXPECT_EQ(w->result().code(), ncclSystemError);
+  EXPECT_NE(w->result().message().find("timed out (BRAID_TIMEOUT)"), std::string::npos) << w->result().message();
+  EXPECT_NE(w->result().message().find("waiting for rank 1"), std::string::npos) << w->result().message();
+  EXPECT_NE(err.find("braid diagnosis: rank 0 of 2"), std::string::npos) << err;
+  EXPECT_NE(err.find("waits for data from rank 1"), std::string::npos) << err;
+  EXPECT_NE(err.find("braid timeout summary (rank 0"), std::string::npos) << err;
+  ncclResult_t async = ncclSuccess;
+  ASSERT_EQ(ncclCommGetAsyncError(comms[0], &async), ncclSuccess);
+  EXPECT_EQ(async, ncclSystemError);
+  EXPECT_NE(std::string(ncclGetLastError(comms[0])).find("timed out (BRAID_TIMEOUT)"), std::string::npos)
+      << "ncclGetLastError after ncclCommGetAsyncError: " << ncclGetLastError(comms[0]);
+}
+
+// Another rank's failure notice ends a waiting lane within moments, not at
+// the timeout, and names that rank's failure.
+TEST_F(BeaconWatchTest, AFailureNoticeEndsTheLanesAtOnce) {
+  start(60);
+  if (HasFatalFailure()) return;
+  DeviceLikeRanks& ranks = this->ranks();
+  auto w = ranks.watch({0});
+  ranks.launch(0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  comms[1]->bootstrap->notifyFailure("rank 1: its GPU fell off the bus (test)", -1,
+                                     Clock::now() + std::chrono::seconds(1));
+  const double took = pollUntilEnd(*w, std::chrono::seconds(10));
+  ASSERT_GE(took, 0) << "the notice did not end the watch";
+  EXPECT_LT(took, 2.0);
+  for (exec::ExecStatus st : ranks.join()) EXPECT_EQ(st, exec::ExecStatus::Aborted);
+  EXPECT_NE(w->result().message().find("its GPU fell off the bus"), std::string::npos) << w->result().message();
+  EXPECT_NE(w->result().message().find("rank 1"), std::string::npos) << w->result().message();
+}
+
+// Rank 1's messages are of another call: the lane that receives one ends
+// with a fingerprint mismatch, its watch reports it, tells rank 1, and both
+// ranks' watches end with ncclInvalidUsage, no rank waiting for its timeout.
+TEST_F(BeaconWatchTest, ALaneFailureOnTheDeviceIsReportedAndTold) {
+  start(60, 60);
+  if (HasFatalFailure()) return;
+  DeviceLikeRanks& ranks = this->ranks();
+  ranks.changeFingerprintOf(1);
+  lanes::WatchThread thread;
+  thread.add(ranks.watch({0}));
+  thread.add(ranks.watch({1}));
+  const auto start = Clock::now();
+  ranks.launch(0);
+  ranks.launch(1);
+  ranks.join();
+  thread.drain();
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 10.0);
+  for (int r = 0; r < 2; ++r) {
+    ncclResult_t async = ncclSuccess;
+    ASSERT_EQ(ncclCommGetAsyncError(comms[r], &async), ncclSuccess);
+    EXPECT_EQ(async, ncclInvalidUsage) << r << ": " << comms[r]->failureText();
+    EXPECT_NE(comms[r]->failureText().find("AllReduce"), std::string::npos) << comms[r]->failureText();
+  }
+}
+
+// Rank 1's process is gone (a child that exited stands in for it): a lane
+// that still polls for rank 1's message fails the launch with the lost rank
+// named, within moments, and the other ranks are told.
+pid_t exitedProcess() {
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  int status = 0;
+  waitpid(child, &status, 0);
+  return child;
+}
+
+void makeRankGone(ncclComm* comm, int rank) {
+  PeerInfo& peer = comm->peers[size_t(rank)];
+  peer.pid = exitedProcess();
+  peer.processId ^= 0x1234567u;
+  peer.startTime = 0;
+}
+
+TEST_F(BeaconWatchTest, ALostPeerEndsTheLanesThatPollForIt) {
+  start(60);
+  if (HasFatalFailure()) return;
+  DeviceLikeRanks& ranks = this->ranks();
+  makeRankGone(comms[0], 1);
+  auto w = ranks.watch({0});
+  ranks.launch(0);
+  const double took = pollUntilEnd(*w, std::chrono::seconds(10));
+  ASSERT_GE(took, 0) << "the lost peer was not noticed";
+  EXPECT_LT(took, 2.0);
+  for (exec::ExecStatus st : ranks.join()) EXPECT_EQ(st, exec::ExecStatus::Aborted);
+  EXPECT_EQ(w->result().code(), ncclRemoteError) << w->result().message();
+  EXPECT_NE(w->result().message().find("rank 1 (pid"), std::string::npos) << w->result().message();
+  EXPECT_NE(w->result().message().find("exited or was killed"), std::string::npos) << w->result().message();
+}
+
+// The beacon says where a lane waits, but not whether the message has come
+// since (the lane may be computing with it): only a beacon that keeps
+// beating at the same place means that the lane still polls. A still beacon
+// is never taken for a lane stuck on the lost peer; a beating one is.
+TEST_F(BeaconWatchTest, OnlyABeatingBeaconCountsAsWaitingOnALostPeer) {
+  start(60);
+  if (HasFatalFailure()) return;
+  DeviceLikeRanks& ranks = this->ranks();
+  makeRankGone(comms[0], 1);
+  // Rank 0's first lane, at its first step that receives from rank 1.
+  const lanes::LaneRun& run = ranks.run(0);
+  ASSERT_EQ(run.owner->comm, comms[0]);
+  size_t at = 0;
+  while (at < run.lane->bound.steps.size() && run.lane->bound.steps[at].recvPort < 0) ++at;
+  ASSERT_LT(at, run.lane->bound.steps.size());
+  const int32_t port = run.lane->bound.steps[at].recvPort;
+  ASSERT_EQ(run.lane->bound.recvPeers[size_t(port)], 1);
+  exec::LaneBeacon& b = ranks.beacon(0);
+  b.step = at;
+  b.waitingOn = exec::waitWord(false, port, 1);
+  b.beats = 1;
+  auto w = ranks.watch({0});
+  EXPECT_EQ(pollUntilEnd(*w, std::chrono::milliseconds(500)), -1) << w->result().message();
+  EXPECT_TRUE(w->result().ok());
+  const auto start = Clock::now();
+  bool ended = false;
+  while (!ended && Clock::now() - start < std::chrono::seconds(5)) {
+    __atomic_add_fetch(&b.beats, 1, __ATOMIC_RELAXED);
+    ended = !w->poll();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_TRUE(ended);
+  EXPECT_EQ(w->result().code(), ncclRemoteError) << w->result().message();
+  b.ended = 1 + uint64_t(exec::ExecStatus::Aborted);  // as the lane would, after the abort word
+}
+
+}  // namespace
+}  // namespace braid
