@@ -12,15 +12,171 @@
 namespace braid {
 namespace exec {
 
-// Each thread owns elements tid, tid+size, ...: an element is read and
-// written by one thread, so dst may alias a source.
+// Memory moves 16 bytes per access where it can (a GPU moves 128-bit loads
+// and stores at full bandwidth, 32-bit ones at a fraction of it): each thread
+// owns whole 16-byte vectors, kUnroll of them per round, all loaded before any
+// is stored, then the elements of no whole vector one each. An element is
+// still read and written by one thread only, so dst may be a source (in
+// place). The arithmetic per element is the functor's, so the bits are those
+// of an element-by-element loop.
+// kUnroll vectors per thread and round: more would hold more loads in
+// flight, but every (datatype, functor) pair of the kernel instantiates these
+// loops, and 4 made ptxas take minutes and gigabytes.
+#if defined(__CUDA_ARCH__)
+#define BRAID_UNROLL _Pragma("unroll")
+#else
+#define BRAID_UNROLL
+#endif
+constexpr uint64_t kVecBytes = 16;
+constexpr uint64_t kUnroll = 1;
+
+struct alignas(16) Vec16 {
+  uint64_t lo, hi;
+};
+
+BRAID_HD BRAID_INLINE Vec16 loadVec(const void* p) {
+#if defined(__CUDA_ARCH__)
+  // One ld.global.cg.v4.u32: cached in L2 only, which every SM and the
+  // peers' writes reach (a FIFO slot is rewritten by another block or GPU).
+  const uint4 v = __ldcg(static_cast<const uint4*>(p));
+  Vec16 r;
+  r.lo = uint64_t(v.x) | (uint64_t(v.y) << 32);
+  r.hi = uint64_t(v.z) | (uint64_t(v.w) << 32);
+  return r;
+#else
+  Vec16 r;
+  memcpy(&r, p, sizeof r);
+  return r;
+#endif
+}
+
+BRAID_HD BRAID_INLINE void storeVec(void* p, const Vec16& v) {
+#if defined(__CUDA_ARCH__)
+  __stcg(static_cast<uint4*>(p), make_uint4(uint32_t(v.lo), uint32_t(v.lo >> 32), uint32_t(v.hi), uint32_t(v.hi >> 32)));
+#else
+  memcpy(p, &v, sizeof v);
+#endif
+}
+
+// The elements of one vector, through a copy (no type punning of the vector).
+template <class T>
+struct VecElems {
+  static constexpr uint32_t kCount = uint32_t(kVecBytes / sizeof(T));
+  T e[kCount];
+};
+template <class T>
+BRAID_HD BRAID_INLINE VecElems<T> elemsOf(const Vec16& v) {
+  VecElems<T> r;
+  memcpy(&r, &v, sizeof v);
+  return r;
+}
+template <class T>
+BRAID_HD BRAID_INLINE Vec16 vecOf(const VecElems<T>& e) {
+  Vec16 v;
+  memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+// How many leading elements to take one by one so that every pointer is at a
+// 16-byte boundary; -1 when their misalignments differ (no vector path).
+BRAID_HD BRAID_INLINE int64_t vectorHead(const void* d, const void* a, const void* b, uint64_t elemSize) {
+  const uint64_t m = reinterpret_cast<uintptr_t>(d) % kVecBytes;
+  if (reinterpret_cast<uintptr_t>(a) % kVecBytes != m || reinterpret_cast<uintptr_t>(b) % kVecBytes != m ||
+      m % elemSize != 0)
+    return -1;
+  return int64_t(((kVecBytes - m) % kVecBytes) / elemSize);
+}
+
+// d[i] = f(a[i], b[i]) over nvec whole vectors (every pointer 16-byte aligned).
+template <class T, class G, class F>
+BRAID_HD void vectors2(const G& g, T* d, const T* a, const T* b, uint64_t nvec, F f) {
+  constexpr uint32_t k = VecElems<T>::kCount;
+  const uint64_t step = uint64_t(g.size()) * kUnroll;
+  for (uint64_t base = uint64_t(g.tid()); base < nvec; base += step) {
+    Vec16 va[kUnroll], vb[kUnroll];
+BRAID_UNROLL
+    for (uint64_t u = 0; u < kUnroll; ++u) {
+      const uint64_t v = base + u * g.size();
+      if (v < nvec) {
+        va[u] = loadVec(a + v * k);
+        vb[u] = loadVec(b + v * k);
+      }
+    }
+BRAID_UNROLL
+    for (uint64_t u = 0; u < kUnroll; ++u) {
+      const uint64_t v = base + u * g.size();
+      if (v >= nvec) break;
+      VecElems<T> x = elemsOf<T>(va[u]);
+      const VecElems<T> y = elemsOf<T>(vb[u]);
+BRAID_UNROLL
+      for (uint32_t j = 0; j < k; ++j) x.e[j] = f(x.e[j], y.e[j]);
+      storeVec(d + v * k, vecOf<T>(x));
+    }
+  }
+}
+
+// Each thread owns elements tid, tid+size, ... of what no vector covers.
+template <class T, class G, class F>
+BRAID_HD void scalars2(const G& g, T* d, const T* a, const T* b, uint64_t from, uint64_t to, F f) {
+  for (uint64_t i = from + g.tid(); i < to; i += g.size()) d[i] = f(a[i], b[i]);
+}
+
 template <class T, class G, class F>
 BRAID_HD void forEach2(const G& g, T* d, const T* a, const T* b, uint64_t n, F f) {
-  for (uint64_t i = g.tid(); i < n; i += g.size()) d[i] = f(a[i], b[i]);
+#if !defined(__CUDA_ARCH__)
+  // One host thread: the plain loop, which the compiler vectorises itself.
+  if (g.size() == 1) return scalars2(g, d, a, b, 0, n, f);
+#endif
+  const int64_t head = sizeof(T) <= kVecBytes ? vectorHead(d, a, b, sizeof(T)) : -1;
+  if (head < 0 || uint64_t(head) >= n) return scalars2(g, d, a, b, 0, n, f);
+  constexpr uint64_t k = kVecBytes / sizeof(T);
+  const uint64_t nvec = (n - uint64_t(head)) / k;
+  scalars2(g, d, a, b, 0, uint64_t(head), f);
+  vectors2(g, d + head, a + head, b + head, nvec, f);
+  scalars2(g, d, a, b, uint64_t(head) + nvec * k, n, f);
 }
+
+// The one-source forms (copies, scalings): one load per vector.
+template <class T, class G, class F>
+BRAID_HD void vectors1(const G& g, T* d, const T* s, uint64_t nvec, F f) {
+  constexpr uint32_t k = VecElems<T>::kCount;
+  const uint64_t step = uint64_t(g.size()) * kUnroll;
+  for (uint64_t base = uint64_t(g.tid()); base < nvec; base += step) {
+    Vec16 vs[kUnroll];
+BRAID_UNROLL
+    for (uint64_t u = 0; u < kUnroll; ++u) {
+      const uint64_t v = base + u * g.size();
+      if (v < nvec) vs[u] = loadVec(s + v * k);
+    }
+BRAID_UNROLL
+    for (uint64_t u = 0; u < kUnroll; ++u) {
+      const uint64_t v = base + u * g.size();
+      if (v >= nvec) break;
+      VecElems<T> x = elemsOf<T>(vs[u]);
+BRAID_UNROLL
+      for (uint32_t j = 0; j < k; ++j) x.e[j] = f(x.e[j]);
+      storeVec(d + v * k, vecOf<T>(x));
+    }
+  }
+}
+
+template <class T, class G, class F>
+BRAID_HD void scalars1(const G& g, T* d, const T* s, uint64_t from, uint64_t to, F f) {
+  for (uint64_t i = from + g.tid(); i < to; i += g.size()) d[i] = f(s[i]);
+}
+
 template <class T, class G, class F>
 BRAID_HD void forEach1(const G& g, T* d, const T* s, uint64_t n, F f) {
-  for (uint64_t i = g.tid(); i < n; i += g.size()) d[i] = f(s[i]);
+#if !defined(__CUDA_ARCH__)
+  if (g.size() == 1) return scalars1(g, d, s, 0, n, f);
+#endif
+  const int64_t head = sizeof(T) <= kVecBytes ? vectorHead(d, s, s, sizeof(T)) : -1;
+  if (head < 0 || uint64_t(head) >= n) return scalars1(g, d, s, 0, n, f);
+  constexpr uint64_t k = kVecBytes / sizeof(T);
+  const uint64_t nvec = (n - uint64_t(head)) / k;
+  scalars1(g, d, s, 0, uint64_t(head), f);
+  vectors1(g, d + head, s + head, nvec, f);
+  scalars1(g, d, s, uint64_t(head) + nvec * k, n, f);
 }
 
 template <class T, class G>
@@ -33,7 +189,7 @@ BRAID_HD void copyElems(const G& g, T* d, const T* s, uint64_t n) {
     return;
   }
 #endif
-  for (uint64_t i = g.tid(); i < n; i += g.size()) d[i] = s[i];
+  forEach1(g, d, s, n, [](T x) { return x; });
 }
 
 // dst = post(pre(src)); as hostCopy.
