@@ -98,7 +98,7 @@ Result prepareCall(DeviceProxy* proxy, const Task& t, StagedCall* c) {
   // A device-resident PreMulSum scalar travels at the end of the block.
   c->scalarOffset = (c->layout.blockBytes + 63) & ~size_t(63);
   const size_t blockBytes = t.deviceScalar ? c->scalarOffset + sizeof(t.op.scalar) : c->layout.blockBytes;
-  if (blockBytes > 0) BRAID_TRY(proxy->pool().acquire(blockBytes, &c->block));
+  if (blockBytes > 0) BRAID_TRY(proxy->stagingBlock(blockBytes, &c->block));
   if (c->span.outBytes) c->staged.recvbuff = c->block.data + c->layout.outOffset;
   if (t.deviceScalar) c->staged.deviceScalar = c->block.data + c->scalarOffset;
   if (c->span.inBytes) c->staged.sendbuff = c->block.data + c->layout.inOffset;

@@ -219,7 +219,7 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
     scratchNext += align(group[p]->cp.scratchBytes, 256);
   }
   PinnedBlock staging;
-  BRAID_TRY(first->pool().acquire(imageBytes, &staging));
+  BRAID_TRY(first->stagingBlock(imageBytes, &staging));
   InflightJob inflight;
   inflight.blocks.push_back(staging);
   Result r = lanes::writeLaneImage(parts, stage, reinterpret_cast<uintptr_t>(block), staging.data);

@@ -31,15 +31,21 @@ class CudaLaneMemory : public lanes::LaneMemory {
   // CUDA IPC reaches every GPU of the host, whatever NCCL_SHM_DISABLE says.
   bool reaches(ncclComm* comm, int) const override { return lanes::PortTable::reachable(comm); }
 
+  // A slab of Ports, so that the first ones need no allocation.
+  Result addSlab() {
+    const DeviceGuard guard(device_);
+    BRAID_TRY(guard.status());
+    void* p = nullptr;
+    BRAID_CUDA_TRY(cudaMalloc(&p, kPortsPerSlab * sizeof(exec::Port)));
+    slabs_.push_back(p);
+    used_ = 0;
+    return Result::success();
+  }
+
   Result makePort(const exec::FifoView& fifo, exec::Port** out) override {
     const DeviceGuard guard(device_);
     BRAID_TRY(guard.status());
-    if (used_ == kPortsPerSlab || slabs_.empty()) {
-      void* p = nullptr;
-      BRAID_CUDA_TRY(cudaMalloc(&p, kPortsPerSlab * sizeof(exec::Port)));
-      slabs_.push_back(p);
-      used_ = 0;
-    }
+    if (used_ == kPortsPerSlab || slabs_.empty()) BRAID_TRY(addSlab());
     exec::Port* at = static_cast<exec::Port*>(slabs_.back()) + used_;
     exec::Port port;
     port.fifo = fifo;
@@ -60,5 +66,12 @@ class CudaLaneMemory : public lanes::LaneMemory {
 }  // namespace
 
 std::unique_ptr<lanes::LaneMemory> makeCudaLaneMemory(int device) { return std::make_unique<CudaLaneMemory>(device); }
+
+Result makeReservedCudaLaneMemory(int device, std::unique_ptr<lanes::LaneMemory>* out) {
+  auto memory = std::make_unique<CudaLaneMemory>(device);
+  BRAID_TRY(memory->addSlab());
+  *out = std::move(memory);
+  return Result::success();
+}
 
 }  // namespace braid

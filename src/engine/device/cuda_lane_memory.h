@@ -5,10 +5,16 @@
 
 #include <memory>
 
+#include "base/result.h"
 #include "engine/lanes/port_table.h"
 
 namespace braid {
 
 std::unique_ptr<lanes::LaneMemory> makeCudaLaneMemory(int device);
+
+// The same with its first slab of Ports allocated now: made with the
+// communicator's device work, before any launch (a cudaMalloc when a peer's
+// kernel may already wait could hold the device).
+Result makeReservedCudaLaneMemory(int device, std::unique_ptr<lanes::LaneMemory>* out);
 
 }  // namespace braid

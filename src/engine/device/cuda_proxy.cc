@@ -17,6 +17,18 @@ namespace {
 // How long destruction waits for the streams to finish with staging memory
 // before it leaks the memory rather than free it under a copy.
 constexpr auto kReleaseWait = std::chrono::seconds(30);
+// Staging blocks made with the proxy (about 5 MiB): eight of each size class
+// from 4 KiB to 64 KiB (small calls, lane images: several queued on a
+// stream), two of each up to 1 MiB.
+constexpr size_t kSmallClassMax = size_t(64) << 10;
+constexpr size_t kSmallPerClass = 8;
+constexpr size_t kLargeClassMax = size_t(1) << 20;
+constexpr size_t kLargePerClass = 2;
+
+// How long a call that finds no free staging block waits for the
+// communicator's earlier device work to return one before it allocates.
+constexpr auto kGrowWait = std::chrono::seconds(1);
+
 // How long aborted device work may take to end before its memory is leaked.
 constexpr auto kAbortGrace = std::chrono::seconds(2);
 
@@ -93,6 +105,15 @@ Result DeviceProxy::start() {
   BRAID_TRY(guard.status());
   BRAID_TRY(words_.allocate());
   BRAID_TRY(beacons_.allocate());
+  // Before any launch of this communicator (its first device calls are
+  // planned in one group with its peers'), the blocks common calls need.
+  BRAID_TRY(pool_.reserve(1, kSmallClassMax, kSmallPerClass));
+  BRAID_TRY(pool_.reserve(kSmallClassMax * 2, kLargeClassMax, kLargePerClass));
+  if (comm_->settings.deviceKernels && comm_->timeSlicedGpu.empty()) {
+    std::unique_ptr<lanes::LaneMemory> memory;
+    BRAID_TRY(makeReservedCudaLaneMemory(device_, &memory));
+    lanePorts_ = std::make_unique<lanes::PortTable>(std::move(memory));
+  }
   thread_ = std::thread([this] { loop(); });
   return Result::success();
 }
@@ -239,6 +260,27 @@ void DeviceProxy::submitLaunch(CapturedJob& captured) noexcept {
     lostLaunch_.store(true);
     cv_.notify_all();
   }
+}
+
+Result DeviceProxy::stagingBlock(size_t bytes, PinnedBlock* out) {
+  if (pool_.take(bytes, out)) return Result::success();
+  const auto until = std::chrono::steady_clock::now() + kGrowWait;
+  for (int polls = 0;; ++polls) {
+    reclaim();
+    if (pool_.take(bytes, out)) return Result::success();
+    bool busy = false;
+    {
+      std::lock_guard<std::mutex> lock(inflightMu_);
+      busy = !inflight_.empty();
+    }
+    if (!busy || std::chrono::steady_clock::now() > until) break;
+    backoff(polls);
+  }
+  if (!grewPool_.exchange(true))
+    BRAID_INFO(kLogInit, "rank %d: device calls need more pinned staging memory than the reserve (blocks of "
+               "up to %zu bytes): allocating (cudaHostAlloc may wait for the device's running kernels)",
+               comm_->rank, kLargeClassMax);
+  return pool_.acquire(bytes, out);
 }
 
 void DeviceProxy::addInflight(InflightJob&& job) {

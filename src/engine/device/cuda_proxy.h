@@ -92,6 +92,11 @@ class DeviceProxy {
   Result start();
   int device() const { return device_; }
   StagingPool& pool() { return pool_; }
+  // A pinned block for a call's staging or a launch's lane image: from the
+  // reserve; when none is free, once this communicator's earlier device work
+  // has returned its blocks (waiting up to a second); only then a new one
+  // (said once at INFO: cudaHostAlloc may wait for every kernel running).
+  Result stagingBlock(size_t bytes, PinnedBlock* out);
   const MappedWords& words() const { return words_; }
   MappedBeacons& beacons() { return beacons_; }
   // Watches this communicator's plan kernels (lanes/beacon_watch.h).
@@ -155,7 +160,8 @@ class DeviceProxy {
   bool busy_ = false;
   bool paused_ = false;  // launches wait: a call on host buffers runs
   bool stop_ = false;
-  std::atomic<bool> lostLaunch_{false};  // a launch could not be queued (out of memory)
+  std::atomic<bool> lostLaunch_{false};
+  std::atomic<bool> grewPool_{false};  // the reserve ran short once (logged)  // a launch could not be queued (out of memory)
   bool failed_ = false;  // proxy thread only: later jobs are skipped
   std::mutex inflightMu_;
   std::vector<InflightJob> inflight_;

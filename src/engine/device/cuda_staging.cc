@@ -25,15 +25,36 @@ StagingPool::~StagingPool() {
   for (char* p : all_) cudaFreeHost(p);
 }
 
-Result StagingPool::acquire(size_t bytes, PinnedBlock* out) {
+Result StagingPool::reserve(size_t from, size_t upTo, size_t count) {
+  for (size_t cls = sizeClass(from); cls <= upTo; cls <<= 1)
+    for (size_t i = 0; i < count; ++i) {
+      PinnedBlock b;
+      BRAID_TRY(allocate(cls, &b));
+      release(b);
+    }
+  return Result::success();
+}
+
+bool StagingPool::take(size_t bytes, PinnedBlock* out) {
   const size_t cls = sizeClass(std::max<size_t>(bytes, 1));
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<char*>& list = free_[cls];
-  if (!list.empty()) {
-    *out = {list.back(), cls};
-    list.pop_back();
-    return Result::success();
+  // Up to four times the size: small calls do not use up the large blocks.
+  for (auto it = free_.lower_bound(cls); it != free_.end() && it->first <= 4 * cls; ++it) {
+    if (it->second.empty()) continue;
+    *out = {it->second.back(), it->first};
+    it->second.pop_back();
+    return true;
   }
+  return false;
+}
+
+Result StagingPool::acquire(size_t bytes, PinnedBlock* out) {
+  if (take(bytes, out)) return Result::success();
+  return allocate(sizeClass(std::max<size_t>(bytes, 1)), out);
+}
+
+Result StagingPool::allocate(size_t cls, PinnedBlock* out) {
+  std::lock_guard<std::mutex> lock(mu_);
   void* p = nullptr;
   // Portable: any device's copies may use it, whatever device was current.
   const cudaError_t err = cudaHostAlloc(&p, cls, cudaHostAllocPortable);

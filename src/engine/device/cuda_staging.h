@@ -24,7 +24,15 @@ class StagingPool {
   StagingPool(const StagingPool&) = delete;
   StagingPool& operator=(const StagingPool&) = delete;
 
-  // A block of at least `bytes` (a free one of its size class, or a new one).
+  // Allocates `count` blocks of each size class from `from` up to `upTo`
+  // bytes: made with the communicator's first device work, before any of its
+  // launches, so that common calls never allocate while kernels run
+  // (cudaHostAlloc may wait for the whole device).
+  Result reserve(size_t from, size_t upTo, size_t count);
+  // A free block of at least `bytes` (its size class, else a larger one),
+  // without allocating; false when there is none.
+  bool take(size_t bytes, PinnedBlock* out);
+  // A block of at least `bytes`: a free one, or a new one (cudaHostAlloc).
   Result acquire(size_t bytes, PinnedBlock* out);
   // Only once no copy and no host work uses it any more.
   void release(const PinnedBlock& block);
@@ -34,6 +42,8 @@ class StagingPool {
   void leak(const PinnedBlock& block);
 
  private:
+  Result allocate(size_t cls, PinnedBlock* out);  // a new block of that class
+
   std::mutex mu_;
   std::map<size_t, std::vector<char*>> free_;  // by capacity
   std::vector<char*> all_;                     // freed at destruction

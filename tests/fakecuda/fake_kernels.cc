@@ -1,0 +1,153 @@
+// braid_kernels' entry points (kernels/executor/plan_kernel.h,
+// kernels/stream_wait.h) for the fake CUDA runtime: each launch enqueues on
+// its stream a task that runs the kernel's code on host threads, with the
+// same checks before launching as the real ones. A plan kernel runs every
+// lane of the launch at once (all blocks resident, as a cooperative launch
+// guarantees), each lane an emulated block (tests/emulation/thread_block.h)
+// running the same interpreter code as the CUDA kernel (runMixedLane).
+// Both kernels are tracked by the recorder while outstanding.
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fakecuda.h"
+#include "kernels/executor/plan_kernel.h"
+#include "kernels/executor/typed_step.h"
+#include "kernels/launch_error.h"
+#include "kernels/stream_wait.h"
+#include "tests/emulation/thread_block.h"
+
+namespace braid {
+
+namespace {
+
+// Host threads per emulated block: 1 keeps CI cheap on few cores; more
+// exercises the block's barriers and agree() as the GPU's 256 threads do.
+uint32_t emulatedThreads(uint32_t requested) {
+  const char* s = std::getenv("BRAID_FAKECUDA_THREADS_PER_LANE");
+  const long n = s ? std::strtol(s, nullptr, 10) : 1;
+  return uint32_t(std::max(1L, std::min<long>({n, long(requested), 8L})));
+}
+
+// The kernel body: every lane a block of `threads` host threads, all started
+// before any is joined (they spin on each other).
+void runLanes(exec::LaneExec* lanes, uint32_t nlanes, uint32_t threads, int32_t* statuses) {
+  std::vector<std::unique_ptr<emulation::BlockShared>> blocks;
+  std::vector<std::thread> workers;
+  workers.reserve(size_t(nlanes) * threads);
+  for (uint32_t b = 0; b < nlanes; ++b) {
+    blocks.push_back(std::make_unique<emulation::BlockShared>(threads));
+    emulation::BlockShared* block = blocks.back().get();
+    for (uint32_t t = 0; t < threads; ++t)
+      workers.emplace_back([=] {
+        const exec::ExecStatus st = exec::runMixedLane(emulation::ThreadBlockGroup(block, t), lanes[b]);
+        if (t == 0 && statuses != nullptr) statuses[b] = int32_t(st);
+      });
+  }
+  for (std::thread& w : workers) w.join();
+}
+
+// Enqueues a tracked kernel: outstanding from now until its body returns.
+cudaError_t enqueueKernel(const std::string& what, cudaStream_t stream, std::function<void()> body) {
+  fakecuda::checkLaunchStream(stream, what.c_str());
+  const uint64_t id = fakecuda::trackLaunch(what, stream);
+  const cudaError_t err = fakecuda::enqueue(stream, [id, body = std::move(body)] {
+    body();
+    fakecuda::finishLaunch(id);
+  });
+  if (err != cudaSuccess) fakecuda::finishLaunch(id);
+  return err;
+}
+
+void waitFor(const volatile uint64_t* published, uint64_t target, const volatile uint32_t* abortWord) {
+  while (__atomic_load_n(published, __ATOMIC_ACQUIRE) < target && __atomic_load_n(abortWord, __ATOMIC_ACQUIRE) == 0)
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+}
+
+Result streamWaitResult(cudaError_t err) {
+  // A launch error is the thread's last error, as a real launch leaves it.
+  if (err != cudaSuccess) (void)cudaGetLastError();
+  return launchResult("stream-wait kernel", err);
+}
+
+}  // namespace
+
+Result launchStreamWait(const volatile uint64_t* published, uint64_t target, const volatile uint32_t* abortWord,
+                        cudaStream_t stream) {
+  BRAID_TRY(refuseOnPendingError("stream-wait kernel"));
+  if (!fakecuda::deviceAddressable(const_cast<const uint64_t*>(published), 8) ||
+      !fakecuda::deviceAddressable(const_cast<const uint32_t*>(abortWord), 4))
+    return launchResult("stream-wait kernel", cudaErrorInvalidValue);
+  return streamWaitResult(enqueueKernel("stream-wait kernel (until " + std::to_string(target) + ")", stream,
+                                        [=] { waitFor(published, target, abortWord); }));
+}
+
+Result launchStreamWaitIndirect(const volatile uint64_t* published, const volatile uint64_t* target,
+                                const volatile uint32_t* abortWord, cudaStream_t stream) {
+  BRAID_TRY(refuseOnPendingError("stream-wait kernel"));
+  return streamWaitResult(enqueueKernel("stream-wait kernel (indirect)", stream, [=] {
+    waitFor(published, __atomic_load_n(target, __ATOMIC_ACQUIRE), abortWord);
+  }));
+}
+
+namespace kernels {
+
+bool planKernelSupportsType(ncclDataType_t type) { return type >= 0 && type < ncclNumTypes; }
+
+Result residentPlanLanes(uint32_t threadsPerLane, uint32_t* lanes) {
+  int device = 0, perSm = 0, sms = 0;
+  // Any non-null function: the emulated occupancy depends on the block size only.
+  static const char kernelTag = 0;
+  const void* kernel = &kernelTag;  // const void*: CUDA's C function, not cuda_runtime.h's template
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, int(threadsPerLane), 0);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (err != cudaSuccess)
+    return Result(ncclUnhandledCudaError, std::string("plan kernel: occupancy query failed: ") + cudaGetErrorName(err));
+  *lanes = uint32_t(perSm) * uint32_t(sms);
+  return Result::success();
+}
+
+Result launchPlanLanes(exec::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane, int32_t* statuses,
+                       bool anyFp8, cudaStream_t stream) {
+  if (nlanes == 0) return Result::success();
+  if (threadsPerLane == 0 || threadsPerLane > 1024)
+    return Result(ncclInvalidArgument, "plan kernel: threadsPerLane must be 1..1024");
+  BRAID_TRY(refuseOnPendingError("plan kernel"));
+  // A cooperative launch of more blocks than the device holds at once fails.
+  uint32_t resident = 0;
+  BRAID_TRY(residentPlanLanes(threadsPerLane, &resident));
+  if (nlanes > resident)
+    return Result(ncclUnhandledCudaError, "plan kernel failed to launch: cudaErrorCooperativeLaunchTooLarge (" +
+                                              std::to_string(nlanes) + " lanes, " + std::to_string(resident) +
+                                              " resident)");
+  // The lanes must be device memory the kernel can read (the stream-ordered block).
+  if (!fakecuda::deviceAddressable(lanes, sizeof(exec::LaneExec) * nlanes) ||
+      (statuses != nullptr && !fakecuda::deviceAddressable(statuses, sizeof(int32_t) * nlanes)))
+    return Result(ncclUnhandledCudaError, "plan kernel failed to launch: its lanes or statuses are not device memory");
+  const uint32_t threads = emulatedThreads(threadsPerLane);
+  const std::string what = "plan kernel (" + std::to_string(nlanes) + " lanes" + (anyFp8 ? ", fp8" : "") + ")";
+  const cudaError_t err =
+      enqueueKernel(what, stream, [=] { runLanes(lanes, nlanes, threads, statuses); });
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return Result(ncclUnhandledCudaError, std::string("plan kernel failed to launch: ") + cudaGetErrorName(err));
+  }
+  return Result::success();
+}
+
+Result launchPlanLanes(ncclDataType_t type, exec::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane,
+                       int32_t* statuses, cudaStream_t stream) {
+  if (!planKernelSupportsType(type))
+    return Result(ncclInvalidArgument, "plan kernel: invalid datatype " + std::to_string(int(type)));
+  return launchPlanLanes(lanes, nlanes, threadsPerLane, statuses,
+                         type == ncclFloat8e4m3 || type == ncclFloat8e5m2, stream);
+}
+
+}  // namespace kernels
+}  // namespace braid

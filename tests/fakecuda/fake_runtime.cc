@@ -1,0 +1,517 @@
+// The CUDA runtime functions braid's device path and tests/gpu call, over the
+// emulated device (fake_device.h), compiled against the toolkit's header so
+// that every signature and enum value is CUDA's. Every call that may
+// synchronise the device reports itself to the recorder first (recorder.cc
+// lists them and says why). Graph capture is not emulated: beginning one
+// fails with cudaErrorStreamCaptureUnsupported.
+#include <cuda_runtime_api.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "fake_device.h"
+#include "fakecuda.h"
+#include "recorder.h"
+
+namespace fakecuda {
+namespace {
+
+thread_local cudaError_t tLastError = cudaSuccess;
+thread_local int tDevice = 0;
+thread_local cudaStreamCaptureMode tCaptureMode = cudaStreamCaptureModeGlobal;
+
+// Errors become the thread's last error, as in CUDA; "not ready" is a status.
+cudaError_t result(cudaError_t err) {
+  if (err != cudaSuccess && err != cudaErrorNotReady) tLastError = err;
+  return err;
+}
+
+Device& dev() { return Device::get(); }
+
+bool validDevice(int d) { return d >= 0 && d < dev().count(); }
+
+// Whether [p, p + n) lies inside one registered allocation the device may address.
+bool addressable(const void* p, size_t n) {
+  uintptr_t base = 0;
+  Allocation a;
+  if (!dev().find(p, &base, &a)) return false;
+  if (a.kind == MemKind::Pinned && !a.mapped) return false;
+  return reinterpret_cast<uintptr_t>(p) + n <= base + a.bytes;
+}
+
+// A copy's device sides must be CUDA memory, whole: a wrong pointer or an
+// overrun is an error here instead of silent corruption.
+bool validCopy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
+  if (n == 0) return true;
+  if (dst == nullptr || src == nullptr) return false;
+  const bool srcDevice = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  const bool dstDevice = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  if (srcDevice && !addressable(src, n)) return false;
+  if (dstDevice && !addressable(dst, n)) return false;
+  return kind >= cudaMemcpyHostToHost && kind <= cudaMemcpyDefault;
+}
+
+struct Handles {
+  std::mutex mu;
+  std::set<Event*> events;
+  std::vector<std::unique_ptr<Event>> owned;
+  std::set<std::pair<int, int>> peerAccess;
+};
+
+Handles& handles() {
+  static Handles h;
+  return h;
+}
+
+Event* eventOf(cudaEvent_t e) {
+  Handles& h = handles();
+  std::lock_guard<std::mutex> lock(h.mu);
+  auto* ev = reinterpret_cast<Event*>(e);
+  return h.events.count(ev) ? ev : nullptr;
+}
+
+bool isLegacy(cudaStream_t s) { return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread; }
+
+// Synchronous work: on the legacy stream, and the host waits for it.
+void runOnLegacyAndWait(std::function<void()> work) {
+  bool known = false;
+  Stream* legacy = dev().lookup(nullptr, &known);
+  dev().enqueue(legacy, std::move(work));
+  const Position end = legacy->end();
+  end.stream->waitFor(end.count);
+}
+
+cudaError_t enqueueOn(cudaStream_t stream, std::function<void()> work, std::vector<Position> after = {}) {
+  bool known = false;
+  Stream* s = dev().lookup(stream, &known);
+  if (!known) return cudaErrorInvalidResourceHandle;
+  dev().enqueue(s, std::move(work), std::move(after));
+  return cudaSuccess;
+}
+
+// A free while tracked kernels run keeps the memory (the violation is
+// recorded); otherwise it waits for the device, as CUDA's frees do.
+cudaError_t freeMemory(void* p, MemKind kind) {
+  if (p == nullptr) return cudaSuccess;
+  const bool running = launchesOutstanding();
+  if (!running) dev().synchronize();
+  return dev().release(p, kind, running) ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+constexpr uint32_t kIpcMagic = 0x46414b45;  // "FAKE"
+
+struct IpcPayload {
+  uint32_t magic;
+  int32_t pid;
+  uint64_t address;
+  uint64_t bytes;
+};
+static_assert(sizeof(IpcPayload) <= sizeof(cudaIpcMemHandle_t), "fits a CUDA IPC handle");
+
+}  // namespace
+
+cudaError_t enqueue(cudaStream_t stream, Work work) { return result(enqueueOn(stream, std::move(work))); }
+
+bool deviceAddressable(const void* p, size_t bytes) { return addressable(p, bytes); }
+
+void checkLaunchStream(cudaStream_t stream, const char* what) {
+  if (!isLegacy(stream)) return;
+  const std::string call = std::string(what) + " launched on the legacy default stream";
+  checkSync(call.c_str(), __builtin_return_address(0), true);
+}
+
+}  // namespace fakecuda
+
+using fakecuda::checkSync;
+using fakecuda::dev;
+using fakecuda::result;
+
+#define FAKECUDA_SYNC(name) checkSync(name, __builtin_return_address(0))
+// Work on the legacy default stream waits for kernels on blocking streams.
+#define FAKECUDA_LEGACY(stream, name) \
+  if (fakecuda::isLegacy(stream)) checkSync(name " on the legacy default stream", __builtin_return_address(0), true)
+
+extern "C" {
+
+// ---- errors and versions ----------------------------------------------------
+
+cudaError_t CUDARTAPI cudaGetLastError(void) { return std::exchange(fakecuda::tLastError, cudaSuccess); }
+
+cudaError_t CUDARTAPI cudaPeekAtLastError(void) { return fakecuda::tLastError; }
+
+cudaError_t CUDARTAPI cudaDriverGetVersion(int* v) {
+  if (v == nullptr) return result(cudaErrorInvalidValue);
+  *v = CUDART_VERSION;
+  return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaRuntimeGetVersion(int* v) { return cudaDriverGetVersion(v); }
+
+// ---- devices ----------------------------------------------------------------
+
+cudaError_t CUDARTAPI cudaGetDeviceCount(int* count) {
+  if (count == nullptr) return result(cudaErrorInvalidValue);
+  *count = dev().count();
+  return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaGetDevice(int* device) {
+  if (device == nullptr) return result(cudaErrorInvalidValue);
+  *device = fakecuda::tDevice;
+  return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaSetDevice(int device) {
+  if (!fakecuda::validDevice(device)) return result(cudaErrorInvalidDevice);
+  fakecuda::tDevice = device;
+  return cudaSuccess;
+}
+
+// An H100 SXM as far as braid asks.
+cudaError_t CUDARTAPI cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  if (value == nullptr) return result(cudaErrorInvalidValue);
+  if (!fakecuda::validDevice(device)) return result(cudaErrorInvalidDevice);
+  switch (attr) {
+    case cudaDevAttrMultiProcessorCount: *value = fakecuda::kMultiProcessors; break;
+    case cudaDevAttrMaxThreadsPerMultiProcessor: *value = fakecuda::kMaxThreadsPerMultiProcessor; break;
+    case cudaDevAttrMaxThreadsPerBlock: *value = 1024; break;
+    case cudaDevAttrCooperativeLaunch: *value = 1; break;
+    case cudaDevAttrComputeCapabilityMajor: *value = 9; break;
+    case cudaDevAttrComputeCapabilityMinor: *value = 0; break;
+    case cudaDevAttrPciDomainId: *value = 0; break;
+    case cudaDevAttrPciBusId: *value = 0x18 + 0x10 * device; break;
+    case cudaDevAttrPciDeviceId: *value = 0; break;
+    case cudaDevAttrUnifiedAddressing: *value = 1; break;
+    case cudaDevAttrCanMapHostMemory: *value = 1; break;
+    case cudaDevAttrConcurrentKernels: *value = 1; break;
+    case cudaDevAttrWarpSize: *value = 32; break;
+    case cudaDevAttrMemoryPoolsSupported: *value = 1; break;
+    default: *value = 0; break;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, const void* func, int blockSize,
+                                                                    size_t dynamicSMemSize) {
+  if (numBlocks == nullptr || func == nullptr || blockSize <= 0 || blockSize > 1024)
+    return result(cudaErrorInvalidValue);
+  *numBlocks = std::min(32, fakecuda::kMaxThreadsPerMultiProcessor / blockSize);
+  return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaDeviceCanAccessPeer(int* canAccessPeer, int device, int peerDevice) {
+  if (canAccessPeer == nullptr) return result(cudaErrorInvalidValue);
+  if (!fakecuda::validDevice(device) || !fakecuda::validDevice(peerDevice)) return result(cudaErrorInvalidDevice);
+  *canAccessPeer = device != peerDevice;
+  return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags) {
+  if (!fakecuda::validDevice(peerDevice) || peerDevice == fakecuda::tDevice) return result(cudaErrorInvalidDevice);
+  fakecuda::Handles& h = fakecuda::handles();
+  std::lock_guard<std::mutex> lock(h.mu);
+  if (!h.peerAccess.insert({fakecuda::tDevice, peerDevice}).second) return result(cudaErrorPeerAccessAlreadyEnabled);
+  return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaDeviceSynchronize(void) {
+  FAKECUDA_SYNC("cudaDeviceSynchronize");
+  dev().synchronize();
+  return cudaSuccess;
+}
+
+// ---- memory -----------------------------------------------------------------
+
+cudaError_t CUDARTAPI cudaMalloc(void** devPtr, size_t size) {
+  FAKECUDA_SYNC("cudaMalloc");
+  if (devPtr == nullptr) return result(cudaErrorInvalidValue);
+  *devPtr = dev().allocate(size, fakecuda::MemKind::Device, fakecuda::tDevice, true);
+  return *devPtr ? cudaSuccess : result(cudaErrorMemoryAllocation);
+}
+
+cudaError_t CUDARTAPI cudaFree(void* devPtr) {
+  FAKECUDA_SYNC("cudaFree");
+  return result(fakecuda::freeMemory(devPtr, fakecuda::MemKind::Device));
+}
+
+// With unified addressing pinned memory is mapped at the same address, and
+// portable to every device, whatever the flags.
+cudaError_t CUDARTAPI cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {
+  FAKECUDA_SYNC("cudaHostAlloc");
+  if (pHost == nullptr) return result(cudaErrorInvalidValue);
+  *pHost = dev().allocate(size, fakecuda::MemKind::Pinned, fakecuda::tDevice, true);
+  return *pHost ? cudaSuccess : result(cudaErrorMemoryAllocation);
+}
+
+cudaError_t CUDARTAPI cudaMallocHost(void** ptr, size_t size) {
+  FAKECUDA_SYNC("cudaMallocHost");
+  if (ptr == nullptr) return result(cudaErrorInvalidValue);
+  *ptr = dev().allocate(size, fakecuda::MemKind::Pinned, fakecuda::tDevice, true);
+  return *ptr ? cudaSuccess : result(cudaErrorMemoryAllocation);
+}
+
+cudaError_t CUDARTAPI cudaFreeHost(void* ptr) {
+  FAKECUDA_SYNC("cudaFreeHost");
+  return result(fakecuda::freeMemory(ptr, fakecuda::MemKind::Pinned));
+}
+
+cudaError_t CUDARTAPI cudaHostGetDevicePointer(void** pDevice, void* pHost, unsigned int flags) {
+  uintptr_t base = 0;
+  fakecuda::Allocation a;
+  if (pDevice == nullptr || flags != 0 || !dev().find(pHost, &base, &a) || a.kind != fakecuda::MemKind::Pinned)
+    return result(cudaErrorInvalidValue);
+  *pDevice = pHost;
+  return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr) {
+  if (attributes == nullptr) return result(cudaErrorInvalidValue);
+  *attributes = cudaPointerAttributes{};
+  uintptr_t base = 0;
+  fakecuda::Allocation a;
+  if (!dev().find(ptr, &base, &a)) {
+    attributes->type = cudaMemoryTypeUnregistered;
+    attributes->device = -2;
+    return cudaSuccess;
+  }
+  attributes->device = a.device;
+  attributes->devicePointer = const_cast<void*>(ptr);
+  if (a.kind == fakecuda::MemKind::Device) {
+    attributes->type = cudaMemoryTypeDevice;
+  } else {
+    attributes->type = cudaMemoryTypeHost;
+    attributes->hostPointer = const_cast<void*>(ptr);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream) {
+  FAKECUDA_LEGACY(hStream, "cudaMallocAsync");
+  bool known = false;
+  if (devPtr == nullptr) return result(cudaErrorInvalidValue);
+  if (dev().lookup(hStream, &known), !known) return result(cudaErrorInvalidResourceHandle);
+  *devPtr = dev().allocate(size, fakecuda::MemKind::Device, fakecuda::tDevice, true);
+  return *devPtr ? cudaSuccess : result(cudaErrorMemoryAllocation);
+}
+
+cudaError_t CUDARTAPI cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
+  FAKECUDA_LEGACY(hStream, "cudaFreeAsync");
+  uintptr_t base = 0;
+  fakecuda::Allocation a;
+  if (!dev().find(devPtr, &base, &a) || base != reinterpret_cast<uintptr_t>(devPtr) ||
+      a.kind != fakecuda::MemKind::Device)
+    return result(cudaErrorInvalidValue);
+  return result(fakecuda::enqueueOn(hStream, [devPtr] { dev().release(devPtr, fakecuda::MemKind::Device, false); }));
+}
+
+cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+  const bool deviceToDevice = kind == cudaMemcpyDeviceToDevice ||
+                              (kind == cudaMemcpyDefault && fakecuda::addressable(dst, count) &&
+                               fakecuda::addressable(src, count));
+  checkSync("cudaMemcpy", __builtin_return_address(0), !deviceToDevice);
+  if (!fakecuda::validCopy(dst, src, count, kind)) return result(cudaErrorInvalidValue);
+  fakecuda::runOnLegacyAndWait([=] { std::memmove(dst, src, count); });
+  return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
+                                      cudaStream_t stream) {
+  FAKECUDA_LEGACY(stream, "cudaMemcpyAsync");
+  if (!fakecuda::validCopy(dst, src, count, kind)) return result(cudaErrorInvalidValue);
+  return result(fakecuda::enqueueOn(stream, [=] { std::memmove(dst, src, count); }));
+}
+
+cudaError_t CUDARTAPI cudaMemset(void* devPtr, int value, size_t count) {
+  FAKECUDA_SYNC("cudaMemset");
+  if (count > 0 && !fakecuda::addressable(devPtr, count)) return result(cudaErrorInvalidValue);
+  fakecuda::runOnLegacyAndWait([=] { std::memset(devPtr, value, count); });
+  return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) {
+  FAKECUDA_LEGACY(stream, "cudaMemsetAsync");
+  if (count > 0 && !fakecuda::addressable(devPtr, count)) return result(cudaErrorInvalidValue);
+  return result(fakecuda::enqueueOn(stream, [=] { std::memset(devPtr, value, count); }));
+}
+
+// ---- streams and events -----------------------------------------------------
+
+cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned int flags) {
+  if (pStream == nullptr) return result(cudaErrorInvalidValue);
+  const bool blocking = (flags & cudaStreamNonBlocking) == 0;
+  *pStream = reinterpret_cast<cudaStream_t>(dev().createStream(fakecuda::tDevice, blocking));
+  return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t* pStream) {
+  return cudaStreamCreateWithFlags(pStream, cudaStreamDefault);
+}
+
+cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
+  bool known = false;
+  fakecuda::Stream* s = dev().lookup(stream, &known);
+  if (!known || fakecuda::isLegacy(stream)) return result(cudaErrorInvalidResourceHandle);
+  dev().destroyStream(s);
+  return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaStreamQuery(cudaStream_t stream) {
+  bool known = false;
+  fakecuda::Stream* s = dev().lookup(stream, &known);
+  if (!known) return result(cudaErrorInvalidResourceHandle);
+  return s->idle() ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
+  bool known = false;
+  fakecuda::Stream* s = dev().lookup(stream, &known);
+  if (!known) return result(cudaErrorInvalidResourceHandle);
+  const fakecuda::Position end = s->end();
+  s->waitFor(end.count);
+  return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
+  FAKECUDA_LEGACY(stream, "cudaLaunchHostFunc");
+  if (fn == nullptr) return result(cudaErrorInvalidValue);
+  return result(fakecuda::enqueueOn(stream, [fn, userData] { fn(userData); }));
+}
+
+cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  if (event == nullptr) return result(cudaErrorInvalidValue);
+  fakecuda::Handles& h = fakecuda::handles();
+  std::lock_guard<std::mutex> lock(h.mu);
+  h.owned.push_back(std::make_unique<fakecuda::Event>());
+  h.events.insert(h.owned.back().get());
+  *event = reinterpret_cast<cudaEvent_t>(h.owned.back().get());
+  return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, 0); }
+
+// The Event object stays (a worker may still hold its position); only the
+// handle dies.
+cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event) {
+  fakecuda::Handles& h = fakecuda::handles();
+  std::lock_guard<std::mutex> lock(h.mu);
+  return h.events.erase(reinterpret_cast<fakecuda::Event*>(event)) ? cudaSuccess
+                                                                     : result(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  FAKECUDA_LEGACY(stream, "cudaEventRecord");
+  fakecuda::Event* e = fakecuda::eventOf(event);
+  bool known = false;
+  fakecuda::Stream* s = dev().lookup(stream, &known);
+  if (e == nullptr || !known) return result(cudaErrorInvalidResourceHandle);
+  // On the legacy stream the event also follows the blocking streams' work.
+  if (s->legacy()) dev().enqueue(s, nullptr);
+  e->at = s->end();
+  return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event) {
+  fakecuda::Event* e = fakecuda::eventOf(event);
+  if (e == nullptr) return result(cudaErrorInvalidResourceHandle);
+  return e->at.reached() ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event) {
+  fakecuda::Event* e = fakecuda::eventOf(event);
+  if (e == nullptr) return result(cudaErrorInvalidResourceHandle);
+  if (e->at.stream) e->at.stream->waitFor(e->at.count);
+  return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+  FAKECUDA_LEGACY(stream, "cudaStreamWaitEvent");
+  fakecuda::Event* e = fakecuda::eventOf(event);
+  if (e == nullptr) return result(cudaErrorInvalidResourceHandle);
+  return result(fakecuda::enqueueOn(stream, nullptr, {e->at}));
+}
+
+// ---- graph capture: not emulated ----------------------------------------------
+
+cudaError_t CUDARTAPI cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
+  if (mode == nullptr) return result(cudaErrorInvalidValue);
+  std::swap(*mode, fakecuda::tCaptureMode);
+  return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaStreamGetCaptureInfo(cudaStream_t stream, cudaStreamCaptureStatus* captureStatus_out,
+                                               unsigned long long* id_out, cudaGraph_t* graph_out,
+                                               const cudaGraphNode_t** dependencies_out,
+                                               const cudaGraphEdgeData** edgeData_out, size_t* numDependencies_out) {
+  bool known = false;
+  if (dev().lookup(stream, &known), !known) return result(cudaErrorInvalidResourceHandle);
+  if (captureStatus_out == nullptr) return result(cudaErrorInvalidValue);
+  *captureStatus_out = cudaStreamCaptureStatusNone;
+  if (id_out) *id_out = 0;
+  if (graph_out) *graph_out = nullptr;
+  if (dependencies_out) *dependencies_out = nullptr;
+  if (edgeData_out) *edgeData_out = nullptr;
+  if (numDependencies_out) *numDependencies_out = 0;
+  return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
+  return result(cudaErrorStreamCaptureUnsupported);
+}
+
+cudaError_t CUDARTAPI cudaStreamEndCapture(cudaStream_t, cudaGraph_t*) { return result(cudaErrorIllegalState); }
+
+cudaError_t CUDARTAPI cudaGraphInstantiateWithFlags(cudaGraphExec_t*, cudaGraph_t, unsigned long long) {
+  return result(cudaErrorNotSupported);
+}
+
+cudaError_t CUDARTAPI cudaGraphLaunch(cudaGraphExec_t, cudaStream_t) { return result(cudaErrorNotSupported); }
+
+cudaError_t CUDARTAPI cudaGraphDestroy(cudaGraph_t) { return result(cudaErrorNotSupported); }
+
+cudaError_t CUDARTAPI cudaGraphExecDestroy(cudaGraphExec_t) { return result(cudaErrorNotSupported); }
+
+cudaError_t CUDARTAPI cudaUserObjectCreate(cudaUserObject_t*, void*, cudaHostFn_t, unsigned int, unsigned int) {
+  return result(cudaErrorNotSupported);
+}
+
+cudaError_t CUDARTAPI cudaGraphRetainUserObject(cudaGraph_t, cudaUserObject_t, unsigned int, unsigned int) {
+  return result(cudaErrorNotSupported);
+}
+
+cudaError_t CUDARTAPI cudaUserObjectRelease(cudaUserObject_t, unsigned int) { return result(cudaErrorNotSupported); }
+
+// ---- IPC: handles are made; opening one in another process is not emulated ----
+
+cudaError_t CUDARTAPI cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* devPtr) {
+  uintptr_t base = 0;
+  fakecuda::Allocation a;
+  if (handle == nullptr || !dev().find(devPtr, &base, &a) || a.kind != fakecuda::MemKind::Device)
+    return result(cudaErrorInvalidValue);
+  const fakecuda::IpcPayload payload{fakecuda::kIpcMagic, int32_t(getpid()), uint64_t(base), uint64_t(a.bytes)};
+  *handle = cudaIpcMemHandle_t{};
+  std::memcpy(handle->reserved, &payload, sizeof payload);
+  return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t handle, unsigned int flags) {
+  FAKECUDA_SYNC("cudaIpcOpenMemHandle");
+  fakecuda::IpcPayload payload{};
+  std::memcpy(&payload, handle.reserved, sizeof payload);
+  if (devPtr == nullptr || payload.magic != fakecuda::kIpcMagic) return result(cudaErrorInvalidValue);
+  // CUDA refuses a handle of the calling process; other processes' memory
+  // is not emulated.
+  return result(payload.pid == getpid() ? cudaErrorInvalidValue : cudaErrorNotSupported);
+}
+
+cudaError_t CUDARTAPI cudaIpcCloseMemHandle(void* devPtr) {
+  FAKECUDA_SYNC("cudaIpcCloseMemHandle");
+  return result(cudaErrorInvalidValue);
+}
+
+}  // extern "C"
