@@ -17,6 +17,8 @@
 #     find_package(braid CONFIG) against the prefix, run by the installed
 #     braidrun on 2 and 3 ranks over shared memory and TCP: it must train
 #     and end with the same weights on every rank
+#  7. PyTorch's discovery of a system NCCL (nccl_discovery/) finds the prefix
+#     by NCCL_ROOT, and by NCCL_INCLUDE_DIR and NCCL_LIB_DIR
 #
 # usage: run.sh BRAID_LIB_DIR BUILD_DIR [CMAKE] [CC]
 set -eu
@@ -127,6 +129,26 @@ if command -v pkg-config >/dev/null 2>&1; then
 else
   echo "   no pkg-config: skipped"
 fi
+
+# PyTorch's own discovery of a system NCCL (USE_SYSTEM_NCCL=1), restated in
+# nccl_discovery/: by NCCL_ROOT alone, and by NCCL_INCLUDE_DIR and
+# NCCL_LIB_DIR, it must find the prefix's header and library, not NVIDIA's.
+discover() {  # name, env assignments...
+  name=$1
+  shift
+  if ! env -u NCCL_ROOT -u NCCL_INCLUDE_DIR -u NCCL_LIB_DIR "$@" "$cmake" -S "$here/nccl_discovery" \
+      -B "$work/discovery_$name" >"$work/discovery.log" 2>&1; then
+    cat "$work/discovery.log" >&2
+    fail "PyTorch's NCCL discovery ($name) fails on the prefix"
+  fi
+  for found in "found nccl.h in $prefix/" "found the library $prefix/" "library and header agree"; do
+    grep -q -- "$found" "$work/discovery.log" || { cat "$work/discovery.log" >&2; fail "discovery ($name): no '$found'"; }
+  done
+  echo "   $name: $(grep -o 'header version [0-9.]*' "$work/discovery.log"), $(grep -o 'found the library .*' "$work/discovery.log")"
+}
+echo "== PyTorch's NCCL discovery (USE_SYSTEM_NCCL) against the prefix"
+discover nccl_root NCCL_ROOT="$prefix"
+discover include_and_lib_dir NCCL_INCLUDE_DIR="$prefix/include" NCCL_LIB_DIR="$libdir"
 
 echo "== find_package(braid CONFIG): examples/cpp_mlp built against the prefix"
 examples=$(cd "$here/../../examples" && pwd)
