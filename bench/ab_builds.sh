@@ -38,9 +38,13 @@ run() {  # build, output file
       "$bench/all_reduce_perf" "${args[@]}" ;;
   esac >"$2" 2>&1
 }
+# A sweep of 8 ranks takes minutes: one line per round and build on stderr.
 for r in $(seq "$ROUNDS"); do
-  run "$A" "$out/a$r"
-  run "$B" "$out/b$r"
+  for side in a b; do
+    start=$(date +%s)
+    if [ $side = a ]; then run "$A" "$out/a$r"; else run "$B" "$out/b$r"; fi
+    echo "ab_builds: $MODE, $RANKS ranks: round $r/$ROUNDS, build $(echo $side | tr ab AB): $(($(date +%s) - start)) s" >&2
+  done
 done
 best() { cat "$out"/$1* | awk '/^ +[0-9]/ { if (!($1 in t) || $6 < t[$1]) t[$1] = $6 } END { for (s in t) print s, t[s] }' | sort -n; }
 join <(best a) <(best b) | awk -v mode="$MODE" -v n="$RANKS" '

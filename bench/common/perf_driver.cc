@@ -436,8 +436,8 @@ class PerfRun {
                   formatSide(outOfPlace).c_str(), formatSide(inPlace).c_str());
       std::fflush(stdout);
       if (progress_)
-        std::fprintf(stderr, "[%s] %s %s root %d: %zu B done (%zu/%zu)\n", tool_, t.name, opLabel, root, bytes,
-                     i + 1, all.size());
+        std::fprintf(stderr, "[%s] %s %s%s: %zu B done (%zu/%zu)\n", tool_, t.name, opLabel,
+                     root >= 0 ? (" root " + std::to_string(root)).c_str() : "", bytes, i + 1, all.size());
     }
   }
 
