@@ -5,7 +5,11 @@
 //
 // Built from an installed braid (find_package(braid CONFIG), examples/README.md)
 // and started like any NCCL job, e.g. with braid's launcher:
-//   braidrun -n 4 ./mlp_train [epochs]
+//   braidrun -n 4 ./mlp_train [epochs] [--host]
+// Built with CUDA (the toolkit found at configure time) and run where a GPU is,
+// each rank uses GPU rank % count and its gradients go through device memory
+// on a stream, as GPU training code does; without a GPU, or with --host, they
+// are averaged in host memory.
 // which gives every process BRAID_RANK, BRAID_WORLD_SIZE and NCCL_COMM_ID, so
 // that ncclGetUniqueId returns the same id everywhere. Rank 0 prints the loss
 // per epoch; every rank checks at the end that its weights are the same bits
@@ -17,7 +21,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
+
+#if defined(MLP_WITH_CUDA)
+#include <cuda_runtime_api.h>
+#endif
 
 namespace {
 
@@ -72,10 +81,74 @@ float forwardBackward(Mlp& m, Mlp& grad, const float* x, float y) {
 
 }  // namespace
 
+// Where the gradient allreduce runs: host memory, or a device buffer on a
+// stream (the gradients copied in and the average copied back).
+class GradientExchange {
+ public:
+  // Picks this rank's GPU, if it is to use one, before the communicator.
+  GradientExchange(int rank, bool hostOnly, size_t count) : count_(count) {
+#if defined(MLP_WITH_CUDA)
+    int devices = 0;
+    if (hostOnly || cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) return;
+    device_ = rank % devices;
+    if (cudaSetDevice(device_) != cudaSuccess || cudaStreamCreate(&stream_) != cudaSuccess ||
+        cudaMalloc(&buffer_, count * sizeof(float)) != cudaSuccess) {
+      std::fprintf(stderr, "rank %d: CUDA set-up on GPU %d failed: host buffers\n", rank, device_);
+      device_ = -1;
+    }
+#else
+    (void)rank;
+    (void)hostOnly;
+#endif
+  }
+  ~GradientExchange() {
+#if defined(MLP_WITH_CUDA)
+    if (buffer_) cudaFree(buffer_);
+    if (stream_) cudaStreamDestroy(stream_);
+#endif
+  }
+  GradientExchange(const GradientExchange&) = delete;
+  GradientExchange& operator=(const GradientExchange&) = delete;
+
+  std::string where() const { return device_ < 0 ? "host memory" : "device memory of GPU " + std::to_string(device_); }
+
+  // Replaces `grad` by its average over the ranks.
+  ncclResult_t average(float* grad, ncclComm_t comm) {
+#if defined(MLP_WITH_CUDA)
+    if (device_ >= 0) {
+      if (cudaMemcpyAsync(buffer_, grad, count_ * sizeof(float), cudaMemcpyHostToDevice, stream_) != cudaSuccess)
+        return ncclUnhandledCudaError;
+      const ncclResult_t r = ncclAllReduce(buffer_, buffer_, count_, ncclFloat32, ncclAvg, comm, stream_);
+      if (r != ncclSuccess) return r;
+      if (cudaMemcpyAsync(grad, buffer_, count_ * sizeof(float), cudaMemcpyDeviceToHost, stream_) != cudaSuccess ||
+          cudaStreamSynchronize(stream_) != cudaSuccess)
+        return ncclUnhandledCudaError;
+      return ncclSuccess;
+    }
+#endif
+    // Host buffers: the call returns once it is complete.
+    return ncclAllReduce(grad, grad, count_, ncclFloat32, ncclAvg, comm, nullptr);
+  }
+
+ private:
+  size_t count_;
+  int device_ = -1;
+#if defined(MLP_WITH_CUDA)
+  cudaStream_t stream_ = nullptr;
+  float* buffer_ = nullptr;
+#endif
+};
+
 int main(int argc, char** argv) {
   const int rank = envInt("BRAID_RANK", envInt("RANK", 0));
   const int nranks = envInt("BRAID_WORLD_SIZE", envInt("WORLD_SIZE", 1));
-  const int epochs = argc > 1 ? std::atoi(argv[1]) : 20;
+  int epochs = 20;
+  bool hostOnly = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--host") == 0) hostOnly = true;
+    else epochs = std::atoi(argv[i]);
+  }
+  GradientExchange exchange(rank, hostOnly, Mlp().params.size());
 
   ncclUniqueId id;
   CHECK_NCCL(ncclGetUniqueId(&id));  // the same on every rank under NCCL_COMM_ID
@@ -100,16 +173,15 @@ int main(int argc, char** argv) {
   }
 
   Mlp grad;
+  if (rank == 0) std::printf("gradients averaged in %s\n", exchange.where().c_str());
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     float lossSum = 0.0f;
     for (int b = 0; b < kSamplesPerRank; b += kBatch) {
       std::fill(grad.params.begin(), grad.params.end(), 0.0f);
       for (int s = b; s < b + kBatch; ++s) lossSum += forwardBackward(model, grad, &xs[s * kIn], ys[s]);
-      // The average of every rank's batch gradient (host buffers: the call
-      // returns once it is complete).
+      // The average of every rank's batch gradient.
       for (float& g : grad.params) g /= float(kBatch);
-      CHECK_NCCL(ncclAllReduce(grad.params.data(), grad.params.data(), grad.params.size(), ncclFloat32, ncclAvg,
-                               comm, nullptr));
+      CHECK_NCCL(exchange.average(grad.params.data(), comm));
       for (size_t i = 0; i < model.params.size(); ++i) model.params[i] -= kLearningRate * grad.params[i];
     }
     // The mean loss over every rank's samples this epoch.
