@@ -115,6 +115,8 @@ class BraidBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> submit(OpSpec spec, bool asyncOp = true);
 
  private:
+  // allreduce of a sparse (COO) CPU tensor: Gloo's gather-and-coalesce sum.
+  c10::intrusive_ptr<c10d::Work> allreduceSparse(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts);
   void post(const std::shared_ptr<Batch>& batch);
   // Runs `batch` after every batch submitted before it, then completes its works.
   static void runInOrder(CommContext& ctx, Batch& batch);

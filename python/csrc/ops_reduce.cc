@@ -159,8 +159,47 @@ Part reduceScatterPart(const at::Tensor& output, const at::Tensor& input, const 
 
 }  // namespace
 
+// A sparse (COO) sum as Gloo does it: every rank's non-zeros gathered (their
+// counts first, then indices and values, one broadcast per rank as their
+// sizes differ), summed by coalescing, and written into the tensor. The steps
+// depend on each other's sizes, so it completes before it returns.
+c10::intrusive_ptr<c10d::Work> BraidBackend::allreduceSparse(std::vector<at::Tensor>& tensors,
+                                                             const c10d::AllreduceOptions& opts) {
+  TORCH_CHECK(tensors.size() == 1, "braid: allreduce takes one tensor per process, got ", tensors.size());
+  at::Tensor& t = tensors[0];
+  TORCH_CHECK(t.layout() == at::kSparse, "braid: sparse allreduce supports COO sparse tensors only, got ", t.layout());
+  TORCH_CHECK(t.device().is_cpu(), "braid: sparse allreduce supports CPU tensors only (as Gloo without CUDA)");
+  TORCH_CHECK(opts.reduceOp == c10d::ReduceOp::SUM, "braid: sparse allreduce supports SUM only (as Gloo)");
+  const at::Tensor input = t.coalesce();
+  const at::Tensor indices = input._indices().contiguous();  // [sparse dims, nnz]
+  const at::Tensor values = input._values().contiguous();    // [nnz, dense dims...]
+  std::vector<at::Tensor> nnzIn = {at::full({1}, indices.size(1), at::kLong)};
+  std::vector<std::vector<at::Tensor>> nnzOut(1);
+  for (int r = 0; r < size_; ++r) nnzOut[0].push_back(at::empty({1}, at::kLong));
+  allgather(nnzOut, nnzIn, c10d::AllgatherOptions())->wait();
+  std::vector<std::vector<at::Tensor>> indexOut(1), valueOut(1);
+  for (int r = 0; r < size_; ++r) {
+    const int64_t n = nnzOut[0][r].item<int64_t>();
+    indexOut[0].push_back(at::empty({indices.size(0), n}, indices.options()));
+    std::vector<int64_t> shape = values.sizes().vec();
+    shape[0] = n;
+    valueOut[0].push_back(at::empty(shape, values.options()));
+  }
+  std::vector<at::Tensor> indexIn = {indices}, valueIn = {values};
+  allgather(indexOut, indexIn, c10d::AllgatherOptions())->wait();
+  allgather(valueOut, valueIn, c10d::AllgatherOptions())->wait();
+  const at::Tensor sum =
+      at::sparse_coo_tensor(at::cat(indexOut[0], 1), at::cat(valueOut[0], 0), input.sizes(), input.options())
+          .coalesce();
+  t.copy_(sum);
+  // A finished work whose value is the tensor (an operation with no part).
+  return submit(combine(c10d::OpType::ALLREDUCE, "allreduce", {}, tensors), false);
+}
+
 c10::intrusive_ptr<c10d::Work> BraidBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                        const c10d::AllreduceOptions& opts) {
+  if (tensors.size() == 1 && tensors[0].defined() && tensors[0].layout() == at::kSparse)
+    return allreduceSparse(tensors, opts);
   const at::Tensor& t = single(tensors, "allreduce");
   return submit(combine(c10d::OpType::ALLREDUCE, "allreduce", {allreducePart(t, opts.reduceOp, size_, "allreduce")},
                         tensors), opts.asyncOp);

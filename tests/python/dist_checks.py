@@ -185,6 +185,22 @@ def check_allreduce(rank, world, chk, gloo):
     empty = torch.empty(0)
     dist.all_reduce(empty)
     chk.same("allreduce empty", empty, torch.empty(0))
+    # sparse COO tensors, SUM (as Gloo): non-zeros that overlap between ranks,
+    # values with a dense dimension, and rank 1 with none at all
+    def sparse(r, with_values=True):
+        idx = torch.tensor([[r % 4, 2, 5 + r], [0, r % 3, 1]], dtype=torch.int64)
+        val = torch.tensor([[1.0 + r, -1.0], [2.0, 0.5 * r], [3.0 * (r + 1), 4.0]])
+        if not with_values or r == 1:
+            idx, val = idx[:, :0], val[:0]
+        return torch.sparse_coo_tensor(idx, val, (9, 3, 2), check_invariants=True)
+    got = sparse(rank)
+    dist.all_reduce(got)
+    want = sum(sparse(r).to_dense() for r in range(world))
+    chk.same("allreduce sparse SUM", got.to_dense(), want)
+    chk.same("allreduce sparse stays sparse", torch.tensor(got.is_sparse), torch.tensor(True))
+    none = sparse(rank, with_values=False)
+    dist.all_reduce(none)
+    chk.same("allreduce sparse, no non-zeros anywhere", none.to_dense(), torch.zeros(9, 3, 2))
 
 
 def check_refusals(rank, world, chk, gloo):
@@ -193,7 +209,7 @@ def check_refusals(rank, world, chk, gloo):
     chk.raises("PREMUL_SUM int", lambda: dist.all_reduce(torch.ones(3, dtype=torch.int32),
                                                          op=dist._make_nccl_premul_sum(2.0)), "PREMUL_SUM")
     chk.raises("MAX complex", lambda: dist.all_reduce(torch.ones(3, dtype=torch.complex64), op=R.MAX), "MAX")
-    chk.raises("sparse", lambda: dist.all_reduce(torch.eye(3).to_sparse()), "sparse")
+    chk.raises("sparse MAX", lambda: dist.all_reduce(torch.eye(3).to_sparse(), op=R.MAX), "sparse", "SUM")
     chk.raises("alltoall bad splits", lambda: dist.all_to_all_single(
         torch.empty(4), torch.ones(4), output_split_sizes=[1] * world, input_split_sizes=[9] * world),
         "split sizes")
