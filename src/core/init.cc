@@ -149,6 +149,7 @@ Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int 
     comm->peers[rank].gpuBusId = currentGpuBusId();
     BRAID_TRY(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo), deadline));
     if (comm->settings.deviceKernels) comm->timeSlicedGpu = timeSlicedPeers(comm->peers, rank, mpsDaemonRunning());
+    prepareDeviceWork(comm);
     BRAID_TRY(agreeOnTuning(comm, deadline));
     chooseWaitPolicy(comm);
     choosePeerFifo(comm);

@@ -178,7 +178,82 @@ class CudaFifoProvider : public FifoMemoryProvider {
   int device_;
 };
 
+// A FIFO carved from the arena: freed with the arena.
+class CarvedFifo : public FifoMemory {
+ public:
+  CarvedFifo(char* ptr, Blob blob) : ptr_(ptr), blob_(std::move(blob)) {}
+  char* base() const override { return ptr_; }
+  Blob blob() const override { return blob_; }
+
+ private:
+  char* ptr_;
+  Blob blob_;
+};
+
+class CudaArenaFifoProvider : public FifoMemoryProvider {
+ public:
+  explicit CudaArenaFifoProvider(int device) : device_(device), fallback_(device) {}
+  ~CudaArenaFifoProvider() override {
+    if (!arena_) return;
+    const DeviceGuard guard(device_);
+    if (cudaFree(arena_) != cudaSuccess) cudaGetLastError();
+  }
+  CudaArenaFifoProvider(const CudaArenaFifoProvider&) = delete;
+  CudaArenaFifoProvider& operator=(const CudaArenaFifoProvider&) = delete;
+
+  Result allocate(uint64_t bytes) {
+    const DeviceGuard guard(device_);
+    BRAID_TRY(guard.status());
+    void* raw = nullptr;
+    BRAID_CUDA_TRY(cudaMalloc(&raw, bytes));
+    arena_ = static_cast<char*>(raw);
+    capacity_ = bytes;
+    return Result::success();
+  }
+
+  const char* name() const override { return "cuda"; }
+
+  Result create(uint64_t bytes, const FifoImageWriter& writeImage, std::unique_ptr<FifoMemory>* out) override {
+    const uint64_t need = (bytes + 255) & ~uint64_t(255);
+    if (bytes == 0 || used_ + need > capacity_) return fallback_.create(bytes, writeImage, out);
+    char* ptr = arena_ + used_;
+    used_ += need;
+    Result r = uploadImage(ptr, bytes, writeImage);
+    if (!r.ok()) {
+      if (r.code() == ncclUnhandledCudaError) cudaGetLastError();
+      return r.context(deviceContext("creating", bytes, device_));
+    }
+    CudaFifoBlob b;
+    b.pid = cudaFifoPid();
+    b.processToken = cudaFifoProcessToken();
+    b.device = device_;
+    b.address = reinterpret_cast<uintptr_t>(ptr);
+    b.bytes = bytes;
+    b.ipcError = int32_t(cudaErrorNotSupported);  // carved: not exported to other processes
+    *out = std::make_unique<CarvedFifo>(ptr, encodeCudaFifoBlob(b));
+    return Result::success();
+  }
+
+  Result open(const Blob& blob, uint64_t bytes, std::unique_ptr<FifoMemory>* out) override {
+    return fallback_.open(blob, bytes, out);
+  }
+
+ private:
+  int device_;
+  CudaFifoProvider fallback_;
+  char* arena_ = nullptr;
+  uint64_t capacity_ = 0;
+  uint64_t used_ = 0;
+};
+
 }  // namespace
+
+Result makeCudaArenaFifoProvider(int device, uint64_t arenaBytes, std::unique_ptr<FifoMemoryProvider>* out) {
+  auto provider = std::make_unique<CudaArenaFifoProvider>(device);
+  if (arenaBytes > 0) BRAID_TRY(provider->allocate(arenaBytes));
+  *out = std::move(provider);
+  return Result::success();
+}
 
 int32_t cudaFifoPid() { return int32_t(getpid()); }
 

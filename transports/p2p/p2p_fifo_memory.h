@@ -22,6 +22,14 @@ namespace braid {
 // provider makes no CUDA call.
 std::unique_ptr<FifoMemoryProvider> makeCudaFifoProvider(int device);
 
+// FIFOs for peers in this process only, carved from one device allocation of
+// `arenaBytes` made now (a cudaMalloc later, when a peer's kernel may already
+// wait, could hold the whole device); when the arena is full, one cudaMalloc
+// per FIFO as makeCudaFifoProvider does. Carved FIFOs live as long as the
+// provider. Their blobs carry no IPC handle (another process cannot open
+// them: it gets an error saying so).
+Result makeCudaArenaFifoProvider(int device, uint64_t arenaBytes, std::unique_ptr<FifoMemoryProvider>* out);
+
 // What a CUDA FIFO's blob carries; exposed for its tests.
 struct CudaFifoBlob {
   int32_t pid = 0;            // the creating process

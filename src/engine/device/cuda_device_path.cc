@@ -76,6 +76,20 @@ Result proxyFor(ncclComm* comm, int device, DeviceProxy** out) {
   return Result::success();
 }
 
+void prepareDeviceWork(ncclComm* comm) {
+  if (comm->peers.empty() || comm->peers[size_t(comm->rank)].gpuBusId < 0) return;
+  // ncclCommInitAll names each rank's device; ncclCommInitRank uses the current one.
+  int device = comm->cudaDev;
+  if (device < 0 && cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return;
+  }
+  CaptureModeRelaxed relaxed;
+  DeviceProxy* proxy = nullptr;
+  const Result r = proxyFor(comm, device, &proxy);
+  if (!r.ok()) BRAID_INFO(kLogInit, "rank %d: device work not prepared at creation: %s", comm->rank, r.message().c_str());
+}
+
 namespace {
 
 // One call's staging.

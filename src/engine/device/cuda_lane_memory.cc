@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "base/cuda_util.h"
+#include "base/env.h"
 #include "transports/p2p/p2p_fifo_memory.h"
 
 namespace braid {
@@ -26,10 +27,15 @@ class CudaLaneMemory : public lanes::LaneMemory {
   CudaLaneMemory(const CudaLaneMemory&) = delete;
   CudaLaneMemory& operator=(const CudaLaneMemory&) = delete;
 
-  // One provider: it shares by pointer within the process and by IPC beyond.
-  FifoMemoryProvider& provider(bool) override { return *fifos_; }
+  // Peers in this process: FIFOs from the arena when there is one (by
+  // pointer); others: one allocation each, shared by CUDA IPC.
+  FifoMemoryProvider& provider(bool sameProcess) override {
+    return sameProcess && arena_ ? *arena_ : *fifos_;
+  }
   // CUDA IPC reaches every GPU of the host, whatever NCCL_SHM_DISABLE says.
   bool reaches(ncclComm* comm, int) const override { return lanes::PortTable::reachable(comm); }
+
+  Result reserveFifos(uint64_t bytes) { return makeCudaArenaFifoProvider(device_, bytes, &arena_); }
 
   // A slab of Ports, so that the first ones need no allocation.
   Result addSlab() {
@@ -59,6 +65,7 @@ class CudaLaneMemory : public lanes::LaneMemory {
  private:
   int device_;
   std::unique_ptr<FifoMemoryProvider> fifos_;
+  std::unique_ptr<FifoMemoryProvider> arena_;  // FIFOs for peers in this process
   std::vector<void*> slabs_;
   size_t used_ = 0;  // Ports taken from the last slab
 };
@@ -70,6 +77,7 @@ std::unique_ptr<lanes::LaneMemory> makeCudaLaneMemory(int device) { return std::
 Result makeReservedCudaLaneMemory(int device, std::unique_ptr<lanes::LaneMemory>* out) {
   auto memory = std::make_unique<CudaLaneMemory>(device);
   BRAID_TRY(memory->addSlab());
+  BRAID_TRY(memory->reserveFifos(uint64_t(envInt("BRAID_DEVICE_FIFO_ARENA", int64_t(32) << 20))));
   *out = std::move(memory);
   return Result::success();
 }

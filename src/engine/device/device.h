@@ -25,6 +25,14 @@ bool deviceBuffersSupported();
 // the CUDA driver (no CUDA call is made then).
 int currentGpuBusId();
 
+// At communicator creation, where the process already uses CUDA and has a
+// device: the communicator's device proxy with its pinned pools (and, for
+// plan kernels, its Port slab), made now because later, with ranks on other
+// threads, another rank's kernel may already wait, and these allocations may
+// wait for the whole device. Elsewhere (no CUDA in use yet) they are made by
+// the first device call. Not being able to make them now is no error.
+void prepareDeviceWork(ncclComm* comm);
+
 // Device or managed memory. False, without a CUDA call, when CUDA is not in use.
 bool isDeviceMemory(const void* ptr);
 

@@ -23,10 +23,16 @@ bool cudaDriverLoaded() {
   if (loaded.load(std::memory_order_acquire)) return true;
   unsigned long long adds = 0;
   dl_iterate_phdr(readLoadCount, &adds);
-  // A failed dlopen costs tens of microseconds: only after a load changed the list.
-  if (checkedAt.exchange(adds) == adds) return false;
+  // A failed dlopen costs tens of microseconds: only after a load changed the
+  // list. The count is recorded only once a look found no driver, so that a
+  // thread asking while another looks does not take "being looked at" for
+  // "absent" (ranks initialised on several threads at once did).
+  if (checkedAt.load(std::memory_order_acquire) == adds) return false;
   void* handle = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-  if (handle == nullptr) return false;
+  if (handle == nullptr) {
+    checkedAt.store(adds, std::memory_order_release);
+    return false;
+  }
   dlclose(handle);  // drops the reference NOLOAD took; the library stays
   loaded.store(true, std::memory_order_release);
   return true;

@@ -38,6 +38,8 @@ bool deviceBuffersSupported() { return false; }
 
 int currentGpuBusId() { return -1; }
 
+void prepareDeviceWork(ncclComm*) {}
+
 bool isDeviceMemory(const void* ptr) {
   if (ptr == nullptr || !cudaDriverLoaded()) return false;
   const PointerAttributeFn fn = driverPointerAttribute();
