@@ -14,21 +14,19 @@ namespace exec {
 
 // Memory moves 16 bytes per access where it can (a GPU moves 128-bit loads
 // and stores at full bandwidth, 32-bit ones at a fraction of it): each thread
-// owns whole 16-byte vectors, kUnroll of them per round, all loaded before any
-// is stored, then the elements of no whole vector one each. An element is
+// owns whole 16-byte vectors, then the elements of no whole vector one each. An element is
 // still read and written by one thread only, so dst may be a source (in
 // place). The arithmetic per element is the functor's, so the bits are those
 // of an element-by-element loop.
-// kUnroll vectors per thread and round: more would hold more loads in
-// flight, but every (datatype, functor) pair of the kernel instantiates these
-// loops, and 4 made ptxas take minutes and gigabytes.
+// One vector per thread and round: more would hold more loads in flight, but
+// every (datatype, functor) pair of the kernel instantiates these loops, and
+// four per round made ptxas take minutes and gigabytes.
 #if defined(__CUDA_ARCH__)
 #define BRAID_UNROLL _Pragma("unroll")
 #else
 #define BRAID_UNROLL
 #endif
 constexpr uint64_t kVecBytes = 16;
-constexpr uint64_t kUnroll = 1;
 
 struct alignas(16) Vec16 {
   uint64_t lo, hi;
@@ -91,27 +89,12 @@ BRAID_HD BRAID_INLINE int64_t vectorHead(const void* d, const void* a, const voi
 template <class T, class G, class F>
 BRAID_HD void vectors2(const G& g, T* d, const T* a, const T* b, uint64_t nvec, F f) {
   constexpr uint32_t k = VecElems<T>::kCount;
-  const uint64_t step = uint64_t(g.size()) * kUnroll;
-  for (uint64_t base = uint64_t(g.tid()); base < nvec; base += step) {
-    Vec16 va[kUnroll], vb[kUnroll];
-BRAID_UNROLL
-    for (uint64_t u = 0; u < kUnroll; ++u) {
-      const uint64_t v = base + u * g.size();
-      if (v < nvec) {
-        va[u] = loadVec(a + v * k);
-        vb[u] = loadVec(b + v * k);
-      }
-    }
-BRAID_UNROLL
-    for (uint64_t u = 0; u < kUnroll; ++u) {
-      const uint64_t v = base + u * g.size();
-      if (v >= nvec) break;
-      VecElems<T> x = elemsOf<T>(va[u]);
-      const VecElems<T> y = elemsOf<T>(vb[u]);
-BRAID_UNROLL
-      for (uint32_t j = 0; j < k; ++j) x.e[j] = f(x.e[j], y.e[j]);
-      storeVec(d + v * k, vecOf<T>(x));
-    }
+  for (uint64_t v = g.tid(); v < nvec; v += g.size()) {
+    VecElems<T> x = elemsOf<T>(loadVec(a + v * k));
+    const VecElems<T> y = elemsOf<T>(loadVec(b + v * k));
+    BRAID_UNROLL
+    for (uint32_t j = 0; j < k; ++j) x.e[j] = f(x.e[j], y.e[j]);
+    storeVec(d + v * k, vecOf<T>(x));
   }
 }
 
@@ -140,23 +123,11 @@ BRAID_HD void forEach2(const G& g, T* d, const T* a, const T* b, uint64_t n, F f
 template <class T, class G, class F>
 BRAID_HD void vectors1(const G& g, T* d, const T* s, uint64_t nvec, F f) {
   constexpr uint32_t k = VecElems<T>::kCount;
-  const uint64_t step = uint64_t(g.size()) * kUnroll;
-  for (uint64_t base = uint64_t(g.tid()); base < nvec; base += step) {
-    Vec16 vs[kUnroll];
-BRAID_UNROLL
-    for (uint64_t u = 0; u < kUnroll; ++u) {
-      const uint64_t v = base + u * g.size();
-      if (v < nvec) vs[u] = loadVec(s + v * k);
-    }
-BRAID_UNROLL
-    for (uint64_t u = 0; u < kUnroll; ++u) {
-      const uint64_t v = base + u * g.size();
-      if (v >= nvec) break;
-      VecElems<T> x = elemsOf<T>(vs[u]);
-BRAID_UNROLL
-      for (uint32_t j = 0; j < k; ++j) x.e[j] = f(x.e[j]);
-      storeVec(d + v * k, vecOf<T>(x));
-    }
+  for (uint64_t v = g.tid(); v < nvec; v += g.size()) {
+    VecElems<T> x = elemsOf<T>(loadVec(s + v * k));
+    BRAID_UNROLL
+    for (uint32_t j = 0; j < k; ++j) x.e[j] = f(x.e[j]);
+    storeVec(d + v * k, vecOf<T>(x));
   }
 }
 

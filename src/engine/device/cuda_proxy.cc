@@ -280,7 +280,7 @@ Result DeviceProxy::stagingBlock(size_t bytes, PinnedBlock* out) {
     BRAID_INFO(kLogInit, "rank %d: device calls need more pinned staging memory than the reserve (blocks of "
                "up to %zu bytes): allocating (cudaHostAlloc may wait for the device's running kernels)",
                comm_->rank, kLargeClassMax);
-  return pool_.acquire(bytes, out);
+  return pool_.grow(bytes, out);
 }
 
 void DeviceProxy::addInflight(InflightJob&& job) {

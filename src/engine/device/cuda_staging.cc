@@ -48,10 +48,7 @@ bool StagingPool::take(size_t bytes, PinnedBlock* out) {
   return false;
 }
 
-Result StagingPool::acquire(size_t bytes, PinnedBlock* out) {
-  if (take(bytes, out)) return Result::success();
-  return allocate(sizeClass(std::max<size_t>(bytes, 1)), out);
-}
+Result StagingPool::grow(size_t bytes, PinnedBlock* out) { return allocate(sizeClass(std::max<size_t>(bytes, 1)), out); }
 
 Result StagingPool::allocate(size_t cls, PinnedBlock* out) {
   std::lock_guard<std::mutex> lock(mu_);

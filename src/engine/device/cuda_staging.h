@@ -32,8 +32,8 @@ class StagingPool {
   // A free block of at least `bytes` (its size class, else a larger one),
   // without allocating; false when there is none.
   bool take(size_t bytes, PinnedBlock* out);
-  // A block of at least `bytes`: a free one, or a new one (cudaHostAlloc).
-  Result acquire(size_t bytes, PinnedBlock* out);
+  // A new block of at least `bytes` (cudaHostAlloc).
+  Result grow(size_t bytes, PinnedBlock* out);
   // Only once no copy and no host work uses it any more.
   void release(const PinnedBlock& block);
   // A block something may still use: never reused nor freed (with a warning).
