@@ -73,8 +73,8 @@ std::vector<Flag> optionTable(Options* o) {
       intFlag('z', "blocking", 0, 1, &o->blocking, "barrier after every operation (default 0)", "<0/1>"),
       intFlag('N', "run_cycles", 0, 1 << 30, &o->runCycles,
               "run the whole sweep n times (0 = until killed; default 1)"),
-      intFlag('t', "nthreads", 1, 1024, &o->nThreads, "threads per process: only 1 (one rank per process)"),
-      intFlag('g', "ngpus", 1, 1024, &o->nGpus, "GPUs per thread: only 1 (one rank per process)"),
+      intFlag('t', "nthreads", 1, 1024, &o->nThreads, "ranks in this process, one thread each (default 1)"),
+      intFlag('g', "ngpus", 1, 1024, &o->nGpus, "GPUs per thread: only 1 (a rank is one GPU)"),
       intFlag('G', "cudagraph", 0, 1 << 20, &o->graphLaunches,
               "device memory: capture the timed iterations in a CUDA\n"
               "graph and launch it n times (0: no graph; default 0)"),

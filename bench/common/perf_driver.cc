@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/collective.h"
@@ -86,10 +87,12 @@ class PerfRun {
  public:
   // commIdNote: how NCCL_COMM_ID came to be set, for the header (may be empty).
   // cuda: the device whose memory the buffers are in (null: host memory).
+  // sharedId: the unique id when the ranks are threads of this one process
+  // (null: every rank derives it from NCCL_COMM_ID).
   PerfRun(const CollectiveSpec& spec, const Options& opts, const LaunchEnv& env, const char* tool,
-          std::string commIdNote, std::unique_ptr<CudaDriver> cuda)
+          std::string commIdNote, std::unique_ptr<CudaDriver> cuda, const ncclUniqueId* sharedId)
       : spec_(spec), opts_(opts), env_(env), tool_(tool), progress_(env.rank == 0 && progressWanted()),
-        commIdNote_(std::move(commIdNote)), cuda_(std::move(cuda)) {}
+        commIdNote_(std::move(commIdNote)), cuda_(std::move(cuda)), sharedId_(sharedId) {}
 
   ~PerfRun() {
     if (comm_) ncclCommDestroy(comm_);
@@ -110,6 +113,9 @@ class PerfRun {
     std::fflush(stdout);
     if (comm_) ncclCommAbort(comm_);
     comm_ = nullptr;
+    // Ranks as threads: the others may be inside the library, whose statics
+    // std::exit would destroy under them.
+    if (opts_.nThreads > 1) std::_Exit(1);
     std::exit(1);
   }
 
@@ -122,7 +128,10 @@ class PerfRun {
 
   void join() {
     ncclUniqueId id;
-    check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    if (sharedId_)
+      id = *sharedId_;
+    else
+      check(ncclGetUniqueId(&id), "ncclGetUniqueId");
     check(ncclCommInitRank(&comm_, env_.size, id, env_.rank), "ncclCommInitRank");
   }
 
@@ -477,7 +486,7 @@ class PerfRun {
   const std::string commIdNote_;
   ncclComm_t comm_ = nullptr;
   std::unique_ptr<CudaDriver> cuda_;  // device memory; null for host memory
-  HostBuffer send_;                   // the buffers, or the device buffers' mirrors
+  const ncclUniqueId* sharedId_;  HostBuffer send_;                   // the buffers, or the device buffers' mirrors
   HostBuffer recv_;
   DeviceBuffer dsend_, drecv_, daux_;  // declared after cuda_: freed before it goes
   size_t sendBytes_ = 0;  // used parts of the allocations (guards not counted)
@@ -521,6 +530,48 @@ bool chooseMemory(MemoryKind kind, const LaunchEnv& env, const char* tool, std::
   return false;
 }
 
+// Rank `t` of this process's `threads` ranks (nccl-tests' -t): ranks are
+// numbered process by process, and a thread's GPU is its local rank's.
+LaunchEnv threadRankEnv(const LaunchEnv& process, int threads, int t) {
+  LaunchEnv env = process;
+  env.rank = process.rank * threads + t;
+  env.size = process.size * threads;
+  env.localRank = process.localRank * threads + t;
+  env.localSize = process.localSize * threads;
+  if (threads > 1) env.source += " x " + std::to_string(threads) + " threads (-t)";
+  return env;
+}
+
+// -t N: N ranks in this process, one thread each, each with its own stream
+// on its local rank's GPU (or host memory). A single process shares one
+// unique id with its threads; processes of a job meet through NCCL_COMM_ID.
+int runThreadRanks(const CollectiveSpec& spec, const Options& opts, const LaunchEnv& process, const char* tool,
+                   const std::string& note, std::unique_ptr<CudaDriver> firstCuda, bool deviceMemory) {
+  ncclUniqueId id{};
+  const bool oneProcess = process.size == 1 && std::getenv("NCCL_COMM_ID") == nullptr;
+  if (oneProcess && ncclGetUniqueId(&id) != ncclSuccess) {
+    std::fprintf(stderr, "%s: ncclGetUniqueId failed: %s\n", tool, ncclGetLastError(nullptr));
+    return 1;
+  }
+  std::vector<int> status(static_cast<size_t>(opts.nThreads), 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < opts.nThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const LaunchEnv env = threadRankEnv(process, opts.nThreads, t);
+      std::unique_ptr<CudaDriver> cuda = t == 0 ? std::move(firstCuda) : nullptr;
+      std::string error;
+      if (deviceMemory && !cuda && !(cuda = CudaDriver::open(env.localRank, &error))) {
+        std::fprintf(stderr, "%s: rank %d: --memory device: %s\n", tool, env.rank, error.c_str());
+        std::_Exit(2);
+      }
+      PerfRun run(spec, opts, env, tool, note, std::move(cuda), oneProcess ? &id : nullptr);
+      status[static_cast<size_t>(t)] = run.run();
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  return *std::max_element(status.begin(), status.end());
+}
+
 }  // namespace
 
 int runPerfTool(const CollectiveSpec& spec, int argc, char** argv) {
@@ -542,13 +593,15 @@ int runPerfTool(const CollectiveSpec& spec, int argc, char** argv) {
     std::fprintf(stderr, "%s: %s\n", tool, error.c_str());
     return 2;
   }
-  if (opts.nThreads > 1 || opts.nGpus > 1) {
+  if (opts.nGpus > 1) {
     if (env.rank == 0)
-      std::fprintf(stderr, "%s: -t %d -g %d asks for %d ranks in this process, but the tools run one rank per "
-                   "process: start more processes instead (braidrun -n N %s ...)\n",
-                   tool, opts.nThreads, opts.nGpus, opts.nThreads * opts.nGpus, tool);
+      std::fprintf(stderr, "%s: -g %d asks for several GPUs per thread, but each thread is one rank on one GPU: "
+                   "use -t %d (threads) or more processes (braidrun -n N %s ...)\n",
+                   tool, opts.nGpus, opts.nGpus * opts.nThreads, tool);
     return 2;
   }
+  const LaunchEnv processEnv = env;
+  env = threadRankEnv(processEnv, opts.nThreads, 0);
   if (spec.hasRoot && opts.root >= env.size) {
     if (env.rank == 0)
       std::fprintf(stderr, "%s: root %d does not exist in a job of %d ranks\n", tool, opts.root, env.size);
@@ -556,6 +609,7 @@ int runPerfTool(const CollectiveSpec& spec, int argc, char** argv) {
   }
   std::unique_ptr<CudaDriver> cuda;
   if (!chooseMemory(opts.memory, env, tool, &cuda)) return 2;
+  const bool deviceMemory = cuda != nullptr;
   if (opts.graphLaunches > 0 && !cuda && env.rank == 0)
     std::fprintf(stderr, "%s: note: -G %d ignored: CUDA graphs need device memory\n", tool, opts.graphLaunches);
   if (opts.graphLaunches > 0 && cuda && opts.blocking) {
@@ -564,12 +618,15 @@ int runPerfTool(const CollectiveSpec& spec, int argc, char** argv) {
     return 2;
   }
   std::string note;
-  if (!ensureCommId(env, &note, &error)) {
+  if (!ensureCommId(processEnv, &note, &error)) {
     std::fprintf(stderr, "%s: rank %d: %s\n", tool, env.rank, error.c_str());
     return 2;
   }
-  PerfRun run(spec, opts, env, tool, note, std::move(cuda));
-  return run.run();
+  if (opts.nThreads == 1) {
+    PerfRun run(spec, opts, env, tool, note, std::move(cuda), nullptr);
+    return run.run();
+  }
+  return runThreadRanks(spec, opts, processEnv, tool, note, std::move(cuda), deviceMemory);
 }
 
 }  // namespace braid::bench
