@@ -21,6 +21,24 @@ inline Result refuseOnPendingError(const char* kernel) {
                                             cudaGetErrorString(pending) + "), left for the code that caused it");
 }
 
+// Under CUDA's lazy loading (the default since CUDA 12.2) a kernel's code is
+// loaded at its first launch, and loading may wait for the device to be idle:
+// a kernel already spinning (braid's, or an application kernel that waits
+// for the host to go on after braid's call returns) then never ends, and
+// neither does the launch. Loading every kernel when a communicator first
+// uses a device (cudaFuncGetAttributes loads the function) keeps loads off
+// the launch path. Seen on an H200: the first device call of a process hung
+// behind an application kernel that spun until the call returned.
+inline Result loadResult(const char* kernel, cudaError_t err) {
+  if (err == cudaSuccess) return Result::success();
+  (void)cudaGetLastError();  // the failed query's, not the application's
+  std::string msg = std::string("loading the ") + kernel + "'s code failed: " + cudaGetErrorName(err) + " (" +
+                    cudaGetErrorString(err) + ")";
+  if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidPtx)
+    msg += "; braid's kernels were not built for this GPU: rebuild with -DBRAID_CUDA_ARCHS=<its SM>";
+  return Result(ncclUnhandledCudaError, msg);
+}
+
 inline Result launchResult(const char* kernel, cudaError_t err) {
   if (err == cudaSuccess) return Result::success();
   return Result(ncclUnhandledCudaError,

@@ -26,6 +26,12 @@ __global__ void streamWaitIndirectKernel(const volatile uint64_t* published, con
 
 }  // namespace
 
+Result loadStreamWaitKernels() {
+  cudaFuncAttributes attr{};
+  BRAID_TRY(loadResult("stream-wait kernel", cudaFuncGetAttributes(&attr, streamWaitKernel)));
+  return loadResult("stream-wait kernel", cudaFuncGetAttributes(&attr, streamWaitIndirectKernel));
+}
+
 Result launchStreamWait(const volatile uint64_t* published, uint64_t target, const volatile uint32_t* abortWord,
                         cudaStream_t stream) {
   BRAID_TRY(refuseOnPendingError("stream-wait kernel"));

@@ -23,6 +23,10 @@ Result launchStreamWait(const volatile uint64_t* published, uint64_t target,
 // for a call captured in a CUDA graph, whose target (the ticket of one launch)
 // the host writes there each time the graph runs, before the kernel in stream
 // order.
+// Loads both kernels' code on the current device now, so that no launch
+// loads it (kernels/launch_error.h says why).
+Result loadStreamWaitKernels();
+
 Result launchStreamWaitIndirect(const volatile uint64_t* published, const volatile uint64_t* target,
                                      const volatile uint32_t* abortWord, cudaStream_t stream);
 

@@ -53,6 +53,11 @@ bool isFp8(ncclDataType_t type) { return type == ncclFloat8e4m3 || type == ncclF
 
 bool planKernelSupportsType(ncclDataType_t type) { return type >= 0 && type < ncclNumTypes; }
 
+Result loadPlanKernel() {
+  cudaFuncAttributes attr{};
+  return loadResult("plan kernel", cudaFuncGetAttributes(&attr, planLaneKernel));
+}
+
 Result residentPlanLanes(uint32_t threadsPerLane, uint32_t* lanes) {
   int device = 0, perSm = 0, sms = 0;
   cudaError_t err = cudaGetDevice(&device);

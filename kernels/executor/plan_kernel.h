@@ -32,6 +32,9 @@ bool planKernelSupportsType(ncclDataType_t type);
 Result launchPlanLanes(exec::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane, int32_t* statuses,
                        bool anyFp8, cudaStream_t stream);
 
+// Loads the kernel's code on the current device now, so that no launch loads
+// it (kernels/launch_error.h says why).
+Result loadPlanKernel();
 // How many lanes (blocks of threadsPerLane threads) the current device holds
 // resident at once: a launch of more could leave lanes waiting for ever on
 // lanes that never start.

@@ -53,6 +53,7 @@ Result makeCommSettings(const ncclConfig_t* config, CommSettings* out) {
     return fail(ncclInvalidArgument, "BRAID_DEVICE_ENGINE=%s: expected staged (the default) or kernels",
                 deviceEngine.c_str());
   s.deviceKernels = deviceEngine == "kernels";
+  s.launchesBlock = envInt("CUDA_LAUNCH_BLOCKING", 0) != 0;
   if (config) {
     if (config->magic != kConfigMagic || config->size < offsetof(ncclConfig_t, blocking) + sizeof(int))
       return fail(ncclInvalidArgument,

@@ -41,6 +41,10 @@ struct CommSettings {
   // share a host run as plan kernels; by default (staged) they are staged
   // through pinned memory and run by the host runner.
   bool deviceKernels = false;
+  // CUDA_LAUNCH_BLOCKING=1 (CUDA's own variable): a launch returns only once
+  // its kernel ended, so nothing a kernel waits for may come after a launch
+  // in the launching thread, nor from a CUDA call of another thread.
+  bool launchesBlock = false;
   std::string name;
 };
 

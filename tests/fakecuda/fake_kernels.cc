@@ -5,8 +5,12 @@
 // lane of the launch at once (all blocks resident, as a cooperative launch
 // guarantees), each lane an emulated block (tests/emulation/thread_block.h)
 // running the same interpreter code as the CUDA kernel (runMixedLane).
-// Both kernels are tracked by the recorder while outstanding.
+// Both kernels are tracked by the recorder while outstanding, and each
+// kernel's first launch without an earlier load (loadStreamWaitKernels,
+// loadPlanKernel) counts as a synchronising call: CUDA's lazy loading loads
+// the code then, which may wait for the device to be idle.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
@@ -16,6 +20,7 @@
 #include <vector>
 
 #include "fakecuda.h"
+#include "recorder.h"
 #include "kernels/executor/plan_kernel.h"
 #include "kernels/executor/typed_step.h"
 #include "kernels/launch_error.h"
@@ -52,6 +57,20 @@ void runLanes(exec::LaneExec* lanes, uint32_t nlanes, uint32_t threads, int32_t*
   for (std::thread& w : workers) w.join();
 }
 
+// Whether each kernel's code is loaded (per process: the fake has one device).
+std::atomic<bool> streamWaitLoaded{false};
+std::atomic<bool> planKernelLoaded{false};
+
+// A launch of a kernel whose code is not loaded yet loads it first, as CUDA's
+// lazy loading does: a synchronising call while another kernel runs.
+void loadOnLaunch(std::atomic<bool>* loaded, const char* kernel, const void* caller) {
+  if (loaded->exchange(true)) return;
+  fakecuda::checkSync((std::string("the first launch of the ") + kernel +
+                       ", which loads its code (CUDA's lazy loading: load it before, when a communicator first uses "
+                       "the device)").c_str(),
+                      caller);
+}
+
 // Enqueues a tracked kernel: outstanding from now until its body returns.
 cudaError_t enqueueKernel(const std::string& what, cudaStream_t stream, std::function<void()> body) {
   fakecuda::checkLaunchStream(stream, what.c_str());
@@ -77,9 +96,15 @@ Result streamWaitResult(cudaError_t err) {
 
 }  // namespace
 
+Result loadStreamWaitKernels() {
+  streamWaitLoaded = true;
+  return Result::success();
+}
+
 Result launchStreamWait(const volatile uint64_t* published, uint64_t target, const volatile uint32_t* abortWord,
                         cudaStream_t stream) {
   BRAID_TRY(refuseOnPendingError("stream-wait kernel"));
+  loadOnLaunch(&streamWaitLoaded, "stream-wait kernel", __builtin_return_address(0));
   if (!fakecuda::deviceAddressable(const_cast<const uint64_t*>(published), 8) ||
       !fakecuda::deviceAddressable(const_cast<const uint32_t*>(abortWord), 4))
     return launchResult("stream-wait kernel", cudaErrorInvalidValue);
@@ -90,6 +115,7 @@ Result launchStreamWait(const volatile uint64_t* published, uint64_t target, con
 Result launchStreamWaitIndirect(const volatile uint64_t* published, const volatile uint64_t* target,
                                 const volatile uint32_t* abortWord, cudaStream_t stream) {
   BRAID_TRY(refuseOnPendingError("stream-wait kernel"));
+  loadOnLaunch(&streamWaitLoaded, "stream-wait kernel", __builtin_return_address(0));
   return streamWaitResult(enqueueKernel("stream-wait kernel (indirect)", stream, [=] {
     waitFor(published, __atomic_load_n(target, __ATOMIC_ACQUIRE), abortWord);
   }));
@@ -99,7 +125,14 @@ namespace kernels {
 
 bool planKernelSupportsType(ncclDataType_t type) { return type >= 0 && type < ncclNumTypes; }
 
+Result loadPlanKernel() {
+  planKernelLoaded = true;
+  return Result::success();
+}
+
 Result residentPlanLanes(uint32_t threadsPerLane, uint32_t* lanes) {
+  // The occupancy query reads the kernel's resource use: it loads the code.
+  loadOnLaunch(&planKernelLoaded, "plan kernel", __builtin_return_address(0));
   int device = 0, perSm = 0, sms = 0;
   // Any non-null function: the emulated occupancy depends on the block size only.
   static const char kernelTag = 0;
@@ -119,6 +152,7 @@ Result launchPlanLanes(exec::LaneExec* lanes, uint32_t nlanes, uint32_t threadsP
   if (threadsPerLane == 0 || threadsPerLane > 1024)
     return Result(ncclInvalidArgument, "plan kernel: threadsPerLane must be 1..1024");
   BRAID_TRY(refuseOnPendingError("plan kernel"));
+  loadOnLaunch(&planKernelLoaded, "plan kernel", __builtin_return_address(0));
   // A cooperative launch of more blocks than the device holds at once fails.
   uint32_t resident = 0;
   BRAID_TRY(residentPlanLanes(threadsPerLane, &resident));

@@ -28,7 +28,8 @@
 // pointer queries, cudaStreamSynchronize / cudaEventSynchronize (they wait
 // for one stream, which the caller chose), cudaStreamCreate/Destroy.
 //
-// A tracked kernel is one of braid's plan-kernel or stream-wait launches,
+// A tracked kernel is one of braid's plan-kernel or stream-wait launches, or
+// the test application's gate kernel (it spins until braid's calls return),
 // from cudaLaunch... (enqueue) to the end of its emulated run.
 //
 // Every violation is recorded and printed with its backtrace; those made by
@@ -199,7 +200,7 @@ bool checkSync(const char* call, const void* returnAddress, bool onlyBlocking) {
   const bool fails = !expected && (v.caller.rfind("braid", 0) == 0 || appCallsFail());
   v.expected = !fails;
   std::fprintf(stderr,
-               "fakecuda: %sVIOLATION: synchronising call %s by %s while braid's kernels are outstanding:\n%s"
+               "fakecuda: %sVIOLATION: synchronising call %s by %s while tracked kernels are outstanding:\n%s"
                "  called from:\n%s",
                fails ? "" : "(not failing: expected, or the application's) ", v.call.c_str(), v.caller.c_str(),
                v.outstanding.c_str(), v.backtrace.c_str());

@@ -13,7 +13,7 @@ class RecorderEnvironment : public ::testing::Environment {
   void SetUp() override {
     fakecuda::setViolationHook([](const fakecuda::Violation& v) {
       ADD_FAILURE() << "synchronising CUDA call " << v.call << " by " << v.caller
-                    << " while braid's kernels were outstanding:\n" << v.outstanding << "called from:\n"
+                    << " while tracked kernels were outstanding:\n" << v.outstanding << "called from:\n"
                     << v.backtrace;
     });
   }
@@ -21,7 +21,7 @@ class RecorderEnvironment : public ::testing::Environment {
     fakecuda::setViolationHook(nullptr);
     size_t unexpected = 0;
     for (const fakecuda::Violation& v : fakecuda::violations()) unexpected += v.expected ? 0 : 1;
-    EXPECT_EQ(unexpected, 0u) << "synchronising CUDA calls while braid's kernels were outstanding (see the "
+    EXPECT_EQ(unexpected, 0u) << "synchronising CUDA calls while tracked kernels were outstanding (see the "
                                       "fakecuda: VIOLATION lines above)";
   }
 };

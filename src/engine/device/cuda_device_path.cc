@@ -153,6 +153,14 @@ Result stageIn(DeviceProxy* proxy, const std::vector<Task>& tasks, const std::ve
     job->staged.push_back(c.staged);
     job->sequence = std::max(job->sequence, t.sequence);
   }
+  // Under CUDA_LAUNCH_BLOCKING=1 the stream-wait launch waits, inside the
+  // CUDA runtime, for its kernel, which waits for the proxy: the proxy must
+  // then make no CUDA call (an event query waits behind the launch; seen on an
+  // H200). The copies are done (they were blocking too): the job goes ready.
+  if (proxy->comm()->settings.launchesBlock) {
+    for (CudaEvent& e : job->ready) BRAID_CUDA_TRY(cudaEventSynchronize(e.get()));
+    job->ready.clear();
+  }
   return Result::success();
 }
 

@@ -287,6 +287,13 @@ Result launchDeviceLanes(const std::vector<Task>& tasks) {
   }
   std::vector<Launch> launches;
   BRAID_TRY(planLaunches(parts, [&](int device) { return resident[device]; }, &launches));
+  // Lanes of one group on several devices are one launch per device: under
+  // CUDA_LAUNCH_BLOCKING=1 the first would wait for ever for the others.
+  if (launches.size() > 1 && comms.front().comm->settings.launchesBlock)
+    return fail(ncclInvalidUsage, "rank %d: this group's device calls span %zu CUDA devices, whose plan kernels "
+                "must run at once, but CUDA_LAUNCH_BLOCKING=1 makes each launch wait for its kernel to end: unset "
+                "CUDA_LAUNCH_BLOCKING, or drive each device from its own thread", comms.front().comm->rank,
+                launches.size());
   for (const Launch& launch : launches) {
     std::vector<CommLaunch*> group;
     for (size_t i : launch.parts) group.push_back(&comms[i]);

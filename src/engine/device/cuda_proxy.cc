@@ -9,6 +9,8 @@
 #include "engine/comm.h"
 #include "engine/device/cuda_capture.h"
 #include "engine/device/cuda_lane_memory.h"
+#include "kernels/executor/plan_kernel.h"
+#include "kernels/stream_wait.h"
 
 namespace braid {
 
@@ -105,6 +107,9 @@ Result DeviceProxy::start() {
   BRAID_TRY(guard.status());
   BRAID_TRY(words_.allocate());
   BRAID_TRY(beacons_.allocate());
+  // The kernels' code, before any launch can load it behind a spinning kernel.
+  BRAID_TRY(loadStreamWaitKernels());
+  BRAID_TRY(kernels::loadPlanKernel());
   // Before any launch of this communicator (its first device calls are
   // planned in one group with its peers'), the blocks common calls need.
   BRAID_TRY(pool_.reserve(1, kSmallClassMax, kSmallPerClass));
@@ -454,12 +459,12 @@ void DeviceProxy::runJob(DeviceJob& job) {
     setCommError(comm_, r);
     failed_ = true;
   }
-  job.ready.clear();
   if (job.captured) {
     words_.publishLaunch(job.ticket);
   } else {
     words_.publish(job.sequence);
   }
+  job.ready.clear();  // after the publication: a CUDA call may wait behind a blocking launch
 }
 
 }  // namespace braid

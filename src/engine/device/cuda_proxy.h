@@ -91,6 +91,7 @@ class DeviceProxy {
 
   Result start();
   int device() const { return device_; }
+  ncclComm* comm() const { return comm_; }
   StagingPool& pool() { return pool_; }
   // A pinned block for a call's staging or a launch's lane image: from the
   // reserve; when none is free, once this communicator's earlier device work
