@@ -180,7 +180,12 @@ class DeviceBuffer {
     std::vector<uint8_t> image(bytes_ + 2 * kGuard, kGuardByte);
     std::copy(contents.begin(), contents.end(), image.begin() + kGuard);
     if (cudaMalloc(&base_, image.size()) != cudaSuccess) return false;
-    return cudaMemcpy(base_, image.data(), image.size(), cudaMemcpyHostToDevice) == cudaSuccess;
+    // From pageable memory cudaMemcpy may return before its DMA to the device
+    // is done, and the ranks' non-blocking streams do not wait for the legacy
+    // stream it runs on: wait for it here (on an H200 the calls otherwise
+    // read zeros where the copy had not arrived yet).
+    return cudaMemcpy(base_, image.data(), image.size(), cudaMemcpyHostToDevice) == cudaSuccess &&
+           cudaStreamSynchronize(nullptr) == cudaSuccess;
   }
   uint8_t* data() const { return static_cast<uint8_t*>(base_) + kGuard; }
   // Contents back, and whether the guards are intact.

@@ -114,6 +114,8 @@ TEST_P(DeviceCollectives, QueuedCallsRunInIssueOrder) {
     std::vector<int32_t> init(count, r + 1);
     CUDA_ASSERT(cudaMemcpy(bufs[r], init.data(), count * sizeof(int32_t), cudaMemcpyHostToDevice));
   }
+  // The pageable copies' DMA, before the ranks' non-blocking streams read.
+  CUDA_ASSERT(cudaStreamSynchronize(nullptr));
   for (int k = 0; k < calls; ++k) {
     NCCL_ASSERT(ncclGroupStart());
     for (int r = 0; r < n; ++r)

@@ -148,3 +148,36 @@ TEST(PlanInterpreter, ReduceAndReduceScatterAvgEveryType) {
 
 }  // namespace
 }  // namespace exectest
+
+namespace exectest {
+namespace {
+
+// A GPU returns its canonical NaN where the host keeps an operand's payload:
+// the comparison takes any NaN for any NaN of a floating type, and nothing else.
+TEST(CompareOutputs, AnyNaNMatchesAnyNaNAndNothingElse) {
+  auto one = [](ncclDataType_t type, std::vector<uint8_t> bytes) {
+    CollCase c;
+    c.type = type;
+    std::vector<RankData> d(1);
+    d[0].output = std::move(bytes);
+    return std::make_pair(c, d);
+  };
+  auto [f32, wantNaN] = one(ncclFloat32, {0xb3, 0xd6, 0xe7, 0xff});  // 0xffe7d6b3: a NaN with a payload
+  auto [unused, gotCanon] = one(ncclFloat32, {0xff, 0xff, 0xff, 0x7f});  // 0x7fffffff
+  auto [unused2, gotInf] = one(ncclFloat32, {0x00, 0x00, 0x80, 0x7f});  // +inf
+  EXPECT_EQ(compareOutputs(f32, wantNaN, gotCanon), "");
+  EXPECT_NE(compareOutputs(f32, wantNaN, gotInf), "");
+  EXPECT_NE(compareOutputs(f32, gotInf, wantNaN), "");
+  auto [f16, want16] = one(ncclFloat16, {0x7f, 0x7e});  // 0x7e7f
+  auto [unused3, got16] = one(ncclFloat16, {0xff, 0x7f});
+  auto [unused4, one16] = one(ncclFloat16, {0x00, 0x3c});  // 1.0
+  EXPECT_EQ(compareOutputs(f16, want16, got16), "");
+  EXPECT_NE(compareOutputs(f16, want16, one16), "");
+  // Integers compare bit for bit.
+  auto [i32, a] = one(ncclInt32, {0xb3, 0xd6, 0xe7, 0xff});
+  auto [unused5, b] = one(ncclInt32, {0xff, 0xff, 0xff, 0x7f});
+  EXPECT_NE(compareOutputs(i32, a, b), "");
+}
+
+}  // namespace
+}  // namespace exectest
