@@ -487,7 +487,7 @@ constexpr char kNoticeMark = '\x1e';
 
 std::string encodeMismatchNotice(const MismatchNotice& n) {
   return std::string(1, kNoticeMark) + char(n.kind) + std::to_string(n.sender) + " " + std::to_string(n.reporter) + " " +
-         std::to_string(n.fingerprint) + kNoticeMark + n.text;
+         std::to_string(n.fingerprint) + " " + std::to_string(n.operation) + kNoticeMark + n.text;
 }
 
 bool parseMismatchNotice(const std::string& notice, MismatchNotice* out) {
@@ -499,8 +499,10 @@ bool parseMismatchNotice(const std::string& notice, MismatchNotice* out) {
   if (kind != MismatchNotice::Received && kind != MismatchNotice::Paired) return false;
   int sender = -1, reporter = -1;
   unsigned long fingerprint = 0;
+  unsigned long long operation = 0;
   const std::string fields = notice.substr(start + 2, end - start - 2);
-  if (sscanf(fields.c_str(), "%d %d %lu", &sender, &reporter, &fingerprint) != 3) return false;
+  if (sscanf(fields.c_str(), "%d %d %lu %llu", &sender, &reporter, &fingerprint, &operation) != 4) return false;
+  out->operation = operation;
   out->kind = MismatchNotice::Kind(kind);
   out->sender = sender;
   out->reporter = reporter;

@@ -53,6 +53,10 @@ struct MismatchNotice {
   int sender = -1;
   int reporter = -1;         // the rank that received the message
   uint32_t fingerprint = 0;  // the one the message carried
+  // The reporter's operation number (its #k; 0 where unknown). A rank still in an
+  // earlier operation finishes that one first: every rank that reached #k
+  // has sent all it had to send for the earlier ones.
+  uint64_t operation = 0;
   std::string text;
 };
 std::string encodeMismatchNotice(const MismatchNotice& n);

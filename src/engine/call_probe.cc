@@ -100,6 +100,13 @@ MismatchNotice answerOf(const ncclComm* comm, const MismatchNotice& received) {
   return pair;
 }
 
+bool concernsALaterCall(const ncclComm* comm, const std::string& notice, uint64_t lastSequence) {
+  MismatchNotice n;
+  if (!parseMismatchNotice(notice, &n) || n.operation == 0) return false;
+  if (n.kind == MismatchNotice::Received && n.sender == comm->rank) return false;
+  return n.operation > lastSequence;
+}
+
 void sendCallProbe(ncclComm* comm, int peer, const Task* t) {
   if (!t) {
     const RecentCall* latest = latestCall(comm);

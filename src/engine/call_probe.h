@@ -38,6 +38,14 @@ std::string callWithFingerprint(const ncclComm* comm, uint32_t fingerprint);
 // a Paired notice whose text names both calls.
 MismatchNotice answerOf(const ncclComm* comm, const MismatchNotice& received);
 
+// Whether `notice` tells of ranks that called different things in an
+// operation after `lastSequence`, the last one this rank is running: those
+// it runs can still complete (every rank that reached the later one sent all
+// it had for them), and the notice stops the later one when it runs. A wait
+// on the reporter itself still ends at BRAID_TIMEOUT. False for every other
+// notice, and for one asking this rank to answer with its own call.
+bool concernsALaterCall(const ncclComm* comm, const std::string& notice, uint64_t lastSequence);
+
 // What this rank is stuck on, for the probes it answers.
 struct Stall {
   bool long_ = false;                    // it has not moved for a second

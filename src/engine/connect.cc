@@ -36,7 +36,11 @@ class SetUpWatch {
   SetUpWatch(ncclComm* comm, int peer) : comm_(comm), peer_(peer) {}
   Result check() {
     std::string notice;
-    if (comm_->bootstrap->pollFailure(&notice)) return failureNoticeError(comm_->rank, notice);
+    if (comm_->bootstrap->pollFailure(&notice)) {
+      // The set-up serves calls issued so far (up to opCount).
+      for (const std::string& n : comm_->bootstrap->failureNotices())
+        if (!concernsALaterCall(comm_, n, comm_->opCount)) return failureNoticeError(comm_->rank, n);
+    }
     if (!probed_ && Clock::now() >= probeAt_) {
       probed_ = true;
       sendCallProbe(comm_, peer_);

@@ -14,6 +14,7 @@
 #include <nccl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -258,6 +259,55 @@ TEST_P(MpMismatch, TheMessageNamesBothCalls) {
                               "AllReduce(count=1024, float32, sum) as operation #1") != std::string::npos;
   EXPECT_TRUE(named) << all;
 }
+
+// A ring (0, 1, 2, 3): rank 2 receives rank 1's first message of #3 at once.
+mptest::RankOptions ringOptions(const char* transport) {
+  mptest::RankOptions opts = mptest::transportOptions(transport, 60);
+  opts.env.push_back({"NCCL_ALGO", "Ring"});
+  return opts;
+}
+
+// A rank still in an earlier operation finishes it: ranks 1 and 2 reach an
+// allreduce (while ranks 0 and 3 wait in a send and receive for rank 3, which
+// sleeps first) and call it with other counts; ranks 0 and 3 must get their
+// exchange right and fail on the allreduce (MpMismatchProperty once saw a
+// rank's earlier call fail on such a notice). `connected`: ranks 0 and 3 have
+// exchanged before, so their lanes wait (else their connection's set-up).
+void runEarlierOperationCase(const char* transport, bool connected) {
+  mptest::runRanks(
+      4,
+      [connected](int rank, int nranks, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+        std::vector<float> a(kCount, float(rank + 1)), b(kCount, 0.0f);
+        MP_NCCL_CHECK(ncclAllReduce(a.data(), b.data(), kCount, ncclFloat32, ncclSum, comm, nullptr));
+        // Ranks 0 and 3 swap, as do ranks 1 and 2.
+        const int peer = rank == 0 ? 3 : rank == 3 ? 0 : 3 - rank;
+        for (int round = connected ? 0 : 1; round < 2; ++round) {
+          if (rank == 3 && round == 1) usleep(1500 * 1000);
+          std::fill(b.begin(), b.end(), 0.0f);
+          MP_NCCL_CHECK(ncclGroupStart());
+          MP_NCCL_CHECK(ncclSend(a.data(), kCount, ncclFloat32, peer, comm, nullptr));
+          MP_NCCL_CHECK(ncclRecv(b.data(), kCount, ncclFloat32, peer, comm, nullptr));
+          MP_NCCL_CHECK(ncclGroupEnd());
+          for (size_t i = 0; i < kCount; i += 97)
+            MP_EXPECT(b[i] == float(peer + 1), "rank %d: round %d received %g from rank %d", rank, round,
+                      double(b[i]), peer);
+        }
+        // Rank 2's count differs.
+        const ncclResult_t r =
+            ncclAllReduce(a.data(), b.data(), rank == 2 ? kCount / 2 : kCount, ncclFloat32, ncclSum, comm, nullptr);
+        MP_EXPECT(r == ncclInvalidUsage, "rank %d: the odd allreduce returned %d: %s", rank, int(r),
+                  ncclGetLastError(comm));
+        MP_NCCL_CHECK(ncclCommAbort(comm));
+      },
+      ringOptions(transport));
+}
+
+TEST_P(MpMismatch, ARankInAnEarlierOperationFinishesItWhileConnecting) {
+  runEarlierOperationCase(GetParam(), false);
+}
+TEST_P(MpMismatch, ARankInAnEarlierOperationFinishesIt) { runEarlierOperationCase(GetParam(), true); }
 
 INSTANTIATE_TEST_SUITE_P(Transports, MpMismatch, ::testing::Values("shm", "tcp"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });

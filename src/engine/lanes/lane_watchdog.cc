@@ -157,6 +157,7 @@ Stop laneFailure(const lanes::LaneRun& run) {
       n.sender = sender;
       n.reporter = comm->rank;
       n.fingerprint = receivedFingerprintOf(run);
+      n.operation = t.sequence;
       n.text = calledText(comm, t);
       Stop s{fail(ncclInvalidUsage, "%s (%s)", mismatchText(n).c_str(), where.c_str()), comm, -1, true};
       s.notice = encodeMismatchNotice(n);
@@ -253,7 +254,10 @@ Stop LaneWatchdog::check() {
   // Notices first: they name the rank that failed first.
   for (const auto& c : group_.comms) {
     std::string notice;
-    if (c->comm->bootstrap && c->comm->bootstrap->pollFailure(&notice)) return noticed(c->comm, notice);
+    if (!c->comm->bootstrap || !c->comm->bootstrap->pollFailure(&notice)) continue;
+    if (!laterOperation(*c, notice)) return noticed(c->comm, notice);
+    for (const std::string& other : c->comm->bootstrap->failureNotices())
+      if (!laterOperation(*c, other)) return noticed(c->comm, other);
   }
   probeWhenStalled(now);
   Stop probed = answerProbes();
@@ -283,6 +287,14 @@ Stop LaneWatchdog::check() {
     return stop(comm, lost.context("rank " + std::to_string(comm->rank)), peer, true);
   }
   return {};
+}
+
+// A mismatch seen in an operation after every one this communicator runs in
+// the group does not stop the group (engine/call_probe.h).
+bool LaneWatchdog::laterOperation(const CommRun& c, const std::string& notice) const {
+  uint64_t last = 0;
+  for (const Task& t : c.tasks) last = std::max(last, t.sequence);
+  return concernsALaterCall(c.comm, notice, last);
 }
 
 // A notice from another rank. One saying that this rank sent a message of

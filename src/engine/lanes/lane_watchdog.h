@@ -59,6 +59,7 @@ class LaneWatchdog {
   bool waitedOnInMemory(ncclComm* comm, int peer) const;
   Stop stuck(const char* why) const;
   Stop noticed(ncclComm* comm, const std::string& first) const;
+  bool laterOperation(const CommRun& c, const std::string& notice) const;
   Stop answerProbes() const;
   void probeWhenStalled(Clock::time_point now);
   void notePolling();
