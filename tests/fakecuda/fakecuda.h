@@ -31,6 +31,8 @@ cudaError_t enqueue(cudaStream_t stream, Work work);
 void checkLaunchStream(cudaStream_t stream, const char* what);
 uint64_t trackLaunch(const std::string& what, cudaStream_t stream);
 void finishLaunch(uint64_t id);
+// How many tracked kernels were launched so far in this process.
+uint64_t launchesTracked();
 
 // Whether `p` .. `p + bytes` lies in memory the emulated device may address
 // (device memory, mapped or portable pinned memory).

@@ -174,6 +174,12 @@ void finishLaunch(uint64_t id) {
   s.launches.erase(id);
 }
 
+uint64_t launchesTracked() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.nextId - 1;
+}
+
 bool launchesOutstanding() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
