@@ -23,6 +23,14 @@ int braidSupportsDeviceBuffers(void);
  * fails (BRAID_TIMEOUT sets the default at init). A positive number. */
 ncclResult_t braidCommSetTimeout(ncclComm_t comm, double seconds);
 
+/* Reproducible reductions on `comm` (on: 1, off: 0; BRAID_REPRODUCIBLE=1 sets the
+ * default at init): sums and averages of float32, float64, float16 and bfloat16
+ * (allreduce, reduce, reduce-scatter) whose bits depend only on the ranks'
+ * contributions, whatever algorithm, channel count, protocol or transport runs
+ * them (docs/algorithms.md). Every rank of `comm` must set the same mode. Host
+ * buffers, outside ncclGroupStart/End, for now. */
+ncclResult_t braidCommSetReproducible(ncclComm_t comm, int on);
+
 /* A fresh unique id served by a root in this process, whatever NCCL_COMM_ID says
  * (ncclGetUniqueId follows NCCL_COMM_ID, which gives every caller the same id):
  * for frameworks that make several communicators, e.g. subgroups. */

@@ -24,6 +24,15 @@ extern "C" BRAID_EXPORT ncclResult_t braidCommSetTimeout(ncclComm_t comm, double
   return ncclSuccess;
 } BRAID_API_CATCH(braidCommSetTimeout)
 
+extern "C" BRAID_EXPORT ncclResult_t braidCommSetReproducible(ncclComm_t comm, int on) try {
+  Result r = checkComm(comm, "braidCommSetReproducible");
+  if (r.ok() && on != 0 && on != 1)
+    r = fail(ncclInvalidArgument, "braidCommSetReproducible: on is %d; expected 1 (on) or 0 (off)", on);
+  if (!r.ok()) return report(r);
+  comm->settings.reproducible = on == 1;
+  return ncclSuccess;
+} BRAID_API_CATCH(braidCommSetReproducible)
+
 extern "C" BRAID_EXPORT ncclResult_t braidGetPrivateUniqueId(ncclUniqueId* uniqueId) try {
   if (uniqueId == nullptr) return report(fail(ncclInvalidArgument, "braidGetPrivateUniqueId: uniqueId is NULL"));
   return report(createPrivateUniqueId(uniqueId));

@@ -1,3 +1,4 @@
+#include "core/reproducible.h"
 #include "core/group.h"
 
 #include <algorithm>
@@ -178,6 +179,7 @@ void groupFail(const Result& r) {
 }
 
 Result enqueueTask(const Task& task) {
+  if (reproducible::applies(task)) return reproducible::run(task);
   tlsGroup.tasks.push_back(task);
   if (tlsGroup.depth > 0) return Result::success();
   return runGroup(tlsGroup);

@@ -54,6 +54,7 @@ Result makeCommSettings(const ncclConfig_t* config, CommSettings* out) {
                 deviceEngine.c_str());
   s.deviceKernels = deviceEngine == "kernels";
   s.launchesBlock = envInt("CUDA_LAUNCH_BLOCKING", 0) != 0;
+  s.reproducible = envInt("BRAID_REPRODUCIBLE", 0) != 0;
   if (config) {
     if (config->magic != kConfigMagic || config->size < offsetof(ncclConfig_t, blocking) + sizeof(int))
       return fail(ncclInvalidArgument,

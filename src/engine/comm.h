@@ -45,6 +45,9 @@ struct CommSettings {
   // its kernel ended, so nothing a kernel waits for may come after a launch
   // in the launching thread, nor from a CUDA call of another thread.
   bool launchesBlock = false;
+  // BRAID_REPRODUCIBLE=1 or braidCommSetReproducible: floating-point sums and
+  // averages whose bits do not depend on the algorithm (core/reproducible.h).
+  bool reproducible = false;
   std::string name;
 };
 
@@ -113,6 +116,9 @@ struct ncclComm {
   std::vector<uint64_t> sendsTo, recvsFrom;
   // The last calls, call `sequence` at sequence % 16 (engine/call_probe.h).
   std::array<braid::RecentCall, 16> recentCalls;
+  // Reproducible mode's integer buffers (core/reproducible.h), kept between
+  // calls: fresh pages for every call cost more than the conversions.
+  std::vector<int64_t> reproducibleScratch;
   uint64_t collectivesChecked = 0;  // collectives compared under BRAID_CHECK
   std::atomic<int> state{static_cast<int>(braid::CommState::Initializing)};
   std::atomic<ncclResult_t> asyncError{ncclInProgress};

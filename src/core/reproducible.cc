@@ -1,0 +1,287 @@
+#include "core/reproducible.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "core/group.h"
+#include "engine/comm.h"
+#include "engine/device/device.h"
+#include "reduce/host_reduce.h"
+#include "reduce/numeric.h"
+
+namespace braid {
+namespace reproducible {
+
+namespace {
+
+constexpr int kCodeBits = 21;
+constexpr int64_t kCodeMask = (int64_t(1) << kCodeBits) - 1;
+
+// The datatype's values as doubles (exact) and back (rounded once to nearest;
+// 16-bit types through float).
+inline double widen(float v) { return v; }
+inline double widen(double v) { return v; }
+inline double widen(Half v) { return toFloat(v); }
+inline double widen(BFloat16 v) { return toFloat(v); }
+template <class T>
+T narrow(double v);
+template <>
+inline float narrow<float>(double v) { return static_cast<float>(v); }
+template <>
+inline double narrow<double>(double v) { return v; }
+template <>
+inline Half narrow<Half>(double v) { return toHalf(static_cast<float>(v)); }
+template <>
+inline BFloat16 narrow<BFloat16>(double v) { return toBFloat16(static_cast<float>(v)); }
+
+// Calls f with a typed null pointer for each floating datatype the mode covers.
+template <class F>
+void withType(ncclDataType_t type, F&& f) {
+  switch (type) {
+    case ncclFloat32: f(static_cast<float*>(nullptr)); break;
+    case ncclFloat64: f(static_cast<double*>(nullptr)); break;
+    case ncclFloat16: f(static_cast<Half*>(nullptr)); break;
+    case ncclBfloat16: f(static_cast<BFloat16*>(nullptr)); break;
+    default: break;
+  }
+}
+
+// Rounds to the nearest integer, ties to even, without a libm call: below
+// 2^52 adding and removing 1.5 * 2^52 leaves the rounded value (the default
+// rounding mode); above it a double is an integer already. |y| < 2^62.
+inline int64_t roundToInteger(double y) {
+  constexpr double kShifter = 6755399441055744.0;  // 1.5 * 2^52
+  return std::fabs(y) < 4503599627370496.0 ? static_cast<int64_t>((y + kShifter) - kShifter)
+                                           : static_cast<int64_t>(y);
+}
+
+// float32 to fixed point with integer operations only, so that the loop
+// vectorises (AVX2's per-lane 64-bit shifts where the CPU has them, chosen at
+// run time): value = mantissa * 2^(exponent - 150), times 2^shift, rounded to
+// nearest even where the shift is to the right; NaN and inf give 0.
+__attribute__((target_clones("avx2", "default"))) void floatToFixed(const uint32_t* bits, size_t count, int shift,
+                                                                      int64_t* out) {
+  for (size_t i = 0; i < count; ++i) {
+    const uint32_t a = bits[i] & 0x7fffffffu;
+    const int64_t e = a >> 23;
+    const uint64_t m = (a & 0x7fffffu) | (e != 0 ? 0x800000u : 0u);
+    const int64_t k = (e != 0 ? e : 1) - 150 + shift;
+    const uint64_t left = uint64_t(k > 0 ? k : 0);
+    const uint64_t right = uint64_t(k < 0 ? (-k < 63 ? -k : 63) : 0);
+    const uint64_t q = m >> right;
+    const uint64_t rem = m & ((uint64_t(1) << right) - 1);
+    const uint64_t half = right > 0 ? uint64_t(1) << (right - 1) : 0;
+    const uint64_t up = right > 0 && (rem > half || (rem == half && (q & 1)));
+    const int64_t v = int64_t((q + up) << left);
+    out[i] = e == 255 ? 0 : (bits[i] >> 31 ? -v : v);
+  }
+}
+
+int ceilLog2(int n) {
+  int lg = 0;
+  while ((1 << lg) < n) ++lg;
+  return lg;
+}
+
+// The elements of the send buffer in the agreed blocks, where the result of
+// this rank starts among them, and how many results it has.
+struct Shape {
+  size_t all = 0;
+  size_t first = 0;
+  size_t results = 0;
+};
+
+Shape shapeOf(const Task& t) {
+  const ncclComm* comm = t.comm;
+  switch (t.coll) {
+    case Collective::ReduceScatter:
+      return {t.count * size_t(comm->nranks), t.count * size_t(comm->rank), t.count};
+    case Collective::Reduce: return {t.count, 0, comm->rank == t.root ? t.count : 0};
+    default: return {t.count, 0, t.count};
+  }
+}
+
+// The same collective as `t` on int64 sums, or the int32 maximum of `words`.
+Task integerTask(const Task& t, const void* send, void* recv, size_t count, ncclRedOp_t op, ncclDataType_t type,
+                 Collective coll) {
+  Task s = t;
+  s.coll = coll;
+  s.sendbuff = send;
+  s.recvbuff = recv;
+  s.count = count;
+  s.type = type;
+  s.op = makeBuiltinOp(op, type, t.comm->nranks);
+  s.userOp = static_cast<int>(op);
+  s.deviceScalar = nullptr;
+  return s;
+}
+
+Result refuse(const Task& t, const char* why) {
+  return fail(ncclInvalidUsage, "rank %d: %s in reproducible mode (braidCommSetReproducible, BRAID_REPRODUCIBLE): %s",
+              t.comm->rank, collectiveName(t.coll), why);
+}
+
+}  // namespace
+
+bool applies(const Task& t) {
+  if (!t.comm->settings.reproducible || t.count == 0 || t.deviceScalar != nullptr) return false;
+  if (t.coll != Collective::AllReduce && t.coll != Collective::Reduce && t.coll != Collective::ReduceScatter)
+    return false;
+  if (t.userOp != ncclSum && t.userOp != ncclAvg) return false;
+  return t.type == ncclFloat32 || t.type == ncclFloat64 || t.type == ncclFloat16 || t.type == ncclBfloat16;
+}
+
+void blockExponents(const void* values, ncclDataType_t type, size_t count, int32_t* words) {
+  if (type == ncclFloat32) {
+    // On the bits: the largest magnitude is the largest exponent-and-mantissa
+    // word, and inf and NaN are the words from 0x7f800000 up.
+    const uint32_t* v = static_cast<const uint32_t*>(values);
+    for (size_t b = 0; b * kBlockElems < count; ++b) {
+      uint32_t largest = 0, special = 0;
+      const size_t end = std::min(count, (b + 1) * kBlockElems);
+      for (size_t i = b * kBlockElems; i < end; ++i) {
+        const uint32_t a = v[i] & 0x7fffffffu;
+        special |= a >= 0x7f800000u;
+        largest = std::max(largest, a < 0x7f800000u ? a : 0u);
+      }
+      float f;
+      std::memcpy(&f, &largest, sizeof f);
+      words[2 * b] = largest == 0 ? kNoExponent : std::ilogb(f);
+      words[2 * b + 1] = special ? 1 : 0;
+    }
+    return;
+  }
+  withType(type, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    const T* v = static_cast<const T*>(values);
+    const size_t blocks = (count + kBlockElems - 1) / kBlockElems;
+    for (size_t b = 0; b < blocks; ++b) {
+      // The largest magnitude first (a plain loop the compiler vectorises),
+      // then its exponent once.
+      double largest = 0;
+      bool special = false;
+      const size_t end = std::min(count, (b + 1) * kBlockElems);
+      for (size_t i = b * kBlockElems; i < end; ++i) {
+        const double a = std::fabs(widen(v[i]));
+        special |= !(a <= std::numeric_limits<double>::max());  // inf or NaN
+        largest = a > largest && a <= std::numeric_limits<double>::max() ? a : largest;
+      }
+      words[2 * b] = largest == 0 ? kNoExponent : std::ilogb(largest);
+      words[2 * b + 1] = special ? 1 : 0;
+    }
+  });
+}
+
+int fixedPointShift(int32_t emax, int nranks) {
+  if (emax == kNoExponent) return 0;
+  return 62 - (emax + 1 + ceilLog2(nranks));
+}
+
+void toFixed(const void* values, ncclDataType_t type, size_t count, const int32_t* words, int nranks,
+             int64_t* fixed) {
+  if (type == ncclFloat32) {
+    for (size_t b = 0; b * kBlockElems < count; ++b) {
+      const size_t at = b * kBlockElems;
+      floatToFixed(static_cast<const uint32_t*>(values) + at, std::min(kBlockElems, count - at),
+                   fixedPointShift(words[2 * b], nranks), fixed + at);
+    }
+    return;
+  }
+  withType(type, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    const T* v = static_cast<const T*>(values);
+    for (size_t b = 0; b * kBlockElems < count; ++b) {
+      // Scaling by a power of two is exact; the one rounding is to nearest even.
+      const double scale = std::ldexp(1.0, fixedPointShift(words[2 * b], nranks));
+      const size_t end = std::min(count, (b + 1) * kBlockElems);
+      for (size_t i = b * kBlockElems; i < end; ++i) {
+        const double x = widen(v[i]);
+        fixed[i] = std::isfinite(x) ? roundToInteger(x * scale) : 0;
+      }
+    }
+  });
+}
+
+void specialCodes(const void* values, ncclDataType_t type, size_t count, int64_t* codes) {
+  withType(type, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    const T* v = static_cast<const T*>(values);
+    for (size_t i = 0; i < count; ++i) {
+      const double x = widen(v[i]);
+      codes[i] = std::isnan(x) ? int64_t(1) << (2 * kCodeBits)
+                 : std::isinf(x) ? (x > 0 ? int64_t(1) << kCodeBits : int64_t(1))
+                                 : 0;
+    }
+  });
+}
+
+void fromFixed(const int64_t* sums, const int64_t* codes, ncclDataType_t type, size_t count, size_t first,
+               const int32_t* words, int nranks, int divisor, void* out) {
+  withType(type, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    T* o = static_cast<T*>(out);
+    const double inf = std::numeric_limits<double>::infinity();
+    for (size_t j = 0; j < count;) {
+      const size_t b = (first + j) / kBlockElems;
+      const size_t end = std::min(count, (b + 1) * kBlockElems - first);
+      // avg: the division folded into the scale (the same on every rank).
+      const double unscale = std::ldexp(1.0, -fixedPointShift(words[2 * b], nranks)) / divisor;
+      for (; j < end; ++j) {
+        const int64_t code = codes ? codes[j] : 0;
+        if (code == 0) {
+          o[j] = narrow<T>(static_cast<double>(sums[j]) * unscale);
+          continue;
+        }
+        const int64_t nans = code >> (2 * kCodeBits), pinf = (code >> kCodeBits) & kCodeMask, ninf = code & kCodeMask;
+        o[j] = narrow<T>(nans || (pinf && ninf) ? std::numeric_limits<double>::quiet_NaN() : pinf ? inf : -inf);
+      }
+    }
+  });
+}
+
+Result run(const Task& t) {
+  if (inGroup()) {
+    Result r = refuse(t, "not inside ncclGroupStart/End yet: make the call outside the group, or turn the mode "
+                         "off for this communicator");
+    groupFail(r);
+    return r;
+  }
+  if (isDeviceMemory(t.sendbuff) || isDeviceMemory(t.recvbuff))
+    return refuse(t, "device buffers are not supported yet (host buffers are): turn the mode off for this "
+                     "communicator");
+  if (!t.comm->settings.blocking)
+    return refuse(t, "not on a non-blocking communicator (ncclConfig_t blocking=0) yet");
+  const int nranks = t.comm->nranks;
+  const Shape shape = shapeOf(t);
+  // 1. The ranks agree on each block's largest exponent (and on which blocks hold NaN or inf).
+  std::vector<int32_t> words(2 * ((shape.all + kBlockElems - 1) / kBlockElems));
+  blockExponents(t.sendbuff, t.type, shape.all, words.data());
+  BRAID_TRY(enqueueTask(integerTask(t, words.data(), words.data(), words.size(), ncclMax, ncclInt32,
+                                    Collective::AllReduce)));
+  bool special = false;
+  for (size_t b = 1; b < words.size(); b += 2) special = special || words[b] != 0;
+  // 2. Fixed point, summed exactly by the same collective on int64.
+  const size_t sumCount = t.coll == Collective::ReduceScatter ? t.count : shape.all;
+  std::vector<int64_t>& scratch = t.comm->reproducibleScratch;
+  scratch.resize(std::max(scratch.size(), 2 * (shape.all + sumCount)));
+  int64_t* fixed = scratch.data();
+  int64_t* sums = fixed + shape.all;
+  int64_t* codes = sums + sumCount;
+  int64_t* codeSums = codes + shape.all;
+  toFixed(t.sendbuff, t.type, shape.all, words.data(), nranks, fixed);
+  BRAID_TRY(enqueueTask(integerTask(t, fixed, sums, t.count, ncclSum, ncclInt64, t.coll)));
+  if (special) {
+    specialCodes(t.sendbuff, t.type, shape.all, codes);
+    BRAID_TRY(enqueueTask(integerTask(t, codes, codeSums, t.count, ncclSum, ncclInt64, t.coll)));
+  }
+  // 3. Each result back in the datatype, by its owner.
+  fromFixed(sums + (t.coll == Collective::ReduceScatter ? 0 : shape.first), special ? codeSums : nullptr, t.type,
+            shape.results, shape.first, words.data(), nranks, t.userOp == ncclAvg ? nranks : 1, t.recvbuff);
+  return Result::success();
+}
+
+}  // namespace reproducible
+}  // namespace braid

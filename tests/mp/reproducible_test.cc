@@ -1,0 +1,279 @@
+// Reproducible mode (core/reproducible.h): the same contributions, handed to
+// the ranks in shuffled orders, through every algorithm, 1-4 channels, both
+// protocols, shared memory and TCP, 2 to 8 ranks, give identical bits, equal
+// to a single sequential implementation of the same accumulation; the error
+// against an exact sum is within the stated bound and no worse than an
+// ordinary float32 sum's; NaN and infinities come out as IEEE says.
+#include <nccl.h>
+// braid.h after nccl.h: its extensions take NCCL's types.
+#include <braid.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/mp_harness.h"
+#include "common/mp_nccl.h"
+#include "core/reproducible.h"
+#include "reduce/numeric.h"
+
+namespace {
+
+namespace rep = braid::reproducible;
+
+constexpr size_t kCount = 1031;  // five blocks, the last one short
+constexpr int kMaxRanks = 8;
+
+// Contribution c of `n` elements: signs, magnitudes over 2^-15 .. 2^15 (an
+// exact long double sum for up to 8 of them), a few zeros, and at fixed
+// places an infinity or a NaN.
+std::vector<float> contribution(int c, size_t n) {
+  std::mt19937 rng(1000u + unsigned(c));
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    const float mant = 1.0f + float(rng() % (1u << 23)) / float(1u << 23);
+    const int exp = int(rng() % 31) - 15;
+    v[i] = (rng() % 7 == 0) ? 0.0f : std::ldexp(rng() % 2 ? mant : -mant, exp);
+  }
+  const float inf = INFINITY;
+  if (c == 0) v[7] = inf, v[13] = NAN;   // +inf alone: +inf; NaN: NaN
+  if (c == 1) v[11] = -inf, v[300] = inf;
+  if (c == 2) v[11] = inf, v[300] = inf;  // -inf and +inf: NaN; two +inf: +inf
+  return v;
+}
+
+template <class T>
+std::vector<T> convert(const std::vector<float>& v, ncclDataType_t type) {
+  std::vector<T> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    if constexpr (std::is_same_v<T, braid::Half>) out[i] = braid::toHalf(v[i]);
+    else if constexpr (std::is_same_v<T, braid::BFloat16>) out[i] = braid::toBFloat16(v[i]);
+    else out[i] = T(v[i]);
+  }
+  (void)type;
+  return out;
+}
+
+// The single sequential implementation: one loop over the contributions.
+std::vector<unsigned char> reference(const std::vector<std::vector<unsigned char>>& contribs, ncclDataType_t type,
+                                     size_t all, size_t first, size_t results, int divisor) {
+  const int n = int(contribs.size());
+  const size_t blocks = (all + rep::kBlockElems - 1) / rep::kBlockElems;
+  std::vector<int32_t> words(2 * blocks, 0), mine(2 * blocks);
+  for (size_t b = 0; b < blocks; ++b) words[2 * b] = rep::kNoExponent;
+  for (const auto& c : contribs) {
+    rep::blockExponents(c.data(), type, all, mine.data());
+    for (size_t k = 0; k < words.size(); ++k) words[k] = std::max(words[k], mine[k]);
+  }
+  std::vector<int64_t> sums(all, 0), codeSums(all, 0), fixed(all), codes(all);
+  for (const auto& c : contribs) {
+    rep::toFixed(c.data(), type, all, words.data(), n, fixed.data());
+    rep::specialCodes(c.data(), type, all, codes.data());
+    for (size_t i = 0; i < all; ++i) sums[i] += fixed[i], codeSums[i] += codes[i];
+  }
+  std::vector<unsigned char> out(results * braid::typeSize(type));
+  rep::fromFixed(sums.data() + first, codeSums.data() + first, type, results, first, words.data(), n, divisor,
+                 out.data());
+  return out;
+}
+
+struct Config {
+  int nranks;
+  const char* transport;
+  const char* algo;  // NCCL_ALGO, or null for the cost model's choice
+  int channels;
+  const char* proto;  // NCCL_PROTO, or null
+  unsigned shuffle;   // which contribution each rank holds
+  bool byEnv;         // BRAID_REPRODUCIBLE=1 instead of braidCommSetReproducible
+};
+
+std::vector<int> holdings(const Config& c) {
+  std::vector<int> perm(size_t(c.nranks));
+  for (int r = 0; r < c.nranks; ++r) perm[size_t(r)] = r;
+  std::mt19937 rng(c.shuffle);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  return perm;
+}
+
+std::vector<unsigned char> bytesOf(const std::vector<float>& v, ncclDataType_t type) {
+  std::vector<unsigned char> out(v.size() * braid::typeSize(type));
+  switch (type) {
+    case ncclFloat32: std::memcpy(out.data(), v.data(), out.size()); break;
+    case ncclFloat64: { auto d = convert<double>(v, type); std::memcpy(out.data(), d.data(), out.size()); break; }
+    case ncclFloat16: { auto h = convert<braid::Half>(v, type); std::memcpy(out.data(), h.data(), out.size()); break; }
+    default: { auto b = convert<braid::BFloat16>(v, type); std::memcpy(out.data(), b.data(), out.size()); break; }
+  }
+  return out;
+}
+
+// The calls of one run, each rank writing what it got to dir/<call>.<rank>.
+void runConfig(const Config& c, const std::string& dir) {
+  mptest::RankOptions opts = mptest::transportOptions(c.transport, 120);
+  if (c.algo) opts.env.push_back({"NCCL_ALGO", c.algo});
+  if (c.proto) opts.env.push_back({"NCCL_PROTO", c.proto});
+  opts.env.push_back({"BRAID_NCHANNELS", std::to_string(c.channels)});
+  if (c.byEnv) opts.env.push_back({"BRAID_REPRODUCIBLE", "1"});
+  const std::vector<int> held = holdings(c);
+  mptest::runRanks(
+      c.nranks,
+      [c, dir, held](int rank, int nranks, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+        if (!c.byEnv) MP_NCCL_CHECK(braidCommSetReproducible(comm, 1));
+        const int mine = held[size_t(rank)];
+        auto save = [&](const char* call, const void* p, size_t bytes) {
+          std::ofstream(dir + "/" + call + "." + std::to_string(rank), std::ios::binary)
+              .write(static_cast<const char*>(p), std::streamsize(bytes));
+        };
+        // AllReduce sum, float32 and bfloat16 (in place).
+        for (ncclDataType_t type : {ncclFloat32, ncclBfloat16}) {
+          std::vector<unsigned char> buf = bytesOf(contribution(mine, kCount), type);
+          MP_NCCL_CHECK(ncclAllReduce(buf.data(), buf.data(), kCount, type, ncclSum, comm, nullptr));
+          save(type == ncclFloat32 ? "allreduce_f32" : "allreduce_bf16", buf.data(), buf.size());
+        }
+        // ReduceScatter sum, float64.
+        {
+          std::vector<unsigned char> in = bytesOf(contribution(mine, kCount * size_t(nranks)), ncclFloat64);
+          std::vector<unsigned char> out(kCount * sizeof(double));
+          MP_NCCL_CHECK(ncclReduceScatter(in.data(), out.data(), kCount, ncclFloat64, ncclSum, comm, nullptr));
+          save("reducescatter_f64", out.data(), out.size());
+        }
+        // Reduce avg to the last rank, float16.
+        {
+          std::vector<unsigned char> in = bytesOf(contribution(mine, kCount), ncclFloat16), out(in.size());
+          MP_NCCL_CHECK(ncclReduce(in.data(), out.data(), kCount, ncclFloat16, ncclAvg, nranks - 1, comm, nullptr));
+          if (rank == nranks - 1) save("reduce_f16", out.data(), out.size());
+        }
+        MP_NCCL_CHECK(ncclCommDestroy(comm));
+      },
+      opts);
+}
+
+std::vector<unsigned char> readFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<unsigned char>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+std::vector<std::vector<unsigned char>> contributions(int n, size_t count, ncclDataType_t type) {
+  std::vector<std::vector<unsigned char>> out;
+  for (int c = 0; c < n; ++c) out.push_back(bytesOf(contribution(c, count), type));
+  return out;
+}
+
+TEST(MpReproducible, EveryPlanGivesTheReferenceBits) {
+  const Config configs[] = {
+      {2, "shm", "ring", 1, "simple", 1, false},    {3, "shm", "tree", 2, "ll", 2, false},
+      {4, "tcp", "recursivedoubling", 3, "simple", 3, false}, {5, "shm", "halvingdoubling", 4, "ll", 4, false},
+      {8, "tcp", "ring", 2, "ll", 5, false},        {4, "shm", nullptr, 1, nullptr, 6, true},
+      {8, "shm", "tree", 4, "simple", 7, false},    {3, "tcp", "ring", 1, "ll", 8, false},
+      {4, "shm", "ring", 4, "ll", 9, false},        {5, "tcp", "tree", 3, "simple", 10, false},
+  };
+  char dirTemplate[] = "/tmp/braid_reproducible_XXXXXX";
+  ASSERT_NE(mkdtemp(dirTemplate), nullptr);
+  const std::string dir = dirTemplate;
+  for (const Config& c : configs) {
+    SCOPED_TRACE(std::to_string(c.nranks) + " ranks, " + c.transport + ", NCCL_ALGO=" + (c.algo ? c.algo : "-") +
+                 ", " + std::to_string(c.channels) + " channels, NCCL_PROTO=" + (c.proto ? c.proto : "-") +
+                 (c.byEnv ? ", BRAID_REPRODUCIBLE=1" : ""));
+    runConfig(c, dir);
+    const int n = c.nranks;
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(readFile(dir + "/allreduce_f32." + std::to_string(r)),
+                reference(contributions(n, kCount, ncclFloat32), ncclFloat32, kCount, 0, kCount, 1))
+          << "allreduce float32, rank " << r;
+      EXPECT_EQ(readFile(dir + "/allreduce_bf16." + std::to_string(r)),
+                reference(contributions(n, kCount, ncclBfloat16), ncclBfloat16, kCount, 0, kCount, 1))
+          << "allreduce bfloat16, rank " << r;
+      EXPECT_EQ(readFile(dir + "/reducescatter_f64." + std::to_string(r)),
+                reference(contributions(n, kCount * size_t(n), ncclFloat64), ncclFloat64, kCount * size_t(n),
+                          kCount * size_t(r), kCount, 1))
+          << "reduce-scatter float64, rank " << r;
+    }
+    EXPECT_EQ(readFile(dir + "/reduce_f16." + std::to_string(n - 1)),
+              reference(contributions(n, kCount, ncclFloat16), ncclFloat16, kCount, 0, kCount, n))
+        << "reduce avg float16";
+    for (int r = 0; r < n; ++r)
+      for (const char* f : {"allreduce_f32.", "allreduce_bf16.", "reducescatter_f64.", "reduce_f16."})
+        unlink((dir + "/" + f + std::to_string(r)).c_str());
+  }
+  rmdir(dir.c_str());
+}
+
+// Inside a group the mode is refused with a message, on every rank, and the
+// communicator goes on; other datatypes and ops are exact already and run
+// unchanged (an int32 sum, a float32 max).
+TEST(MpReproducible, RefusedInsideAGroupOtherCallsUnchanged) {
+  mptest::runRanks(
+      2,
+      [](int rank, int nranks, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+        MP_NCCL_CHECK(braidCommSetReproducible(comm, 1));
+        MP_EXPECT(braidCommSetReproducible(comm, 2) == ncclInvalidArgument, "rank %d: on=2 accepted", rank);
+        std::vector<float> f(64, 1.5f);
+        MP_NCCL_CHECK(ncclGroupStart());
+        const ncclResult_t call = ncclAllReduce(f.data(), f.data(), f.size(), ncclFloat32, ncclSum, comm, nullptr);
+        const std::string message = ncclGetLastError(comm);
+        const ncclResult_t end = ncclGroupEnd();
+        MP_EXPECT(call == ncclInvalidUsage && message.find("reproducible mode") != std::string::npos,
+                  "rank %d: the call in a group got %d: %s", rank, int(call), message.c_str());
+        MP_EXPECT(end == ncclInvalidUsage, "rank %d: its ncclGroupEnd got %d", rank, int(end));
+        std::vector<int32_t> i(64, rank + 1);
+        MP_NCCL_CHECK(ncclAllReduce(i.data(), i.data(), i.size(), ncclInt32, ncclSum, comm, nullptr));
+        MP_EXPECT(i[5] == 3, "rank %d: int32 sum %d", rank, i[5]);
+        std::vector<float> m(64, float(rank));
+        MP_NCCL_CHECK(ncclAllReduce(m.data(), m.data(), m.size(), ncclFloat32, ncclMax, comm, nullptr));
+        MP_EXPECT(m[5] == 1.0f, "rank %d: float32 max %g", rank, double(m[5]));
+        MP_NCCL_CHECK(ncclAllReduce(f.data(), f.data(), f.size(), ncclFloat32, ncclSum, comm, nullptr));
+        MP_EXPECT(f[5] == 3.0f, "rank %d: float32 sum %g", rank, double(f[5]));
+        MP_NCCL_CHECK(ncclCommDestroy(comm));
+      },
+      mptest::transportOptions("shm", 60));
+}
+
+// Against the exact sum (long double is exact for these 8 contributions):
+// within |x - s| <= ulp(x) + n * 2^(e + 1 + ceil(log2 n) - 62) (e: the block's
+// largest exponent; docs/algorithms.md), and no worse than a float32 sum in
+// rank order; IEEE's results for the infinities and NaN.
+TEST(MpReproducible, ErrorWithinTheBoundAndNoWorseThanAFloat32Sum) {
+  const int n = kMaxRanks;
+  const auto contribs = contributions(n, kCount, ncclFloat32);
+  const auto got = reference(contribs, ncclFloat32, kCount, 0, kCount, 1);
+  const float* x = reinterpret_cast<const float*>(got.data());
+  double worstMine = 0, worstFloat = 0;
+  for (size_t i = 0; i < kCount; ++i) {
+    long double exact = 0;
+    float naive = 0;
+    float emaxValue = 0;
+    for (int c = 0; c < n; ++c) {
+      const float v = reinterpret_cast<const float*>(contribs[size_t(c)].data())[i];
+      exact += v, naive += v;
+      if (std::isfinite(v)) emaxValue = std::max(emaxValue, std::fabs(v));
+    }
+    if (i == 7 || i == 300) {
+      EXPECT_EQ(x[i], INFINITY) << i;
+      continue;
+    }
+    if (i == 11 || i == 13) {
+      EXPECT_TRUE(std::isnan(x[i])) << i;
+      continue;
+    }
+    const double err = std::fabs(double(x[i] - exact));
+    const double ulp = std::nextafter(std::fabs(x[i]), INFINITY) - std::fabs(x[i]);
+    const double quantum = emaxValue == 0 ? 0 : std::ldexp(1.0, std::ilogb(emaxValue) + 1 + 3 - 62);
+    EXPECT_LE(err, ulp + n * quantum) << "element " << i;
+    worstMine = std::max(worstMine, err);
+    worstFloat = std::max(worstFloat, std::fabs(double(naive - exact)));
+  }
+  EXPECT_LE(worstMine, worstFloat);
+  std::printf("largest error: reproducible %.3g, float32 sum in rank order %.3g\n", worstMine, worstFloat);
+}
+
+}  // namespace
