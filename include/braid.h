@@ -28,7 +28,8 @@ ncclResult_t braidCommSetTimeout(ncclComm_t comm, double seconds);
  * (allreduce, reduce, reduce-scatter) whose bits depend only on the ranks'
  * contributions, whatever algorithm, channel count, protocol or transport runs
  * them (docs/algorithms.md). Every rank of `comm` must set the same mode. Host
- * buffers, outside ncclGroupStart/End, for now. */
+ * buffers on blocking communicators for now (others are refused); a call inside
+ * ncclGroupStart/End runs when the group ends, after the group's other calls. */
 ncclResult_t braidCommSetReproducible(ncclComm_t comm, int on);
 
 /* A fresh unique id served by a root in this process, whatever NCCL_COMM_ID says

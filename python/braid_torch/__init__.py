@@ -73,6 +73,17 @@ def device_buffers_supported():
     return _C.device_buffers_supported()
 
 
+def set_reproducible(group=None, on=True):
+    """Reproducible reductions on a braid process group (the default group when
+    None): float32/float64/float16/bfloat16 sum and avg results whose bits do not
+    depend on the algorithm, channels, transport or rank order
+    (braidCommSetReproducible; BRAID_REPRODUCIBLE=1 sets it for every group).
+    Every rank of the group calls it, before the operations it should cover.
+    CPU tensors, one operation at a time (not inside coalescing)."""
+    pg = group if group is not None else dist.group.WORLD
+    _C.set_reproducible(pg._get_backend(torch.device("cpu")), bool(on))
+
+
 def _create_backend(store, rank, size, timeout):
     return _C.create_backend(store, rank, size, timeout)
 

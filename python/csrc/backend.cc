@@ -7,6 +7,7 @@
 #include "bootstrap.h"
 #include "braid_api.h"
 #include "gil.h"
+#include "tensor_util.h"
 
 namespace braid_torch {
 
@@ -241,6 +242,17 @@ void BraidBackend::abort() {
     ctx_->aborted = true;
   }
   withoutGil([this] { worker_.stop(); });
+}
+
+void BraidBackend::setReproducible(bool on) {
+  TORCH_CHECK(braid().commSetReproducible != nullptr,
+              "braid: the loaded libbraid has no reproducible mode (braidCommSetReproducible); update it");
+  Part part;
+  part.issue = [on](const IssueContext& ic) {
+    ic.check(braid().commSetReproducible(ic.comm, on ? 1 : 0), "braidCommSetReproducible");
+  };
+  c10::intrusive_ptr<c10d::Work> work = submit(combine(c10d::OpType::UNKNOWN, "set_reproducible", {part}, {}), false);
+  work->wait();
 }
 
 c10::intrusive_ptr<c10d::Backend> createBraidBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,

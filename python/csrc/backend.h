@@ -102,6 +102,11 @@ class BraidBackend final : public c10d::Backend {
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
+  // Reproducible reductions on this group's communicator (braidCommSetReproducible),
+  // in order with the operations issued before and after; every rank of the group
+  // must set the same mode.
+  void setReproducible(bool on);
+
   // Runs what is queued, then releases the communicator.
   void shutdown() override;
   // Fails what is queued and not started; an operation already running ends

@@ -65,6 +65,7 @@ BraidApi bindAll(void* h, const std::string& p) {
   bindOptional(h, "braidCommSetTimeout", &a.commSetTimeout);
   bindOptional(h, "braidGetPrivateUniqueId", &a.getPrivateUniqueId);
   bindOptional(h, "braidCommInitRankTimeout", &a.commInitRankTimeout);
+  bindOptional(h, "braidCommSetReproducible", &a.commSetReproducible);
   return a;
 }
 
@@ -117,7 +118,8 @@ std::map<std::string, bool> optionalSymbols() {
   return {{"braidSupportsDeviceBuffers", api.supportsDeviceBuffers != nullptr},
           {"braidCommSetTimeout", api.commSetTimeout != nullptr},
           {"braidGetPrivateUniqueId", api.getPrivateUniqueId != nullptr},
-          {"braidCommInitRankTimeout", api.commInitRankTimeout != nullptr}};
+          {"braidCommInitRankTimeout", api.commInitRankTimeout != nullptr},
+          {"braidCommSetReproducible", api.commSetReproducible != nullptr}};
 }
 
 bool deviceBuffersSupported() {

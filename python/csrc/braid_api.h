@@ -41,6 +41,7 @@ struct BraidApi {
   ncclResult_t (*commSetTimeout)(ncclComm_t, double);
   ncclResult_t (*getPrivateUniqueId)(ncclUniqueId*);
   ncclResult_t (*commInitRankTimeout)(ncclComm_t*, int, ncclUniqueId, int, ncclConfig_t*, double);
+  ncclResult_t (*commSetReproducible)(ncclComm_t, int);
 };
 
 // Opens the library at `path` (a file name the loader searches for, or a path)

@@ -23,6 +23,16 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::call_guard<py::gil_scoped_release>(),
         "Waits until no braid group has an operation queued or running; True when idle.");
   m.def(
+      "set_reproducible",
+      [](const c10::intrusive_ptr<c10d::Backend>& backend, bool on) {
+        auto* braidBackend = dynamic_cast<braid_torch::BraidBackend*>(backend.get());
+        TORCH_CHECK(braidBackend != nullptr, "braid_torch.set_reproducible: the group's CPU backend is ",
+                    backend->getBackendName(), ", not braid");
+        braidBackend->setReproducible(on);
+      },
+      py::arg("backend"), py::arg("on"), py::call_guard<py::gil_scoped_release>(),
+      "Reproducible reductions on one braid process group's communicator.");
+  m.def(
       "create_backend",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout) {
         return braid_torch::createBraidBackend(store, rank, size, timeout);

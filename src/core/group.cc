@@ -23,6 +23,10 @@ struct GroupState {
   int depth = 0;
   std::vector<Task> tasks;
   std::vector<std::function<Result()>> inits;
+  // Reproducible-mode calls (core/reproducible.h): each runs as its own small
+  // collectives after the group's other calls, in issue order (the same on
+  // every rank, as the group's calls are).
+  std::vector<Task> reproducible;
   Result error;  // first error of a call inside the group: the group will not run
 };
 
@@ -118,7 +122,7 @@ Result leaveGroupLevel(const char* fn, bool* outermost) {
   return Result::success();
 }
 
-Result runGroup(GroupState& g) {
+Result runGroupCalls(GroupState& g) {
   std::vector<Task> tasks;
   BRAID_TRY(closeGroup(g, &tasks));
   if (tasks.empty()) return Result::success();
@@ -144,6 +148,13 @@ Result runGroup(GroupState& g) {
     for (const Task& t : tasks) setCommError(t.comm, r);
   }
   return r;
+}
+
+Result runGroup(GroupState& g) {
+  const std::vector<Task> deferred = std::exchange(g.reproducible, {});
+  BRAID_TRY(runGroupCalls(g));
+  for (const Task& t : deferred) BRAID_TRY(reproducible::run(t));
+  return Result::success();
 }
 
 }  // namespace
@@ -179,7 +190,11 @@ void groupFail(const Result& r) {
 }
 
 Result enqueueTask(const Task& task) {
-  if (reproducible::applies(task)) return reproducible::run(task);
+  if (reproducible::applies(task)) {
+    if (tlsGroup.depth == 0) return reproducible::run(task);
+    tlsGroup.reproducible.push_back(task);
+    return Result::success();
+  }
   tlsGroup.tasks.push_back(task);
   if (tlsGroup.depth > 0) return Result::success();
   return runGroup(tlsGroup);

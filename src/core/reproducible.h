@@ -53,7 +53,8 @@ void fromFixed(const int64_t* sums, const int64_t* codes, ncclDataType_t type, s
                const int32_t* words, int nranks, int divisor, void* out);
 
 // Runs a task for which applies() holds: the exponents, the integer
-// collective and the conversions, on host buffers, outside a group.
+// collective and the conversions, on host buffers. Outside a group: a call
+// made inside one runs when the group ends, after its other calls.
 Result run(const Task& t);
 
 }  // namespace reproducible

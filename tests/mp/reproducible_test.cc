@@ -206,33 +206,30 @@ TEST(MpReproducible, EveryPlanGivesTheReferenceBits) {
   rmdir(dir.c_str());
 }
 
-// Inside a group the mode is refused with a message, on every rank, and the
-// communicator goes on; other datatypes and ops are exact already and run
-// unchanged (an int32 sum, a float32 max).
-TEST(MpReproducible, RefusedInsideAGroupOtherCallsUnchanged) {
+// Inside a group a reproducible call runs when the group ends, after the
+// group's other calls, with the same bits as outside; other datatypes and ops
+// are exact already and run unchanged (an int32 sum, a float32 max).
+TEST(MpReproducible, InsideAGroupTheSameBitsOtherCallsUnchanged) {
   mptest::runRanks(
-      2,
+      3,
       [](int rank, int nranks, const ncclUniqueId& id) {
         ncclComm_t comm = nullptr;
         MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
         MP_NCCL_CHECK(braidCommSetReproducible(comm, 1));
         MP_EXPECT(braidCommSetReproducible(comm, 2) == ncclInvalidArgument, "rank %d: on=2 accepted", rank);
-        std::vector<float> f(64, 1.5f);
-        MP_NCCL_CHECK(ncclGroupStart());
-        const ncclResult_t call = ncclAllReduce(f.data(), f.data(), f.size(), ncclFloat32, ncclSum, comm, nullptr);
-        const std::string message = ncclGetLastError(comm);
-        const ncclResult_t end = ncclGroupEnd();
-        MP_EXPECT(call == ncclInvalidUsage && message.find("reproducible mode") != std::string::npos,
-                  "rank %d: the call in a group got %d: %s", rank, int(call), message.c_str());
-        MP_EXPECT(end == ncclInvalidUsage, "rank %d: its ncclGroupEnd got %d", rank, int(end));
+        std::vector<float> alone = contribution(rank, kCount), grouped = alone;
+        MP_NCCL_CHECK(ncclAllReduce(alone.data(), alone.data(), kCount, ncclFloat32, ncclSum, comm, nullptr));
         std::vector<int32_t> i(64, rank + 1);
-        MP_NCCL_CHECK(ncclAllReduce(i.data(), i.data(), i.size(), ncclInt32, ncclSum, comm, nullptr));
-        MP_EXPECT(i[5] == 3, "rank %d: int32 sum %d", rank, i[5]);
         std::vector<float> m(64, float(rank));
+        MP_NCCL_CHECK(ncclGroupStart());
+        MP_NCCL_CHECK(ncclAllReduce(grouped.data(), grouped.data(), kCount, ncclFloat32, ncclSum, comm, nullptr));
+        MP_NCCL_CHECK(ncclAllReduce(i.data(), i.data(), i.size(), ncclInt32, ncclSum, comm, nullptr));
         MP_NCCL_CHECK(ncclAllReduce(m.data(), m.data(), m.size(), ncclFloat32, ncclMax, comm, nullptr));
-        MP_EXPECT(m[5] == 1.0f, "rank %d: float32 max %g", rank, double(m[5]));
-        MP_NCCL_CHECK(ncclAllReduce(f.data(), f.data(), f.size(), ncclFloat32, ncclSum, comm, nullptr));
-        MP_EXPECT(f[5] == 3.0f, "rank %d: float32 sum %g", rank, double(f[5]));
+        MP_NCCL_CHECK(ncclGroupEnd());
+        MP_EXPECT(std::memcmp(alone.data(), grouped.data(), kCount * sizeof(float)) == 0,
+                  "rank %d: the grouped call's bits differ from the call alone", rank);
+        MP_EXPECT(i[5] == 6, "rank %d: int32 sum %d", rank, i[5]);
+        MP_EXPECT(m[5] == 2.0f, "rank %d: float32 max %g", rank, double(m[5]));
         MP_NCCL_CHECK(ncclCommDestroy(comm));
       },
       mptest::transportOptions("shm", 60));

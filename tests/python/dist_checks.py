@@ -736,6 +736,27 @@ def ddp(rank, world, store_path):
     chk.done()
 
 
+def ddp_reproducible(rank, world, store_path, algo, shuffle, out_path):
+    """DDP in reproducible mode, under NCCL_ALGO=`algo`, with the data shards
+    handed to the ranks in the order `shuffle` gives; rank 0 saves the weights
+    (the caller compares the runs bit for bit)."""
+    os.environ["NCCL_ALGO"] = algo
+    init(rank, world, store_path)
+    import braid_torch
+    braid_torch.set_reproducible()
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    model = DDP(_model(seed=0))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    shard = shuffle[rank]
+    for step in range(20):
+        x, y = _batch(shard, step)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    if rank == 0:
+        torch.save(torch.cat([p.detach().flatten() for p in model.parameters()]), out_path)
+
+
 def fsdp(rank, world, store_path):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
