@@ -174,6 +174,7 @@ TEST(MpReproducible, EveryPlanGivesTheReferenceBits) {
       {8, "tcp", "ring", 2, "ll", 5, false},        {4, "shm", nullptr, 1, nullptr, 6, true},
       {8, "shm", "tree", 4, "simple", 7, false},    {3, "tcp", "ring", 1, "ll", 8, false},
       {4, "shm", "ring", 4, "ll", 9, false},        {5, "tcp", "tree", 3, "simple", 10, false},
+      {4, "tcp", "direct", 2, "simple", 11, false}, {6, "shm", "direct", 1, "ll", 12, false},
   };
   char dirTemplate[] = "/tmp/braid_reproducible_XXXXXX";
   ASSERT_NE(mkdtemp(dirTemplate), nullptr);
