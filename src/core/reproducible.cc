@@ -257,23 +257,23 @@ Result run(const Task& t) {
                                     Collective::AllReduce)));
   bool special = false;
   for (size_t b = 1; b < words.size(); b += 2) special = special || words[b] != 0;
-  // 2. Fixed point, summed exactly by the same collective on int64.
-  const size_t sumCount = t.coll == Collective::ReduceScatter ? t.count : shape.all;
+  // 2. Fixed point, summed exactly by the same collective on int64, in place
+  // (a reduce-scatter's result lands at this rank's block, as NCCL's in-place
+  // reduce-scatter does): one int64 per element of scratch, two with NaN or inf.
   std::vector<int64_t>& scratch = t.comm->reproducibleScratch;
-  scratch.resize(std::max(scratch.size(), 2 * (shape.all + sumCount)));
+  scratch.resize(std::max(scratch.size(), (special ? 2 : 1) * shape.all));
   int64_t* fixed = scratch.data();
-  int64_t* sums = fixed + shape.all;
-  int64_t* codes = sums + sumCount;
-  int64_t* codeSums = codes + shape.all;
+  int64_t* codes = fixed + shape.all;
+  const size_t at = t.coll == Collective::ReduceScatter ? shape.first : 0;
   toFixed(t.sendbuff, t.type, shape.all, words.data(), nranks, fixed);
-  BRAID_TRY(enqueueTask(integerTask(t, fixed, sums, t.count, ncclSum, ncclInt64, t.coll)));
+  BRAID_TRY(enqueueTask(integerTask(t, fixed, fixed + at, t.count, ncclSum, ncclInt64, t.coll)));
   if (special) {
     specialCodes(t.sendbuff, t.type, shape.all, codes);
-    BRAID_TRY(enqueueTask(integerTask(t, codes, codeSums, t.count, ncclSum, ncclInt64, t.coll)));
+    BRAID_TRY(enqueueTask(integerTask(t, codes, codes + at, t.count, ncclSum, ncclInt64, t.coll)));
   }
   // 3. Each result back in the datatype, by its owner.
-  fromFixed(sums + (t.coll == Collective::ReduceScatter ? 0 : shape.first), special ? codeSums : nullptr, t.type,
-            shape.results, shape.first, words.data(), nranks, t.userOp == ncclAvg ? nranks : 1, t.recvbuff);
+  fromFixed(fixed + shape.first, special ? codes + shape.first : nullptr, t.type, shape.results, shape.first,
+            words.data(), nranks, t.userOp == ncclAvg ? nranks : 1, t.recvbuff);
   return Result::success();
 }
 
