@@ -14,7 +14,8 @@
 # skips), the plan kernel and device FIFO tests under compute-sanitizer's
 # memcheck and racecheck where the toolkit has it (BRAID_GPU_SANITIZER=0
 # skips), and every perf tool on device memory, checked, with both device
-# engines, ranks as processes sharing the GPU (BRAID_GPU_PERF_CHECK=0 skips).
+# engines, ranks as threads of one process and as processes sharing the GPU
+# (BRAID_GPU_PERF_CHECK=0 skips).
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -106,10 +107,22 @@ elif [ "${BRAID_GPU_SANITIZER:-1}" != 0 ]; then
 fi
 
 # Every perf tool on device memory, checked (#wrong must be 0), 2 and 4 ranks
-# as processes sharing the GPU(s) (braidrun starts one process per rank), with
-# the staged path and with the plan kernels. Set BRAID_GPU_PERF_CHECK=0 to skip.
+# as processes sharing the GPU(s) (braidrun starts one process per rank), and 4
+# ranks as threads of one process (-t 4: where the plan kernels run, as
+# processes on one GPU are staged), with the staged path and with the plan
+# kernels. Set BRAID_GPU_PERF_CHECK=0 to skip.
 if [ "${BRAID_GPU_PERF_CHECK:-1}" != 0 ]; then
   for engine in staged kernels; do
+    for tool in "${tools[@]}"; do
+      if BRAID_DEVICE_ENGINE=$engine BRAID_PROGRESS=0 timeout 120 "./bench/$tool" -t 4 \
+           -b 8 -e 8M -f 8 -n 5 -w 2 -c 1 --memory device >"perf-$tool-$engine-t4.log" 2>&1; then
+        echo "run.sh: ok: $tool, -t 4, BRAID_DEVICE_ENGINE=$engine"
+      else
+        echo "run.sh: FAILED: $tool, -t 4, BRAID_DEVICE_ENGINE=$engine (see $build/perf-$tool-$engine-t4.log)"
+        tail -20 "perf-$tool-$engine-t4.log"
+        status=1
+      fi
+    done
     for n in 2 4; do
       for tool in "${tools[@]}"; do
         if BRAID_DEVICE_ENGINE=$engine BRAID_PROGRESS=0 ./bench/braidrun -n "$n" "./bench/$tool" \
