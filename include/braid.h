@@ -27,9 +27,11 @@ ncclResult_t braidCommSetTimeout(ncclComm_t comm, double seconds);
  * default at init): sums and averages of float32, float64, float16 and bfloat16
  * (allreduce, reduce, reduce-scatter) whose bits depend only on the ranks'
  * contributions, whatever algorithm, channel count, protocol or transport runs
- * them (docs/algorithms.md). Every rank of `comm` must set the same mode. Host
- * buffers on blocking communicators for now (others are refused); a call inside
- * ncclGroupStart/End runs when the group ends, after the group's other calls. */
+ * them (docs/algorithms.md). Every rank of `comm` must set the same mode.
+ * Blocking communicators only. On device buffers the call runs on the host and
+ * returns when the results are on the device (not inside a graph capture); a
+ * call inside ncclGroupStart/End runs when the group ends, after the group's
+ * other calls. */
 ncclResult_t braidCommSetReproducible(ncclComm_t comm, int on);
 
 /* A fresh unique id served by a root in this process, whatever NCCL_COMM_ID says

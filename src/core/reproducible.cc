@@ -242,10 +242,42 @@ void fromFixed(const int64_t* sums, const int64_t* codes, ncclDataType_t type, s
   });
 }
 
+namespace {
+
+Result runOnHost(const Task& t);
+
+// Device buffers: the contributions to host memory once the stream's earlier
+// work is done, the same host algorithm, the results back; the call returns
+// when they are on the device (host-synchronous, unlike other device calls).
+Result runOnDeviceBuffers(const Task& t) {
+  const Shape shape = shapeOf(t);
+  const size_t size = typeSize(t.type);
+  std::vector<unsigned char> send(shape.all * size), recv(shape.results * size);
+  const std::string what = std::string(collectiveName(t.coll)) + " in reproducible mode";
+  BRAID_TRY(copyFromDeviceNow(send.data(), t.sendbuff, send.size(), t.stream, what.c_str()));
+  Task host = t;
+  host.sendbuff = send.data();
+  host.recvbuff = recv.empty() ? nullptr : recv.data();
+  BRAID_TRY(runOnHost(host));
+  return copyToDeviceNow(t.recvbuff, recv.data(), recv.size(), t.stream);
+}
+
+}  // namespace
+
 Result run(const Task& t) {
-  if (isDeviceMemory(t.sendbuff) || isDeviceMemory(t.recvbuff))
-    return refuse(t, "device buffers are not supported yet (host buffers are): turn the mode off for this "
-                     "communicator");
+  const bool sendOnDevice = isDeviceMemory(t.sendbuff);
+  const bool recvOnDevice = isDeviceMemory(t.recvbuff);
+  if (!sendOnDevice && !recvOnDevice) return runOnHost(t);
+  const bool recvUsed = shapeOf(t).results > 0;
+  if (!sendOnDevice || (recvUsed && !recvOnDevice))
+    return fail(ncclInvalidArgument, "rank %d: %s: one buffer is device memory and the other host memory",
+                t.comm->rank, collectiveName(t.coll));
+  return runOnDeviceBuffers(t);
+}
+
+namespace {
+
+Result runOnHost(const Task& t) {
   if (!t.comm->settings.blocking)
     return refuse(t, "not on a non-blocking communicator (ncclConfig_t blocking=0) yet");
   const int nranks = t.comm->nranks;
@@ -276,6 +308,8 @@ Result run(const Task& t) {
             words.data(), nranks, t.userOp == ncclAvg ? nranks : 1, t.recvbuff);
   return Result::success();
 }
+
+}  // namespace
 
 }  // namespace reproducible
 }  // namespace braid

@@ -54,6 +54,12 @@ using StagedRunner = std::function<Result(const std::vector<Task>&)>;
 // launch of the graph.
 Result submitDeviceGroup(const std::vector<Task>& tasks, const StagedRunner& run);
 
+// Copies that return when done, for a call that runs on the host over device
+// buffers (reproducible mode): the first waits for the work queued on
+// `stream` (refused, naming `what`, while the stream is being captured).
+Result copyFromDeviceNow(void* host, const void* device, size_t bytes, cudaStream_t stream, const char* what);
+Result copyToDeviceNow(void* device, const void* host, size_t bytes, cudaStream_t stream);
+
 // Returns once every device job of `comm` has run its host work, so that a host
 // call that follows uses the connections in issue order.
 void drainDeviceWork(ncclComm* comm);

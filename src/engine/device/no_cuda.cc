@@ -76,4 +76,12 @@ void resumeDeviceWork(ncclComm*) {}
 
 void abortDeviceWork(ncclComm*) {}
 
+Result copyFromDeviceNow(void*, const void*, size_t, cudaStream_t, const char* what) {
+  return fail(ncclInvalidArgument, "%s: device buffers, but this libbraid was built without CUDA", what);
+}
+
+Result copyToDeviceNow(void*, const void*, size_t, cudaStream_t) {
+  return fail(ncclInvalidArgument, "device buffers, but this libbraid was built without CUDA");
+}
+
 }  // namespace braid
