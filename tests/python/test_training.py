@@ -15,7 +15,8 @@ def test_ddp_reproducible_same_bits_under_every_algorithm_and_rank_order(tmp_pat
     """braid_torch.set_reproducible: DDP ends with the same weights, bit for bit,
     whatever NCCL_ALGO and whichever rank holds which data shard."""
     import torch
-    runs = [("ring", [0, 1, 2]), ("tree", [2, 0, 1]), ("recursivedoubling", [1, 2, 0]), ("ring", [2, 1, 0])]
+    runs = [("ring", [0, 1, 2]), ("tree", [2, 0, 1]), ("recursivedoubling", [1, 2, 0]), ("halvingdoubling", [0, 2, 1]),
+            ("direct", [1, 0, 2]), ("ring", [2, 1, 0])]
     weights = []
     for i, (algo, shuffle) in enumerate(runs):
         out = tmp_path / f"weights{i}.pt"
