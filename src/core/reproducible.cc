@@ -80,6 +80,21 @@ __attribute__((target_clones("avx2", "default"))) void floatToFixed(const uint32
   }
 }
 
+// One block of float32 words: the largest finite magnitude's bits, and
+// whether any is inf or NaN (words from 0x7f800000 up, sign cleared).
+__attribute__((target_clones("avx2", "default"))) uint32_t floatBlockScan(const uint32_t* bits, size_t count,
+                                                                            uint32_t* special) {
+  uint32_t largest = 0, any = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const uint32_t a = bits[i] & 0x7fffffffu;
+    const uint32_t finite = a < 0x7f800000u ? a : 0u;
+    any |= a >= 0x7f800000u ? 1u : 0u;
+    largest = finite > largest ? finite : largest;
+  }
+  *special = any;
+  return largest;
+}
+
 int ceilLog2(int n) {
   int lg = 0;
   while ((1 << lg) < n) ++lg;
@@ -140,13 +155,9 @@ void blockExponents(const void* values, ncclDataType_t type, size_t count, int32
     // word, and inf and NaN are the words from 0x7f800000 up.
     const uint32_t* v = static_cast<const uint32_t*>(values);
     for (size_t b = 0; b * kBlockElems < count; ++b) {
-      uint32_t largest = 0, special = 0;
-      const size_t end = std::min(count, (b + 1) * kBlockElems);
-      for (size_t i = b * kBlockElems; i < end; ++i) {
-        const uint32_t a = v[i] & 0x7fffffffu;
-        special |= a >= 0x7f800000u;
-        largest = std::max(largest, a < 0x7f800000u ? a : 0u);
-      }
+      uint32_t special = 0;
+      const size_t at = b * kBlockElems;
+      const uint32_t largest = floatBlockScan(v + at, std::min(kBlockElems, count - at), &special);
       float f;
       std::memcpy(&f, &largest, sizeof f);
       words[2 * b] = largest == 0 ? kNoExponent : std::ilogb(f);
@@ -245,6 +256,14 @@ void fromFixed(const int64_t* sums, const int64_t* codes, ncclDataType_t type, s
 namespace {
 
 Result runOnHost(const Task& t);
+Result runInPieces(const Task& t);
+
+// Elements per piece of a large allreduce or reduce: the three conversion
+// passes and the integer sum of one piece then work in the cache instead of
+// streaming whole buffers through memory four times. A multiple of the block,
+// so every block and its agreed exponent, hence every bit, is the same as in
+// one piece.
+constexpr size_t kPieceElems = 64 * kBlockElems * 16;  // 262144
 
 // Device buffers: the contributions to host memory once the stream's earlier
 // work is done, the same host algorithm, the results back; the call returns
@@ -258,8 +277,21 @@ Result runOnDeviceBuffers(const Task& t) {
   Task host = t;
   host.sendbuff = send.data();
   host.recvbuff = recv.empty() ? nullptr : recv.data();
-  BRAID_TRY(runOnHost(host));
+  BRAID_TRY(runInPieces(host));
   return copyToDeviceNow(t.recvbuff, recv.data(), recv.size(), t.stream);
+}
+
+Result runInPieces(const Task& t) {
+  if (t.coll == Collective::ReduceScatter || t.count <= kPieceElems) return runOnHost(t);
+  const size_t size = typeSize(t.type);
+  for (size_t at = 0; at < t.count; at += kPieceElems) {
+    Task piece = t;
+    piece.sendbuff = static_cast<const char*>(t.sendbuff) + at * size;
+    piece.recvbuff = t.recvbuff ? static_cast<char*>(t.recvbuff) + at * size : nullptr;
+    piece.count = std::min(kPieceElems, t.count - at);
+    BRAID_TRY(runOnHost(piece));
+  }
+  return Result::success();
 }
 
 }  // namespace
@@ -267,7 +299,7 @@ Result runOnDeviceBuffers(const Task& t) {
 Result run(const Task& t) {
   const bool sendOnDevice = isDeviceMemory(t.sendbuff);
   const bool recvOnDevice = isDeviceMemory(t.recvbuff);
-  if (!sendOnDevice && !recvOnDevice) return runOnHost(t);
+  if (!sendOnDevice && !recvOnDevice) return runInPieces(t);
   const bool recvUsed = shapeOf(t).results > 0;
   if (!sendOnDevice || (recvUsed && !recvOnDevice))
     return fail(ncclInvalidArgument, "rank %d: %s: one buffer is device memory and the other host memory",
