@@ -12,6 +12,14 @@
 #include "reduce/host_reduce.h"
 #include "reduce/numeric.h"
 
+// AVX2 copies of the conversion loops, chosen at run time where the CPU has
+// it (x86-64 only; elsewhere the compiler's own vectorisation).
+#if defined(__x86_64__) && defined(__GNUC__)
+#define BRAID_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define BRAID_AVX2_CLONES
+#endif
+
 namespace braid {
 namespace reproducible {
 
@@ -62,7 +70,7 @@ inline int64_t roundToInteger(double y) {
 // vectorises (AVX2's per-lane 64-bit shifts where the CPU has them, chosen at
 // run time): value = mantissa * 2^(exponent - 150), times 2^shift, rounded to
 // nearest even where the shift is to the right; NaN and inf give 0.
-__attribute__((target_clones("avx2", "default"))) void floatToFixed(const uint32_t* bits, size_t count, int shift,
+BRAID_AVX2_CLONES void floatToFixed(const uint32_t* bits, size_t count, int shift,
                                                                       int64_t* out) {
   for (size_t i = 0; i < count; ++i) {
     const uint32_t a = bits[i] & 0x7fffffffu;
@@ -82,7 +90,7 @@ __attribute__((target_clones("avx2", "default"))) void floatToFixed(const uint32
 
 // One block of float32 words: the largest finite magnitude's bits, and
 // whether any is inf or NaN (words from 0x7f800000 up, sign cleared).
-__attribute__((target_clones("avx2", "default"))) uint32_t floatBlockScan(const uint32_t* bits, size_t count,
+BRAID_AVX2_CLONES uint32_t floatBlockScan(const uint32_t* bits, size_t count,
                                                                             uint32_t* special) {
   uint32_t largest = 0, any = 0;
   for (size_t i = 0; i < count; ++i) {
