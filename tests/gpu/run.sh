@@ -111,30 +111,30 @@ fi
 # ranks as threads of one process (-t 4: where the plan kernels run, as
 # processes on one GPU are staged), with the staged path and with the plan
 # kernels. Set BRAID_GPU_PERF_CHECK=0 to skip.
+perf_check() {  # log file, what is checked, the command
+  local log=$1 what=$2
+  shift 2
+  if "$@" >"$log" 2>&1; then
+    echo "run.sh: ok: $what"
+  else
+    echo "run.sh: FAILED: $what (see $build/$log)"
+    tail -20 "$log"
+    status=1
+  fi
+}
 if [ "${BRAID_GPU_PERF_CHECK:-1}" != 0 ]; then
+  sweep=(-b 8 -e 8M -f 8 -n 5 -w 2 -c 1 --memory device)
   for engine in staged kernels; do
+    export BRAID_DEVICE_ENGINE=$engine BRAID_PROGRESS=0
     for tool in "${tools[@]}"; do
-      if BRAID_DEVICE_ENGINE=$engine BRAID_PROGRESS=0 timeout 120 "./bench/$tool" -t 4 \
-           -b 8 -e 8M -f 8 -n 5 -w 2 -c 1 --memory device >"perf-$tool-$engine-t4.log" 2>&1; then
-        echo "run.sh: ok: $tool, -t 4, BRAID_DEVICE_ENGINE=$engine"
-      else
-        echo "run.sh: FAILED: $tool, -t 4, BRAID_DEVICE_ENGINE=$engine (see $build/perf-$tool-$engine-t4.log)"
-        tail -20 "perf-$tool-$engine-t4.log"
-        status=1
-      fi
-    done
-    for n in 2 4; do
-      for tool in "${tools[@]}"; do
-        if BRAID_DEVICE_ENGINE=$engine BRAID_PROGRESS=0 ./bench/braidrun -n "$n" "./bench/$tool" \
-             -b 8 -e 8M -f 8 -n 5 -w 2 -c 1 --memory device >"perf-$tool-$engine-$n.log" 2>&1; then
-          echo "run.sh: ok: $tool, $n ranks, BRAID_DEVICE_ENGINE=$engine"
-        else
-          echo "run.sh: FAILED: $tool, $n ranks, BRAID_DEVICE_ENGINE=$engine (see $build/perf-$tool-$engine-$n.log)"
-          tail -20 "perf-$tool-$engine-$n.log"
-          status=1
-        fi
+      perf_check "perf-$tool-$engine-t4.log" "$tool, -t 4, BRAID_DEVICE_ENGINE=$engine" \
+        timeout 120 "./bench/$tool" -t 4 "${sweep[@]}"
+      for n in 2 4; do
+        perf_check "perf-$tool-$engine-$n.log" "$tool, $n ranks, BRAID_DEVICE_ENGINE=$engine" \
+          ./bench/braidrun -n "$n" "./bench/$tool" "${sweep[@]}"
       done
     done
   done
+  unset BRAID_DEVICE_ENGINE
 fi
 exit $status
