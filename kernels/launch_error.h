@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <string>
 
 #include "base/result.h"
@@ -37,6 +38,27 @@ inline Result loadResult(const char* kernel, cudaError_t err) {
   if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidPtx)
     msg += "; braid's kernels were not built for this GPU: rebuild with -DBRAID_CUDA_ARCHS=<its SM>";
   return Result(ncclUnhandledCudaError, msg);
+}
+
+// A plan-kernel launch's block size: a lane's threads, at most a CUDA block.
+inline Result checkThreadsPerLane(uint32_t threadsPerLane) {
+  if (threadsPerLane == 0 || threadsPerLane > 1024)
+    return Result(ncclInvalidArgument, "plan kernel: threadsPerLane must be 1..1024");
+  return Result::success();
+}
+
+// How many blocks of `threads` threads of `kernel` the current device holds
+// resident at once (its occupancy per multiprocessor times their number).
+inline Result residentBlocks(const void* kernel, uint32_t threads, uint32_t* blocks) {
+  int device = 0, perSm = 0, sms = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, int(threads), 0);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (err != cudaSuccess)
+    return Result(ncclUnhandledCudaError, std::string("plan kernel: occupancy query failed: ") + cudaGetErrorName(err) +
+                                              " (" + cudaGetErrorString(err) + ")");
+  *blocks = uint32_t(perSm) * uint32_t(sms);
+  return Result::success();
 }
 
 inline Result launchResult(const char* kernel, cudaError_t err) {

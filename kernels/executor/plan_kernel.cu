@@ -59,23 +59,13 @@ Result loadPlanKernel() {
 }
 
 Result residentPlanLanes(uint32_t threadsPerLane, uint32_t* lanes) {
-  int device = 0, perSm = 0, sms = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess)
-    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, planLaneKernel, int(threadsPerLane), 0);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (err != cudaSuccess)
-    return Result(ncclUnhandledCudaError, std::string("plan kernel: occupancy query failed: ") + cudaGetErrorName(err) +
-                                              " (" + cudaGetErrorString(err) + ")");
-  *lanes = uint32_t(perSm) * uint32_t(sms);
-  return Result::success();
+  return residentBlocks(reinterpret_cast<const void*>(&planLaneKernel), threadsPerLane, lanes);
 }
 
 Result launchPlanLanes(exec::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane, int32_t* statuses,
                        bool anyFp8, cudaStream_t stream) {
   if (nlanes == 0) return Result::success();
-  if (threadsPerLane == 0 || threadsPerLane > 1024)
-    return Result(ncclInvalidArgument, "plan kernel: threadsPerLane must be 1..1024");
+  BRAID_TRY(checkThreadsPerLane(threadsPerLane));
   if (anyFp8) BRAID_TRY(checkSm90());
   BRAID_TRY(refuseOnPendingError("plan kernel"));
   // A cooperative launch guarantees that every block is resident at once (its

@@ -133,24 +133,15 @@ Result loadPlanKernel() {
 Result residentPlanLanes(uint32_t threadsPerLane, uint32_t* lanes) {
   // The occupancy query reads the kernel's resource use: it loads the code.
   loadOnLaunch(&planKernelLoaded, "plan kernel", __builtin_return_address(0));
-  int device = 0, perSm = 0, sms = 0;
   // Any non-null function: the emulated occupancy depends on the block size only.
   static const char kernelTag = 0;
-  const void* kernel = &kernelTag;  // const void*: CUDA's C function, not cuda_runtime.h's template
-  cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, int(threadsPerLane), 0);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (err != cudaSuccess)
-    return Result(ncclUnhandledCudaError, std::string("plan kernel: occupancy query failed: ") + cudaGetErrorName(err));
-  *lanes = uint32_t(perSm) * uint32_t(sms);
-  return Result::success();
+  return residentBlocks(&kernelTag, threadsPerLane, lanes);
 }
 
 Result launchPlanLanes(exec::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane, int32_t* statuses,
                        bool anyFp8, cudaStream_t stream) {
   if (nlanes == 0) return Result::success();
-  if (threadsPerLane == 0 || threadsPerLane > 1024)
-    return Result(ncclInvalidArgument, "plan kernel: threadsPerLane must be 1..1024");
+  BRAID_TRY(checkThreadsPerLane(threadsPerLane));
   BRAID_TRY(refuseOnPendingError("plan kernel"));
   loadOnLaunch(&planKernelLoaded, "plan kernel", __builtin_return_address(0));
   // A cooperative launch of more blocks than the device holds at once fails.
