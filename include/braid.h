@@ -34,6 +34,23 @@ ncclResult_t braidCommSetTimeout(ncclComm_t comm, double seconds);
  * other calls. */
 ncclResult_t braidCommSetReproducible(ncclComm_t comm, int on);
 
+/* Float32 sums and averages on `comm` (allreduce, reduce-scatter, reduce) send
+ * their messages as `type`: ncclBfloat16, ncclFloat16, ncclFloat8e4m3 or
+ * ncclFloat8e5m2; ncclFloat32 turns it off (the default; BRAID_WIRE_TYPE=bf16,
+ * fp16, fp8e4m3 or fp8e5m2 sets it at init). Every hop accumulates in float32;
+ * an allreduce's results are the owner's narrowed values, the same bits on every
+ * rank. Lossy: the error bound is in docs/algorithms.md. float16 and fp8 are
+ * scaled per 32 values, so gradients neither underflow nor overflow. Every rank
+ * of `comm` must set the same type (a mismatch fails the call). Reproducible
+ * mode, where on, takes precedence. Device buffers are staged through the host. */
+ncclResult_t braidCommSetWireType(ncclComm_t comm, ncclDataType_t type);
+
+/* out[i] = what a peer decodes when values[0..count) travel as one message of
+ * wire type `type` (as braidCommSetWireType takes it): the narrowing a rank's
+ * contribution meets on its first hop. Host memory; out may be values. For
+ * error feedback: the residual values - out is what the wire dropped. */
+ncclResult_t braidWireRoundTrip(const float* values, float* out, size_t count, ncclDataType_t type);
+
 /* A fresh unique id served by a root in this process, whatever NCCL_COMM_ID says
  * (ncclGetUniqueId follows NCCL_COMM_ID, which gives every caller the same id):
  * for frameworks that make several communicators, e.g. subgroups. */

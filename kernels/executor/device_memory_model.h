@@ -131,7 +131,10 @@ BRAID_HD BRAID_INLINE void pauseAfter(uint64_t polls) {
 // the largest of the codes the threads bring, so that every thread takes the
 // same branch after a wait (one thread seeing an abort while another saw the
 // data must not split the block).
+// kDevice: the group is a CUDA block (or the CPU emulation of one, which keeps
+// the device's rules, e.g. no wire-type steps).
 struct HostGroup {
+  static constexpr bool kDevice = false;
   BRAID_HD uint32_t tid() const { return 0; }
   BRAID_HD uint32_t size() const { return 1; }
   BRAID_HD void sync() const {}
@@ -140,6 +143,7 @@ struct HostGroup {
 
 #if defined(__CUDACC__)
 struct BlockGroup {
+  static constexpr bool kDevice = true;
   __device__ uint32_t tid() const { return threadIdx.x; }
   __device__ uint32_t size() const { return blockDim.x; }
   __device__ void sync() const { __syncthreads(); }

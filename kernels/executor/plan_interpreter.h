@@ -60,6 +60,13 @@ struct OpBuffers {
   // Stamped on every message the operation sends and checked on every one it
   // receives (fifo_view.h): set per call, like the buffers.
   uint32_t fingerprint = 0;
+  // A float32 reduction whose messages travel narrowed (src/reduce/wire_format.h,
+  // kernels/executor/wire_step.h): a WireType, 0 for none.
+  uint8_t wire = 0;
+  // With a wire type: the finished values a step writes are the widened
+  // narrowing the owner sends, so that every rank holds the same bits
+  // (allreduce); 0 keeps them in float (reduce-scatter, reduce).
+  uint8_t roundFinal = 0;
 };
 
 // Everything one lane needs, in memory its threads can reach.
@@ -186,6 +193,7 @@ BRAID_HD inline bool stepSendsKind(StepKind k) {
          k == StepKind::RecvCopySend;
 }
 BRAID_HD inline bool stepReceivesKind(StepKind k) { return k != StepKind::Send && k != StepKind::Copy; }
+BRAID_HD inline bool stepWritesDstKind(StepKind k) { return k != StepKind::Send && k != StepKind::RecvReduceSend; }
 
 template <class T>
 BRAID_HD T* bufferAt(const OpBuffers& o, Buffer b, uint64_t offset) {
@@ -258,10 +266,12 @@ BRAID_HD ExecStatus markStageDone(const G& g, const LaneExec& L, const ExecStep&
 
 // Each FIFO has one protocol (FifoView::protocol): a step may receive with
 // one and send with the other, e.g. from a peer on this host (LL) to one a
-// network proxy serves (always bulk).
-template <class T, class G>
-BRAID_HD ExecStatus runStep(const G& g, LaneExec& L, const ExecStep& s) {
-  const uint64_t bytes = s.count * sizeof(T);
+// network proxy serves (always bulk). `bytes` is the size of the step's
+// messages; compute(in, out) does its arithmetic, `in` the received message
+// (null when it receives nothing), `out` where its message goes (null when it
+// sends nothing).
+template <class G, class Compute>
+BRAID_HD ExecStatus runStepWith(const G& g, LaneExec& L, const ExecStep& s, uint64_t bytes, Compute compute) {
   const bool recvs = stepReceivesKind(s.kind);
   const bool sends = stepSendsKind(s.kind);
   if ((recvs && (s.recvPort < 0 || uint32_t(s.recvPort) >= L.nrecvPorts)) ||
@@ -277,11 +287,11 @@ BRAID_HD ExecStatus runStep(const G& g, LaneExec& L, const ExecStep& s) {
     return ExecStatus::BadStep;
 
   const uint32_t fingerprint = L.ops[s.op].fingerprint;
-  const T* in = nullptr;
+  const char* in = nullptr;
   // A resumable lane that got its LL message before it had to wait for its
   // send slot does not receive it again.
   if (rp && L.wait.resumable && (L.resumePhase & kReceivedLL) != 0) {
-    in = reinterpret_cast<const T*>(L.recvStage);
+    in = reinterpret_cast<const char*>(L.recvStage);
   } else if (rp) {
     if (g.tid() == 0) publishWait(L, waitWord(false, s.recvPort, rp->seq + 1));
     ExecStatus st;
@@ -290,24 +300,24 @@ BRAID_HD ExecStatus runStep(const G& g, LaneExec& L, const ExecStep& s) {
       st = llRecv(*rp, bytes, fingerprint, L.recvStage, g, L.wait, L.wait.resumable ? &L.resumeLines : nullptr,
                   &L.receivedFingerprint);
       if (st == ExecStatus::Ok && L.wait.resumable) L.resumePhase |= kReceivedLL;
-      in = reinterpret_cast<const T*>(L.recvStage);
+      in = reinterpret_cast<const char*>(L.recvStage);
     } else {
       const char* slot = nullptr;
       uint64_t word = 0;
       st = bulkWaitRecv(*rp, bytes, fingerprint, &slot, g, L.wait, &word);
       if (st == ExecStatus::FingerprintMismatch && g.tid() == 0) L.receivedFingerprint = messageFingerprint(word);
-      in = reinterpret_cast<const T*>(slot);
+      in = slot;
     }
     if (st != ExecStatus::Ok) return st;
   }
-  T* out = nullptr;
+  char* out = nullptr;
   if (sp) {
     if (g.tid() == 0) publishWait(L, waitWord(true, s.sendPort, sp->seq + 1));
     const ExecStatus st = waitCredit(*sp, g, L.wait);
     if (st != ExecStatus::Ok) return st;
-    out = llOut ? reinterpret_cast<T*>(L.sendStage) : reinterpret_cast<T*>(bulkSlot(*sp));
+    out = llOut ? reinterpret_cast<char*>(L.sendStage) : bulkSlot(*sp);
   }
-  computeStep<T>(g, L.ops[s.op], s, in, out);
+  compute(in, out);
   if (sp) {
     if (llOut) {
       llSend(*sp, bytes, fingerprint, L.sendStage, g);
@@ -317,6 +327,14 @@ BRAID_HD ExecStatus runStep(const G& g, LaneExec& L, const ExecStep& s) {
   }
   if (rp && !llIn) bulkRelease(*rp, g);
   return ExecStatus::Ok;
+}
+
+// A step whose messages hold its elements as they are.
+template <class T, class G>
+BRAID_HD ExecStatus runStep(const G& g, LaneExec& L, const ExecStep& s) {
+  return runStepWith(g, L, s, s.count * sizeof(T), [&](const char* in, char* out) {
+    computeStep<T>(g, L.ops[s.op], s, reinterpret_cast<const T*>(in), reinterpret_cast<T*>(out));
+  });
 }
 
 // Runs the lane's steps in order, each through runOne(step). Every thread of

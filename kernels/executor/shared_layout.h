@@ -64,6 +64,8 @@ static_assert(offsetof(OpBuffers, output) == 8, "OpBuffers::output");
 static_assert(offsetof(OpBuffers, scratch) == 16, "OpBuffers::scratch");
 static_assert(offsetof(OpBuffers, op) == 24, "OpBuffers::op");
 static_assert(offsetof(OpBuffers, fingerprint) == 48, "OpBuffers::fingerprint");
+static_assert(offsetof(OpBuffers, wire) == 52, "OpBuffers::wire");
+static_assert(offsetof(OpBuffers, roundFinal) == 53, "OpBuffers::roundFinal");
 static_assert(sizeof(LaneExec) == 192 && alignof(LaneExec) == 8, "LaneExec layout");
 static_assert(offsetof(LaneExec, steps) == 0, "LaneExec::steps");
 static_assert(offsetof(LaneExec, nsteps) == 8, "LaneExec::nsteps");

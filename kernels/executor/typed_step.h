@@ -1,11 +1,13 @@
 // One step with the element type of its operation, for lanes that mix
 // datatypes: the host runner and the device kernel dispatch alike. fp8 steps
 // exist on the host and on sm_90+; below that a device build has no fp8 code
-// and such a step is BadStep (launches refuse fp8 there first).
+// and such a step is BadStep (launches refuse fp8 there first). Steps with a
+// wire type (wire_step.h) exist on the host only.
 #pragma once
 
 #include "kernels/executor/plan_interpreter.h"
 #include "kernels/executor/shared_layout.h"
+#include "kernels/executor/wire_step.h"
 
 namespace braid {
 namespace exec {
@@ -27,7 +29,17 @@ BRAID_HD ExecStatus runStepOfItsType(const G& g, LaneExec& L, const ExecStep& s)
     case ncclInt64: return runStep<int64_t>(g, L, s);
     case ncclUint64: return runStep<uint64_t>(g, L, s);
     case ncclFloat16: return runStep<Half>(g, L, s);
-    case ncclFloat32: return runStep<float>(g, L, s);
+    case ncclFloat32:
+      // Narrow messages run on the host; the device path stages such calls,
+      // and a block (or its emulation) refuses them.
+      if (L.ops[s.op].wire != 0) {
+        if constexpr (G::kDevice) {
+          return ExecStatus::BadStep;
+        } else {
+          return runWireStep(g, L, s);
+        }
+      }
+      return runStep<float>(g, L, s);
     case ncclFloat64: return runStep<double>(g, L, s);
     case ncclBfloat16: return runStep<BFloat16>(g, L, s);
 #if BRAID_EXEC_HAS_FP8

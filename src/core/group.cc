@@ -196,6 +196,7 @@ Result enqueueTask(const Task& task) {
     return Result::success();
   }
   tlsGroup.tasks.push_back(task);
+  tlsGroup.tasks.back().wire = wireTypeFor(task);
   if (tlsGroup.depth > 0) return Result::success();
   return runGroup(tlsGroup);
 }

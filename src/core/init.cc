@@ -35,6 +35,17 @@ bool configHas(const ncclConfig_t* c, const Field* field) {
 
 }  // namespace
 
+// BRAID_WIRE_TYPE=bf16|fp16|fp8e4m3|fp8e5m2 (none or unset: off).
+Result wireTypeFromEnv(WireType* out) {
+  const std::string word = envString("BRAID_WIRE_TYPE", "none");
+  for (WireType w : {WireType::None, WireType::BFloat16, WireType::Float16, WireType::Fp8E4M3, WireType::Fp8E5M2})
+    if (word == wireTypeName(w)) {
+      *out = w;
+      return Result::success();
+    }
+  return fail(ncclInvalidArgument, "BRAID_WIRE_TYPE=%s: expected bf16, fp16, fp8e4m3, fp8e5m2 or none", word.c_str());
+}
+
 Result makeCommSettings(const ncclConfig_t* config, CommSettings* out) {
   CommSettings s;
   s.blocking = envInt("NCCL_COMM_BLOCKING", 1) != 0;
@@ -55,6 +66,7 @@ Result makeCommSettings(const ncclConfig_t* config, CommSettings* out) {
   s.deviceKernels = deviceEngine == "kernels";
   s.launchesBlock = envInt("CUDA_LAUNCH_BLOCKING", 0) != 0;
   s.reproducible = envInt("BRAID_REPRODUCIBLE", 0) != 0;
+  BRAID_TRY(wireTypeFromEnv(&s.wireType));
   if (config) {
     if (config->magic != kConfigMagic || config->size < offsetof(ncclConfig_t, blocking) + sizeof(int))
       return fail(ncclInvalidArgument,

@@ -48,6 +48,9 @@ struct CommSettings {
   // BRAID_REPRODUCIBLE=1 or braidCommSetReproducible: floating-point sums and
   // averages whose bits do not depend on the algorithm (core/reproducible.h).
   bool reproducible = false;
+  // BRAID_WIRE_TYPE or braidCommSetWireType: float32 sums travel narrowed
+  // (engine/task_plan.h wireTypeFor, src/reduce/wire_format.h).
+  WireType wireType = WireType::None;
   std::string name;
 };
 

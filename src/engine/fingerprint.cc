@@ -55,6 +55,7 @@ uint32_t shapeFingerprint(const Task& t, const CollShape& shape, exec::Protocol 
   h = mixHash(h, uint64_t(t.type));
   h = mixHash(h, reductionKey(t));
   h = mixHash(h, usesRoot(t.coll) ? uint64_t(t.root) : 0);
+  h = mixHash(h, uint64_t(t.wire));
   h = mixHash(h, uint64_t(shape.algorithm));
   h = mixHash(h, shape.chunkElems);
   h = mixHash(h, uint64_t(shape.nchannels));
@@ -75,6 +76,10 @@ std::string describeCall(Collective coll, uint64_t count, ncclDataType_t type, i
   return text;
 }
 
-std::string describeCall(const Task& t) { return describeCall(t.coll, t.count, t.type, t.userOp, t.root); }
+std::string describeCall(const Task& t) {
+  std::string text = describeCall(t.coll, t.count, t.type, t.userOp, t.root);
+  if (t.wire != WireType::None) text.insert(text.size() - 1, std::string(", wire ") + wireTypeName(t.wire));
+  return text;
+}
 
 }  // namespace braid

@@ -4,6 +4,7 @@
 #include <nccl.h>
 
 #include "reduce/host_reduce.h"
+#include "reduce/wire_format.h"
 #include "schedule/plan.h"
 
 struct ncclComm;
@@ -28,6 +29,9 @@ struct Task {
   uint64_t callNumber = 0;
   int root = 0;  // or the peer of Send/Recv
   cudaStream_t stream = nullptr;
+  // The format of its messages (CommSettings::wireType where it applies,
+  // engine/task_plan.h wireTypeFor), fixed when the call is recorded.
+  WireType wire = WireType::None;
 };
 
 // A call this rank ran lately and the fingerprint of its messages

@@ -4,6 +4,16 @@
 
 namespace braid {
 
+WireType wireTypeFor(const Task& t) {
+  const ncclComm* comm = t.comm;
+  if (comm->settings.wireType == WireType::None || comm->nranks < 2 || t.type != ncclFloat32) return WireType::None;
+  if (t.coll != Collective::AllReduce && t.coll != Collective::ReduceScatter && t.coll != Collective::Reduce)
+    return WireType::None;
+  const RedKind k = t.op.kind;
+  if (k != RedKind::Sum && k != RedKind::PreMulSum && k != RedKind::SumPostDiv) return WireType::None;
+  return comm->settings.wireType;
+}
+
 TuningInput tuningInputOf(const Task& t) {
   ncclComm* comm = t.comm;
   TuningInput in;
@@ -18,6 +28,7 @@ TuningInput tuningInputOf(const Task& t) {
   in.nchannels = comm->settings.nchannels;
   in.filter = &comm->algoFilter;
   in.calibration = &comm->calibration;
+  in.oneOwner = t.wire != WireType::None;
   return in;
 }
 

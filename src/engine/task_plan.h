@@ -10,6 +10,11 @@
 namespace braid {
 
 TuningInput tuningInputOf(const Task& t);
+
+// The format of the call's messages: the communicator's wire type
+// (CommSettings::wireType) for float32 sums and averages (allreduce,
+// reduce-scatter, reduce) over more than one rank; else None.
+WireType wireTypeFor(const Task& t);
 CollShape shapeOf(const Task& t);
 
 }  // namespace braid

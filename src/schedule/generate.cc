@@ -30,6 +30,10 @@ const char* algorithmName(Algorithm a) {
 
 bool algorithmSupports(Algorithm a, Collective c) { return findSchedule(c, a) != nullptr; }
 
+bool algorithmHasOneOwner(Algorithm a, Collective c) {
+  return c != Collective::AllReduce || a == Algorithm::Ring || a == Algorithm::Tree;
+}
+
 namespace {
 
 // Which algorithm actually runs: one that cannot serve the collective is the

@@ -15,6 +15,14 @@ enum class Algorithm : uint8_t { Ring, Tree, RecursiveDoubling, HalvingDoubling,
 constexpr int kNumAlgorithms = 5;
 const char* algorithmName(Algorithm a);
 bool algorithmSupports(Algorithm a, Collective c);
+// Whether each finished value of the collective reaches the ranks that need
+// it only as its owner's own messages, forwarded as they are: ring and tree
+// allreduce (and every reduce-scatter and reduce, whose results stay on one
+// rank). Not recursive doubling, which computes a value on every rank from
+// its own operands, nor halving-doubling and direct, which send a finished
+// value again in other pieces than those that made it (a wire type's
+// narrowing of those pieces may differ: src/reduce/wire_format.h).
+bool algorithmHasOneOwner(Algorithm a, Collective c);
 
 struct CollShape {
   Collective coll = Collective::AllReduce;

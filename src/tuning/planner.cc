@@ -152,7 +152,9 @@ bool laneUsesLL(const TuningInput& in, uint64_t opBytes, uint64_t llPayloadBytes
 PlanChoice choosePlan(const TuningInput& in) {
   uint8_t implemented = 0;
   for (int a = 0; a < kNumAlgorithms; ++a)
-    if (algorithmSupports(static_cast<Algorithm>(a), in.coll)) implemented |= 1u << a;
+    if (algorithmSupports(static_cast<Algorithm>(a), in.coll) &&
+        (!in.oneOwner || algorithmHasOneOwner(static_cast<Algorithm>(a), in.coll)))
+      implemented |= 1u << a;
   if (!logEnabled(LogLevel::Info, kLogTuning)) return choosePlanAmong(in, implemented, nullptr);
   double perAlgorithm[kNumAlgorithms];
   PlanChoice c = choosePlanAmong(in, implemented, perAlgorithm);

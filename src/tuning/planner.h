@@ -31,6 +31,9 @@ struct TuningInput {
   int nchannels = 1;              // CommSettings::nchannels
   const AlgoFilter* filter = nullptr;               // nullptr: envAlgoFilter()
   const CalibrationParams* calibration = nullptr;   // required: the communicator's
+  // A wire type (Task::wire): only algorithms that compute each finished value
+  // on one rank (algorithmHasOneOwner), so that every rank gets its bits.
+  bool oneOwner = false;
 };
 
 struct PlanChoice {

@@ -55,6 +55,7 @@ struct BlockShared {
 // One thread's view of its block.
 class ThreadBlockGroup {
  public:
+  static constexpr bool kDevice = true;  // a CUDA block's rules (kernels/executor)
   ThreadBlockGroup(BlockShared* block, uint32_t tid) : block_(block), tid_(tid) {}
   uint32_t tid() const { return tid_; }
   uint32_t size() const { return block_->size; }

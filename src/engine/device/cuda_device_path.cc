@@ -252,8 +252,9 @@ Result submitDeviceGroup(const std::vector<Task>& tasks, const StagedRunner& run
   if (singleRankCopies(tasks)) return copySingleRankCalls(tasks);
   // Plan kernels of ranks whose kernels would only take turns on a GPU
   // (other processes, no MPS) would move a message per time slice: staged.
+  // Narrow messages (a wire type) are coded on the host: staged too.
   const bool kernels = std::all_of(tasks.begin(), tasks.end(), [](const Task& t) {
-    return t.comm->settings.deviceKernels && t.comm->timeSlicedGpu.empty();
+    return t.comm->settings.deviceKernels && t.comm->timeSlicedGpu.empty() && t.wire == WireType::None;
   });
   if (kernels && lanesShareMemoryWithEveryPeer(tasks)) return launchDeviceLanes(tasks);
   // Pinned allocations and event queries below are no stream work: they must

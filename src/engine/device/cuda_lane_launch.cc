@@ -99,11 +99,8 @@ size_t align(size_t n, size_t to) { return (n + to - 1) / to * to; }
 // The operations' buffers and reductions, scratch in the device block.
 std::vector<exec::OpBuffers> opsOf(const CommLaunch& c, char* scratch) {
   std::vector<exec::OpBuffers> ops;
-  for (size_t i = 0; i < c.tasks.size(); ++i) {
-    const Task& t = *c.tasks[i];
-    ops.push_back({static_cast<const char*>(t.sendbuff), static_cast<char*>(t.recvbuff),
-                   scratch + c.cp.scratchOffsets[i], t.op, callFingerprint(c.cp.shapeFingerprints[i], t.callNumber)});
-  }
+  for (size_t i = 0; i < c.tasks.size(); ++i)
+    ops.push_back(lanes::opBuffersOf(*c.tasks[i], scratch + c.cp.scratchOffsets[i], c.cp.shapeFingerprints[i]));
   return ops;
 }
 

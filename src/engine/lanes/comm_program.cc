@@ -68,5 +68,14 @@ Result commProgramOf(const std::vector<const Task*>& tasks, LaneRunner runner, C
   return Result::success();
 }
 
+exec::OpBuffers opBuffersOf(const Task& t, char* scratch, uint32_t shapeFingerprint) {
+  exec::OpBuffers o{static_cast<const char*>(t.sendbuff), static_cast<char*>(t.recvbuff), scratch, t.op,
+                    callFingerprint(shapeFingerprint, t.callNumber)};
+  o.wire = uint8_t(t.wire);
+  // An allreduce's finished values reach every rank: all keep the owner's narrowing.
+  o.roundFinal = t.wire != WireType::None && t.coll == Collective::AllReduce;
+  return o;
+}
+
 }  // namespace lanes
 }  // namespace braid

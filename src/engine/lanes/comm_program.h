@@ -8,6 +8,7 @@
 #include "base/result.h"
 #include "engine/lanes/lane_program.h"
 #include "engine/task.h"
+#include "kernels/executor/plan_interpreter.h"
 
 namespace braid {
 namespace lanes {
@@ -30,6 +31,11 @@ enum class LaneRunner { Host, Device };
 // Plans `tasks` (one communicator's, in call order) and merges them into lanes
 // with the protocol that suits `runner` (alike on every rank).
 Result commProgramOf(const std::vector<const Task*>& tasks, LaneRunner runner, CommProgram* out);
+
+// A call's buffers, reduction, wire type and message fingerprint as its lanes
+// see them: its scratch at `scratch` (host memory, or the device block), its
+// shape's fingerprint (CommProgram::shapeFingerprints).
+exec::OpBuffers opBuffersOf(const Task& t, char* scratch, uint32_t shapeFingerprint);
 
 }  // namespace lanes
 }  // namespace braid

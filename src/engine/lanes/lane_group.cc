@@ -31,10 +31,8 @@ Result plan(CommRun& run) {
 }
 
 exec::OpBuffers opBuffersOf(const CommRun& run, size_t i) {
-  const Task& t = run.tasks[i];
-  return {static_cast<const char*>(t.sendbuff), static_cast<char*>(t.recvbuff),
-          run.comm->hostLanes->scratch.data() + run.scratchOffsets[i], t.op,
-          callFingerprint(run.shapeFingerprints[i], t.callNumber)};
+  return lanes::opBuffersOf(run.tasks[i], run.comm->hostLanes->scratch.data() + run.scratchOffsets[i],
+                            run.shapeFingerprints[i]);
 }
 
 // Same-host FIFOs (offer, then accept, for every communicator), then the

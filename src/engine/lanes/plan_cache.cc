@@ -10,6 +10,7 @@ PlanKey planKeyOf(const Task& t) {
   k.count = t.count;
   k.type = t.type;
   k.root = t.root;
+  k.wire = t.wire;
   return k;
 }
 

@@ -23,8 +23,9 @@ struct PlanKey {
   size_t count = 0;
   ncclDataType_t type = ncclFloat32;
   int root = 0;
+  WireType wire = WireType::None;  // a wire type rules algorithms out
   bool operator==(const PlanKey& o) const {
-    return coll == o.coll && count == o.count && type == o.type && root == o.root;
+    return coll == o.coll && count == o.count && type == o.type && root == o.root && wire == o.wire;
   }
 };
 

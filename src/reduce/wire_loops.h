@@ -1,0 +1,184 @@
+// The arithmetic of a step whose messages travel narrowed (a wire type,
+// wire_format.h), over a piece of `count` values, group by group: the value
+// of each element is f(widened message, local) when the step receives and
+// has a local operand, the widened message alone when it only receives, or
+// g(local) when it only sends; it is then narrowed into the outgoing message,
+// replaced by that narrowing's widened value when the step keeps the owner's
+// rounding, and stored. BRAID_HD: host_wire.cc builds it for the host's
+// vector units; a device kernel would run the same loops per thread.
+#pragma once
+
+#include <cstdint>
+
+#include "reduce/op_dispatch.h"
+#include "reduce/wire_format.h"
+
+// Lambdas of these loops are inlined where they are used, so that the AVX2
+// build of host_wire.cc covers them (a lambda left out of line is built for
+// the baseline CPU only).
+#if defined(__CUDACC__) || !defined(__GNUC__)
+#define BRAID_LAMBDA_INLINE
+#else
+#define BRAID_LAMBDA_INLINE __attribute__((always_inline))
+#endif
+
+namespace braid {
+namespace reduce {
+
+struct WirePiece {
+  WireType wire = WireType::None;
+  RedOp op;
+  bool pre = false;             // local operand is a contribution (PreMulSum)
+  bool post = false;            // the value is finished (SumPostDiv)
+  bool round = false;           // stored values are the widened narrowing
+  const uint8_t* in = nullptr;  // received message, or null
+  uint8_t* out = nullptr;       // message to fill, or null
+  const float* src = nullptr;   // local operand, or null
+  float* dst = nullptr;         // where values go, or null
+  uint64_t count = 0;
+  // Groups [firstGroup, endGroup) with stride `stride` (a thread's share).
+  uint64_t firstGroup = 0;
+  uint64_t stride = 1;
+};
+
+template <class Codec>
+struct WireGroups {
+  uint8_t* bytes;
+  uint64_t codesAt;
+  BRAID_HD BRAID_INLINE WireGroups(const void* p, uint64_t count)
+      : bytes(static_cast<uint8_t*>(const_cast<void*>(p))), codesAt(wireHeaderBytes(Codec::kType, count)) {}
+  BRAID_HD BRAID_INLINE uint8_t* codes(uint64_t group) const {
+    return bytes + codesAt + group * kWireGroup * wireCodeBytes(Codec::kType);
+  }
+  BRAID_HD BRAID_INLINE uint8_t* header(uint64_t group) const { return bytes + 2 * group; }
+};
+
+// One group: m values (32, or fewer for the last), value(v) fills them.
+template <class Codec, class Value>
+BRAID_HD BRAID_INLINE void wireGroup(const WirePiece& p, const WireGroups<Codec>& out, uint64_t gi, uint32_t m,
+                                     Value value) {
+  float v[kWireGroup];
+  value(v, m);
+  if (p.out != nullptr) {
+    Codec::encode(v, m, out.codes(gi), out.header(gi));
+    if (p.round) Codec::decode(out.codes(gi), out.header(gi), m, v);
+  } else if (p.round) {
+    uint8_t codes[kWireGroup * 2];
+    uint8_t header[2] = {0, 0};
+    Codec::encode(v, m, codes, header);
+    Codec::decode(codes, header, m, v);
+  }
+  if (p.dst != nullptr) {
+    float* d = p.dst + gi * kWireGroup;
+    for (uint32_t j = 0; j < m; ++j) d[j] = v[j];
+  }
+}
+
+// Every group of the piece (this thread's share): full groups with the
+// constant 32 (the loops unroll and vectorise), the short last one apart.
+template <class Codec, class Value>
+BRAID_HD BRAID_INLINE void wireGroupsOf(const WirePiece& p, Value value) {
+  const WireGroups<Codec> out(p.out, p.count);
+  const uint64_t full = p.count / kWireGroup;
+  const uint64_t groups = wireGroups(p.count);
+  for (uint64_t gi = p.firstGroup; gi < groups; gi += p.stride) {
+    if (gi < full) {
+      wireGroup<Codec>(p, out, gi, kWireGroup, [&](float* v, uint32_t) BRAID_LAMBDA_INLINE { value(gi, v, kWireGroup); });
+    } else {
+      const uint32_t m = uint32_t(p.count - gi * kWireGroup);
+      wireGroup<Codec>(p, out, gi, m, [&](float* v, uint32_t n) BRAID_LAMBDA_INLINE { value(gi, v, n); });
+    }
+  }
+}
+
+// An unscaled codec value by value: one flat loop over the piece where one
+// thread runs it (the host), else over this thread's groups. value(i) is
+// element i's value; kOut/kRound/kDst are the piece's flags, fixed per loop
+// so that it vectorises.
+template <class Codec, bool kOut, bool kRound, bool kDst, class Value>
+BRAID_HD BRAID_INLINE void wireValues(const WirePiece& p, Value value) {
+  using Code = typename Codec::Code;
+  Code* out = reinterpret_cast<Code*>(p.out);
+  float* dst = p.dst;
+  auto range = [&](uint64_t b, uint64_t e) BRAID_LAMBDA_INLINE {
+    for (uint64_t i = b; i < e; ++i) {
+      float x = value(i);
+      if (kOut) {
+        const Code c = Codec::encodeOne(x);
+        out[i] = c;
+        if (kRound) x = Codec::decodeOne(c);
+      } else if (kRound) {
+        x = Codec::decodeOne(Codec::encodeOne(x));
+      }
+      if (kDst) dst[i] = x;
+    }
+  };
+  if (p.stride == 1 && p.firstGroup == 0) return range(0, p.count);
+  for (uint64_t gi = p.firstGroup; gi * kWireGroup < p.count; gi += p.stride) {
+    const uint64_t b = gi * kWireGroup;
+    range(b, b + kWireGroup < p.count ? b + kWireGroup : p.count);
+  }
+}
+
+template <class Codec, class Value>
+BRAID_HD BRAID_INLINE void wireValuesOf(const WirePiece& p, Value value) {
+  const bool out = p.out != nullptr, dst = p.dst != nullptr;
+  if (out && p.round && dst) return wireValues<Codec, true, true, true>(p, value);
+  if (out && dst) return wireValues<Codec, true, false, true>(p, value);
+  if (out) return wireValues<Codec, true, false, false>(p, value);
+  if (p.round) return wireValues<Codec, false, true, true>(p, value);
+  return wireValues<Codec, false, false, true>(p, value);
+}
+
+template <class Codec>
+BRAID_HD BRAID_INLINE void runWirePieceAs(const WirePiece& p) {
+  if constexpr (!Codec::kScaled) {
+    using Code = typename Codec::Code;
+    const Code* in = reinterpret_cast<const Code*>(p.in);
+    const float* src = p.src;
+    if (p.in != nullptr && p.src == nullptr) {
+      wireValuesOf<Codec>(p, [&](uint64_t i) BRAID_LAMBDA_INLINE { return Codec::decodeOne(in[i]); });
+    } else if (p.in != nullptr) {
+      withReduceFn<float>(p.op, p.pre, p.post, [&](auto f) BRAID_LAMBDA_INLINE {
+        wireValuesOf<Codec>(p, [&](uint64_t i) BRAID_LAMBDA_INLINE { return f(Codec::decodeOne(in[i]), src[i]); });
+      });
+    } else {
+      auto loop = [&](auto f) BRAID_LAMBDA_INLINE {
+        wireValuesOf<Codec>(p, [&](uint64_t i) BRAID_LAMBDA_INLINE { return f(src[i]); });
+      };
+      withCopyFn<float>(p.op, p.pre, p.post, loop,
+                        [&]() BRAID_LAMBDA_INLINE { loop([](float x) BRAID_LAMBDA_INLINE { return x; }); });
+    }
+    return;
+  }
+  const WireGroups<Codec> in(p.in, p.count);
+  if (p.in != nullptr && p.src == nullptr) {
+    wireGroupsOf<Codec>(p, [&](uint64_t gi, float* v, uint32_t m) BRAID_LAMBDA_INLINE {
+      Codec::decode(in.codes(gi), in.header(gi), m, v);
+    });
+  } else if (p.in != nullptr) {
+    withReduceFn<float>(p.op, p.pre, p.post, [&](auto f) BRAID_LAMBDA_INLINE {
+      wireGroupsOf<Codec>(p, [&](uint64_t gi, float* v, uint32_t m) BRAID_LAMBDA_INLINE {
+        Codec::decode(in.codes(gi), in.header(gi), m, v);
+        const float* s = p.src + gi * kWireGroup;
+        for (uint32_t j = 0; j < m; ++j) v[j] = f(v[j], s[j]);
+      });
+    });
+  } else {
+    auto loop = [&](auto f) BRAID_LAMBDA_INLINE {
+      wireGroupsOf<Codec>(p, [&](uint64_t gi, float* v, uint32_t m) BRAID_LAMBDA_INLINE {
+        const float* s = p.src + gi * kWireGroup;
+        for (uint32_t j = 0; j < m; ++j) v[j] = f(s[j]);
+      });
+    };
+    withCopyFn<float>(p.op, p.pre, p.post, loop,
+                      [&]() BRAID_LAMBDA_INLINE { loop([](float x) BRAID_LAMBDA_INLINE { return x; }); });
+  }
+}
+
+// The host's entry: the piece on the calling thread, built for AVX2 where the
+// CPU has it (host_wire.cc).
+void runWirePieceOnHost(const WirePiece& p);
+
+}  // namespace reduce
+}  // namespace braid

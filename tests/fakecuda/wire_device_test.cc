@@ -1,0 +1,86 @@
+// Wire types on device buffers: a thread per rank under the fake runtime,
+// with BRAID_DEVICE_ENGINE=kernels (set by CTest). Narrow messages are coded
+// on the host, so such calls are staged whatever the engine (a plan kernel
+// refuses the step, in the emulation too): every rank gets the same bits,
+// within the bound, and most values show fp8's rounding.
+// (Not the host buffers' bits: staging may cut the call into other pieces,
+// and a wire type's rounding depends on the pieces.)
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+// braid.h after nccl.h: its extensions take NCCL's types.
+#include <braid.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr int kRanks = 3;
+constexpr size_t kCount = 4099;
+
+std::vector<float> contribution(int rank, size_t n) {
+  std::mt19937 rng(91u + unsigned(rank));
+  std::vector<float> v(n);
+  for (float& x : v) x = std::ldexp(1.0f + float(rng() % 1000) / 1000.0f, int(rng() % 21) - 30) * (rng() % 2 ? 1 : -1);
+  return v;
+}
+
+TEST(WireDevice, StagedUnderEveryEngineSameBitsOnEveryRank) {
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  ncclComm_t comms[kRanks] = {};
+  int devs[kRanks] = {};
+  ASSERT_EQ(ncclCommInitAll(comms, kRanks, devs), ncclSuccess) << ncclGetLastError(nullptr);
+  for (ncclComm_t c : comms) ASSERT_EQ(braidCommSetWireType(c, ncclFloat8e4m3), ncclSuccess);
+  // One thread drives every rank in one group, as the device collectives'
+  // tests do: with BRAID_DEVICE_ENGINE=kernels such a group would be one plan
+  // kernel, were it not for the wire type.
+  cudaStream_t streams[kRanks] = {};
+  float* bufs[kRanks] = {};
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_EQ(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&bufs[r], kCount * sizeof(float)), cudaSuccess);
+    const std::vector<float> mine = contribution(r, kCount);
+    ASSERT_EQ(cudaMemcpy(bufs[r], mine.data(), kCount * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < kRanks; ++r)
+    ASSERT_EQ(ncclAllReduce(bufs[r], bufs[r], kCount, ncclFloat32, ncclSum, comms[r], streams[r]), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+  std::vector<std::vector<float>> onDevice(kRanks, std::vector<float>(kCount));
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_EQ(cudaStreamSynchronize(streams[r]), cudaSuccess) << "rank " << r;
+    ncclResult_t async = ncclSuccess;
+    ASSERT_EQ(ncclCommGetAsyncError(comms[r], &async), ncclSuccess);
+    ASSERT_EQ(async, ncclSuccess) << "rank " << r << ": " << ncclGetLastError(comms[r]);
+    ASSERT_EQ(cudaMemcpy(onDevice[r].data(), bufs[r], kCount * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    cudaFree(bufs[r]);
+    cudaStreamDestroy(streams[r]);
+  }
+  for (int r = 0; r < kRanks; ++r)
+    EXPECT_EQ(std::memcmp(onDevice[r].data(), onDevice[0].data(), kCount * sizeof(float)), 0) << "rank " << r;
+  // Within the bound of wire_format.h for three narrowings of e4m3 (u = 2^-4,
+  // q = 2^-9 / 448 of the largest sum within a group's reach).
+  const std::vector<float> a = contribution(0, kCount), b = contribution(1, kCount), c = contribution(2, kCount);
+  std::vector<double> scale(kCount);
+  for (size_t i = 0; i < kCount; ++i) scale[i] = std::fabs(a[i]) + std::fabs(b[i]) + std::fabs(c[i]);
+  size_t rounded = 0;
+  for (size_t i = 0; i < kCount; ++i) {
+    double window = 0;
+    for (size_t j = i >= 31 ? i - 31 : 0; j < std::min(kCount, i + 32); ++j) window = std::max(window, scale[j]);
+    const double exact = double(a[i]) + double(b[i]) + double(c[i]);
+    const double bound = 4 * (std::ldexp(scale[i], -4) + std::ldexp(window, -9) / 448) * 1.3;
+    ASSERT_LE(std::fabs(onDevice[0][i] - exact), bound) << "element " << i;
+    if (std::fabs(onDevice[0][i] - exact) > std::ldexp(scale[i], -12)) ++rounded;
+  }
+  // fp8 rounds most sums far past float's rounding: the wire type was in effect.
+  EXPECT_GT(rounded, kCount / 2);
+  for (ncclComm_t c : comms) ncclCommDestroy(c);
+}
+
+}  // namespace

@@ -1,0 +1,256 @@
+// Wire types (braidCommSetWireType, BRAID_WIRE_TYPE): float32 sums whose
+// messages travel as bfloat16, float16, fp8 e4m3 or fp8 e5m2, through every
+// algorithm, 1-4 channels, both protocols, shared memory and TCP, 2 to 8
+// ranks. Every rank of an allreduce gets the same bits; sums whose every
+// partial the wire type holds exactly (small integers times gradient-sized
+// powers of two, which unscaled fp8 would flush to zero) come out exact;
+// other sums within the stated bound; infinities and NaN as IEEE says; other
+// datatypes and reductions unchanged; ranks that disagree on the wire type
+// fail instead of mixing formats.
+#include <nccl.h>
+// braid.h after nccl.h: its extensions take NCCL's types.
+#include <braid.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/mp_harness.h"
+#include "common/mp_nccl.h"
+
+namespace {
+
+constexpr size_t kCount = 1031;  // 33 groups of 32, the last one short
+
+struct Wire {
+  ncclDataType_t type;
+  const char* name;  // BRAID_WIRE_TYPE's word
+  double u;          // relative rounding of one narrowing (e4m3: e5m2's, for groups with an infinity)
+  double q;          // its floor over the group's largest
+};
+const Wire kWires[] = {
+    {ncclBfloat16, "bf16", std::ldexp(1.0, -8), 0},
+    {ncclFloat16, "fp16", std::ldexp(1.0, -11), std::ldexp(1.0, -24) / 65504},
+    {ncclFloat8e4m3, "fp8e4m3", std::ldexp(1.0, -3), std::ldexp(1.0, -9) / 448},
+    {ncclFloat8e5m2, "fp8e5m2", std::ldexp(1.0, -3), std::ldexp(1.0, -16) / 57344},
+};
+
+// Exact on every wire type: -1, 0 or 1 times 2^e, e in [-24, -17] per element,
+// so every partial sum is a small integer times 2^e (fp8 e5m2 holds those up to 4).
+std::vector<float> exactContribution(int c, size_t n) {
+  std::mt19937 rng(500u + unsigned(c));
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = std::ldexp(float(int(rng() % 3) - 1), -24 + int((i * 7) % 8));
+  return v;
+}
+
+// Signs, magnitudes over 2^-10 .. 2^10, zeros, and at fixed places an infinity or a NaN.
+std::vector<float> contribution(int c, size_t n) {
+  std::mt19937 rng(1000u + unsigned(c));
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    const float mant = 1.0f + float(rng() % (1u << 23)) / float(1u << 23);
+    v[i] = (rng() % 7 == 0) ? 0.0f : std::ldexp(rng() % 2 ? mant : -mant, int(rng() % 21) - 10);
+  }
+  if (c == 0) v[7] = INFINITY, v[13] = NAN;
+  if (c == 1) v[11] = -INFINITY, v[300] = INFINITY;
+  if (c == 2) v[11] = INFINITY, v[300] = INFINITY;
+  return v;
+}
+
+struct Config {
+  int nranks;
+  const char* transport;
+  const char* algo;  // NCCL_ALGO, or null for the cost model's choice
+  int channels;
+  const char* proto;  // NCCL_PROTO, or null
+  bool byEnv;         // BRAID_WIRE_TYPE (one type per run) instead of braidCommSetWireType
+};
+
+std::string fileOf(const std::string& dir, const char* call, const char* wire, int rank) {
+  return dir + "/" + call + "_" + wire + "." + std::to_string(rank);
+}
+
+void runConfig(const Config& c, const std::string& dir) {
+  mptest::RankOptions opts = mptest::transportOptions(c.transport, 120);
+  if (c.algo) opts.env.push_back({"NCCL_ALGO", c.algo});
+  if (c.proto) opts.env.push_back({"NCCL_PROTO", c.proto});
+  opts.env.push_back({"BRAID_NCHANNELS", std::to_string(c.channels)});
+  if (c.byEnv) opts.env.push_back({"BRAID_WIRE_TYPE", "fp8e4m3"});
+  mptest::runRanks(
+      c.nranks,
+      [c, dir](int rank, int nranks, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+        auto save = [&](const char* call, const char* wire, const void* p, size_t bytes) {
+          std::ofstream(fileOf(dir, call, wire, rank), std::ios::binary)
+              .write(static_cast<const char*>(p), std::streamsize(bytes));
+        };
+        for (const Wire& w : kWires) {
+          if (c.byEnv && std::strcmp(w.name, "fp8e4m3") != 0) continue;
+          if (!c.byEnv) MP_NCCL_CHECK(braidCommSetWireType(comm, w.type));
+          std::vector<float> exact = exactContribution(rank, kCount);
+          MP_NCCL_CHECK(ncclAllReduce(exact.data(), exact.data(), kCount, ncclFloat32, ncclSum, comm, nullptr));
+          save("exact", w.name, exact.data(), kCount * 4);
+          std::vector<float> buf = contribution(rank, kCount);
+          MP_NCCL_CHECK(ncclAllReduce(buf.data(), buf.data(), kCount, ncclFloat32, ncclSum, comm, nullptr));
+          save("allreduce", w.name, buf.data(), kCount * 4);
+          std::vector<float> in = contribution(rank, kCount * size_t(nranks)), out(kCount);
+          MP_NCCL_CHECK(ncclReduceScatter(in.data(), out.data(), kCount, ncclFloat32, ncclSum, comm, nullptr));
+          save("reducescatter", w.name, out.data(), kCount * 4);
+          std::vector<float> mine = contribution(rank, kCount), avg(kCount);
+          MP_NCCL_CHECK(ncclReduce(mine.data(), avg.data(), kCount, ncclFloat32, ncclAvg, nranks - 1, comm, nullptr));
+          if (rank == nranks - 1) save("reduce", w.name, avg.data(), kCount * 4);
+        }
+        MP_NCCL_CHECK(ncclCommDestroy(comm));
+      },
+      opts);
+}
+
+std::vector<float> readFloats(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::vector<float> v(kCount);
+  f.read(reinterpret_cast<char*>(v.data()), std::streamsize(kCount * 4));
+  EXPECT_TRUE(f.good()) << path;
+  return v;
+}
+
+// The exact sums of the contributions of ranks 0..n-1 at elements
+// [first, first + count) of contribution(...) of `all` elements, and the sum of magnitudes.
+struct Exact {
+  std::vector<long double> sum;
+  std::vector<double> magnitude;
+};
+Exact exactSums(int n, size_t all, size_t first, size_t count) {
+  Exact e{std::vector<long double>(count, 0), std::vector<double>(count, 0)};
+  for (int c = 0; c < n; ++c) {
+    const std::vector<float> v = contribution(c, all);
+    for (size_t i = 0; i < count; ++i) e.sum[i] += v[first + i], e.magnitude[i] += std::fabs(double(v[first + i]));
+  }
+  return e;
+}
+
+// Each of at most n + 1 narrowings (n - 1 hops, the tree's depth or fewer,
+// and the owner's final) errs by u|partial| + q * the group's largest partial;
+// a partial is at most the sum of magnitudes grown by (1 + u) per hop.
+void expectWithinBound(const std::vector<float>& got, const Exact& e, const Wire& w, int n, double divisor,
+                       const std::string& what) {
+  const double grow = std::pow(1 + w.u, n + 1);
+  for (size_t i = 0; i < got.size(); ++i) {
+    const long double exact = e.sum[i] / divisor;
+    if (std::isnan(double(exact))) {
+      EXPECT_TRUE(std::isnan(got[i])) << what << " element " << i << ": " << got[i];
+      continue;
+    }
+    if (std::isinf(double(exact))) {
+      EXPECT_EQ(got[i], float(exact)) << what << " element " << i;
+      continue;
+    }
+    double window = 0;
+    for (size_t j = i >= 31 ? i - 31 : 0; j < std::min(got.size(), i + 32); ++j)
+      if (std::isfinite(e.magnitude[j])) window = std::max(window, e.magnitude[j]);
+    const double bound =
+        ((n + 1) * (w.u * e.magnitude[i] + w.q * window) * grow + std::ldexp(e.magnitude[i], -22)) / divisor;
+    ASSERT_LE(std::fabs(double(got[i] - exact)), bound) << what << " element " << i;
+  }
+}
+
+TEST(MpWireType, EveryPlanSameBitsOnEveryRankWithinTheBound) {
+  const Config configs[] = {
+      {2, "shm", "ring", 1, "simple", false},          {3, "shm", "tree", 2, "ll", false},
+      {4, "tcp", "halvingdoubling", 3, "simple", false}, {5, "shm", "halvingdoubling", 4, "ll", false},
+      {8, "tcp", "ring", 2, "ll", false},              {4, "shm", nullptr, 1, nullptr, true},
+      {8, "shm", "tree", 4, "simple", false},          {3, "tcp", "ring", 1, "ll", false},
+      {5, "tcp", "tree", 3, "simple", false},          {4, "tcp", "direct", 2, "simple", false},
+      {6, "shm", "direct", 1, "ll", false},            {4, "shm", "recursivedoubling", 1, "simple", false},
+  };
+  char dirTemplate[] = "/tmp/braid_wire_XXXXXX";
+  ASSERT_NE(mkdtemp(dirTemplate), nullptr);
+  const std::string dir = dirTemplate;
+  for (const Config& c : configs) {
+    SCOPED_TRACE(std::to_string(c.nranks) + " ranks, " + c.transport + ", NCCL_ALGO=" + (c.algo ? c.algo : "-") +
+                 ", " + std::to_string(c.channels) + " channels, NCCL_PROTO=" + (c.proto ? c.proto : "-") +
+                 (c.byEnv ? ", BRAID_WIRE_TYPE=fp8e4m3" : ""));
+    runConfig(c, dir);
+    const int n = c.nranks;
+    for (const Wire& w : kWires) {
+      if (c.byEnv && std::strcmp(w.name, "fp8e4m3") != 0) continue;
+      SCOPED_TRACE(w.name);
+      std::vector<float> exactSum(kCount, 0);
+      for (int r = 0; r < n; ++r) {
+        const std::vector<float> v = exactContribution(r, kCount);
+        for (size_t i = 0; i < kCount; ++i) exactSum[i] += v[i];
+      }
+      const std::vector<float> first = readFloats(fileOf(dir, "allreduce", w.name, 0));
+      for (int r = 0; r < n; ++r) {
+        const std::vector<float> got = readFloats(fileOf(dir, "allreduce", w.name, r));
+        EXPECT_EQ(std::memcmp(got.data(), first.data(), kCount * 4), 0) << "rank " << r << "'s bits differ from rank 0's";
+        if (w.type != ncclFloat8e5m2 || n <= 4)
+          EXPECT_EQ(readFloats(fileOf(dir, "exact", w.name, r)), exactSum) << "exact sums, rank " << r;
+        expectWithinBound(got, exactSums(n, kCount, 0, kCount), w, n, 1, "allreduce rank " + std::to_string(r));
+        expectWithinBound(readFloats(fileOf(dir, "reducescatter", w.name, r)),
+                          exactSums(n, kCount * size_t(n), kCount * size_t(r), kCount), w, n, 1,
+                          "reduce-scatter rank " + std::to_string(r));
+      }
+      expectWithinBound(readFloats(fileOf(dir, "reduce", w.name, n - 1)), exactSums(n, kCount, 0, kCount), w, n, n,
+                        "reduce avg");
+      for (int r = 0; r < n; ++r)
+        for (const char* call : {"exact", "allreduce", "reducescatter", "reduce"})
+          unlink(fileOf(dir, call, w.name, r).c_str());
+    }
+  }
+  rmdir(dir.c_str());
+}
+
+// With a wire type set, a float32 max and an int32 sum are exact as without
+// one (the wire type covers float32 sums and averages only). A type that is no
+// wire type is refused with a message.
+TEST(MpWireType, OtherCallsUnchangedBadTypeRefused) {
+  mptest::runRanks(
+      3,
+      [](int rank, int nranks, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+        MP_EXPECT(braidCommSetWireType(comm, ncclInt32) == ncclInvalidArgument, "rank %d: int32 accepted", rank);
+        MP_EXPECT(std::strstr(ncclGetLastError(comm), "not a wire type") != nullptr, "rank %d: message '%s'", rank,
+                  ncclGetLastError(comm));
+        MP_NCCL_CHECK(braidCommSetWireType(comm, ncclFloat8e4m3));
+        std::vector<float> m(100);
+        for (size_t i = 0; i < m.size(); ++i) m[i] = 1.0f + float(rank) / 3.0f + float(i) * 1e-7f;
+        MP_NCCL_CHECK(ncclAllReduce(m.data(), m.data(), m.size(), ncclFloat32, ncclMax, comm, nullptr));
+        MP_EXPECT(m[9] == 1.0f + 2.0f / 3.0f + 9 * 1e-7f, "rank %d: float32 max %.9g", rank, double(m[9]));
+        std::vector<int32_t> i(64, rank + 1000000);
+        MP_NCCL_CHECK(ncclAllReduce(i.data(), i.data(), i.size(), ncclInt32, ncclSum, comm, nullptr));
+        MP_EXPECT(i[5] == 3000003, "rank %d: int32 sum %d", rank, i[5]);
+        MP_NCCL_CHECK(ncclCommDestroy(comm));
+      },
+      mptest::transportOptions("shm", 60));
+}
+
+// One rank with bfloat16 messages, the others with float32: every rank fails
+// with ncclInvalidUsage, none returns mixed data.
+TEST(MpWireType, RanksThatDisagreeFail) {
+  mptest::runRanks(
+      2,
+      [](int rank, int nranks, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+        if (rank == 0) MP_NCCL_CHECK(braidCommSetWireType(comm, ncclBfloat16));
+        std::vector<float> v(4096, 1.0f);
+        const ncclResult_t r = ncclAllReduce(v.data(), v.data(), v.size(), ncclFloat32, ncclSum, comm, nullptr);
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(comm, &async);
+        MP_EXPECT(r == ncclInvalidUsage || async == ncclInvalidUsage, "rank %d: result %d, async %d", rank, int(r),
+                  int(async));
+        ncclCommAbort(comm);
+      },
+      mptest::transportOptions("shm", 60));
+}
+
+}  // namespace
