@@ -4,11 +4,19 @@
 # prints time A, time B and B/A per size (below 1: B is faster).
 # Usage: bench/ab_builds.sh BUILD_A BUILD_B [--ranks N] [--mode shm|tcp|netns]
 #                           [--rounds R] [--min S] [--max S]
+#                           [--env-a VAR=VALUE]... [--env-b VAR=VALUE]...
+#                           [--rate RATE]
+# --env-a/--env-b set a variable for one side's runs only: with the same build
+# twice, an A/B of a setting (e.g. --env-b BRAID_WIRE_TYPE=bf16).
+# --rate (netns only) limits each direction of the veth pair to RATE with a
+# token bucket (tc tbf, e.g. 10gbit): a link slower than this guest's memory,
+# as a NIC between two hosts is.
 # netns: ranks alternate between two network namespaces joined by a veth pair
 # (two "hosts", TCP between them; needs root and iproute2).
 set -euo pipefail
 A=$1 B=$2; shift 2
 RANKS=2 MODE=shm ROUNDS=2 MIN=8 MAX=64M
+ENV_A=() ENV_B=() RATE=
 while (($#)); do
   case "$1" in
     --ranks) RANKS=$2; shift 2 ;;
@@ -16,6 +24,9 @@ while (($#)); do
     --rounds) ROUNDS=$2; shift 2 ;;
     --min) MIN=$2; shift 2 ;;
     --max) MAX=$2; shift 2 ;;
+    --env-a) ENV_A+=("$2"); shift 2 ;;
+    --env-b) ENV_B+=("$2"); shift 2 ;;
+    --rate) RATE=$2; shift 2 ;;
     *) echo "ab_builds.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -27,22 +38,28 @@ if [ "$MODE" = netns ]; then
   ip -n braidabA addr add 10.78.0.1/24 dev abva; ip -n braidabB addr add 10.78.0.2/24 dev abvb
   for n in braidabA braidabB; do ip -n $n link set lo up; done
   ip -n braidabA link set abva up; ip -n braidabB link set abvb up
+  if [ -n "$RATE" ]; then
+    tc -n braidabA qdisc add dev abva root tbf rate "$RATE" burst 4mb latency 50ms
+    tc -n braidabB qdisc add dev abvb root tbf rate "$RATE" burst 4mb latency 50ms
+  fi
 fi
-run() {  # build, output file
-  local bench=$1/bench args=(-b "$MIN" -e "$MAX" -f 2 -c 0 --memory host)
+run() {  # build, output file, VAR=VALUE...
+  local bench=$1/bench out=$2 args=(-b "$MIN" -e "$MAX" -f 2 -c 0 --memory host)
+  shift 2
+  [ $# -gt 0 ] && export "$@"
   case "$MODE" in
     shm) BRAID_PROGRESS=0 "$bench/braidrun" -n "$RANKS" "$bench/all_reduce_perf" "${args[@]}" ;;
     tcp) NCCL_SHM_DISABLE=1 BRAID_PROGRESS=0 "$bench/braidrun" -n "$RANKS" "$bench/all_reduce_perf" "${args[@]}" ;;
     netns) BRAID_PROGRESS=0 "$bench/braidrun" -n "$RANKS" sh -c 'export NCCL_COMM_ID=10.78.0.1:29878
       [ $((BRAID_RANK % 2)) = 0 ] && ns=braidabA || ns=braidabB; exec ip netns exec $ns "$@"' sh \
       "$bench/all_reduce_perf" "${args[@]}" ;;
-  esac >"$2" 2>&1
+  esac >"$out" 2>&1
 }
 # A sweep of 8 ranks takes minutes: one line per round and build on stderr.
 for r in $(seq "$ROUNDS"); do
   for side in a b; do
     start=$(date +%s)
-    if [ $side = a ]; then run "$A" "$out/a$r"; else run "$B" "$out/b$r"; fi
+    if [ $side = a ]; then (run "$A" "$out/a$r" ${ENV_A[@]+"${ENV_A[@]}"}); else (run "$B" "$out/b$r" ${ENV_B[@]+"${ENV_B[@]}"}); fi
     echo "ab_builds: $MODE, $RANKS ranks: round $r/$ROUNDS, build $(echo $side | tr ab AB): $(($(date +%s) - start)) s" >&2
   done
 done
