@@ -255,6 +255,17 @@ void BraidBackend::setReproducible(bool on) {
   work->wait();
 }
 
+void BraidBackend::setWireType(ncclDataType_t wire) {
+  TORCH_CHECK(braid().commSetWireType != nullptr,
+              "braid: the loaded libbraid has no wire types (braidCommSetWireType); update it");
+  Part part;
+  part.issue = [wire](const IssueContext& ic) {
+    ic.check(braid().commSetWireType(ic.comm, wire), "braidCommSetWireType");
+  };
+  c10::intrusive_ptr<c10d::Work> work = submit(combine(c10d::OpType::UNKNOWN, "set_wire_type", {part}, {}), false);
+  work->wait();
+}
+
 c10::intrusive_ptr<c10d::Backend> createBraidBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                       int size, std::chrono::milliseconds timeout) {
   TORCH_CHECK(size >= 1 && rank >= 0 && rank < size, "braid: invalid rank ", rank, " of ", size);

@@ -107,6 +107,11 @@ class BraidBackend final : public c10d::Backend {
   // must set the same mode.
   void setReproducible(bool on);
 
+  // Float32 sums of this group travel as `wire` (braidCommSetWireType;
+  // ncclFloat32: off), in order with the operations issued before and after;
+  // every rank of the group must set the same type.
+  void setWireType(ncclDataType_t wire);
+
   // Runs what is queued, then releases the communicator.
   void shutdown() override;
   // Fails what is queued and not started; an operation already running ends

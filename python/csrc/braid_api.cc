@@ -66,6 +66,8 @@ BraidApi bindAll(void* h, const std::string& p) {
   bindOptional(h, "braidGetPrivateUniqueId", &a.getPrivateUniqueId);
   bindOptional(h, "braidCommInitRankTimeout", &a.commInitRankTimeout);
   bindOptional(h, "braidCommSetReproducible", &a.commSetReproducible);
+  bindOptional(h, "braidCommSetWireType", &a.commSetWireType);
+  bindOptional(h, "braidWireRoundTrip", &a.wireRoundTrip);
   return a;
 }
 
@@ -119,7 +121,9 @@ std::map<std::string, bool> optionalSymbols() {
           {"braidCommSetTimeout", api.commSetTimeout != nullptr},
           {"braidGetPrivateUniqueId", api.getPrivateUniqueId != nullptr},
           {"braidCommInitRankTimeout", api.commInitRankTimeout != nullptr},
-          {"braidCommSetReproducible", api.commSetReproducible != nullptr}};
+          {"braidCommSetReproducible", api.commSetReproducible != nullptr},
+          {"braidCommSetWireType", api.commSetWireType != nullptr},
+          {"braidWireRoundTrip", api.wireRoundTrip != nullptr}};
 }
 
 bool deviceBuffersSupported() {

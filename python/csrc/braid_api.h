@@ -42,6 +42,8 @@ struct BraidApi {
   ncclResult_t (*getPrivateUniqueId)(ncclUniqueId*);
   ncclResult_t (*commInitRankTimeout)(ncclComm_t*, int, ncclUniqueId, int, ncclConfig_t*, double);
   ncclResult_t (*commSetReproducible)(ncclComm_t, int);
+  ncclResult_t (*commSetWireType)(ncclComm_t, ncclDataType_t);
+  ncclResult_t (*wireRoundTrip)(const float*, float*, size_t, ncclDataType_t);
 };
 
 // Opens the library at `path` (a file name the loader searches for, or a path)

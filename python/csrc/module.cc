@@ -33,6 +33,32 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       py::arg("backend"), py::arg("on"), py::call_guard<py::gil_scoped_release>(),
       "Reproducible reductions on one braid process group's communicator.");
   m.def(
+      "set_wire_type",
+      [](const c10::intrusive_ptr<c10d::Backend>& backend, int wire) {
+        auto* braidBackend = dynamic_cast<braid_torch::BraidBackend*>(backend.get());
+        TORCH_CHECK(braidBackend != nullptr, "braid_torch.set_wire_type: the group's CPU backend is ",
+                    backend->getBackendName(), ", not braid");
+        braidBackend->setWireType(static_cast<ncclDataType_t>(wire));
+      },
+      py::arg("backend"), py::arg("wire"), py::call_guard<py::gil_scoped_release>(),
+      "The wire type of one braid process group's float32 sums (an ncclDataType_t).");
+  m.def(
+      "wire_round_trip",
+      [](const at::Tensor& values, int wire) {
+        TORCH_CHECK(braid_torch::braid().wireRoundTrip != nullptr,
+                    "braid: the loaded libbraid has no wire types (braidWireRoundTrip); update it");
+        TORCH_CHECK(values.device().is_cpu() && values.scalar_type() == at::kFloat,
+                    "braid_torch.wire_round_trip: a float32 CPU tensor, not ", values.toString());
+        at::Tensor in = values.contiguous();
+        at::Tensor out = at::empty_like(in);
+        const ncclResult_t r = braid_torch::braid().wireRoundTrip(in.data_ptr<float>(), out.data_ptr<float>(),
+                                                                  size_t(in.numel()), static_cast<ncclDataType_t>(wire));
+        TORCH_CHECK(r == ncclSuccess, "braidWireRoundTrip failed (", int(r), ")");
+        return out;
+      },
+      py::arg("values"), py::arg("wire"), py::call_guard<py::gil_scoped_release>(),
+      "What a peer decodes from `values` sent as one message of the wire type.");
+  m.def(
       "create_backend",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout) {
         return braid_torch::createBraidBackend(store, rank, size, timeout);

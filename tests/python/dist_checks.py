@@ -757,6 +757,33 @@ def ddp_reproducible(rank, world, store_path, algo, shuffle, out_path):
         torch.save(torch.cat([p.detach().flatten() for p in model.parameters()]), out_path)
 
 
+def ddp_wire(rank, world, store_path, wire, out_path, steps=200):
+    """DDP learning a fixed linear map for `steps` steps with the group's float32
+    gradients sent as `wire` (None: float32) through error_feedback_hook; rank 0
+    saves every step's loss."""
+    init(rank, world, store_path)
+    import braid_torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    model = DDP(_model(seed=0))
+    if wire is not None:
+        braid_torch.set_wire_type(None, wire)
+        model.register_comm_hook(braid_torch.ErrorFeedbackState(None, wire), braid_torch.error_feedback_hook)
+    opt = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
+    teacher = torch.randn(4, 16, generator=torch.Generator().manual_seed(7))
+    losses = []
+    for step in range(steps):
+        g = torch.Generator().manual_seed(1000 * step + rank)
+        x = torch.randn(32, 16, generator=g)
+        y = x @ teacher.T + 0.01 * torch.randn(32, 4, generator=g)
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    if rank == 0:
+        torch.save(torch.tensor(losses), out_path)
+
+
 def fsdp(rank, world, store_path):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
