@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/executor/plan_interpreter.h"
+#include "reduce/wire_format.h"
 #include "schedule/plan.h"
 
 namespace braid {
@@ -40,9 +41,10 @@ inline int32_t portOf(std::vector<int32_t>& peers, std::vector<Protocol>& protoc
 // Appends the steps of one operation's lane to `b` (its steps naming
 // operation `op` and moving their messages with `protocol`), giving each new
 // (peer, protocol) a port. Empty string on success; otherwise why the lane
-// cannot run with messages of at most payloadBytes.
+// cannot run with messages of at most payloadBytes. A message holds its
+// elements of elemSize bytes, or their narrowing when `wire` is one.
 inline std::string appendLane(const Lane& lane, uint32_t op, Protocol protocol, size_t elemSize,
-                              uint64_t payloadBytes, BoundLane* b) {
+                              uint64_t payloadBytes, BoundLane* b, WireType wire = WireType::None) {
   for (size_t i = 0; i < lane.steps.size(); ++i) {
     const Step& s = lane.steps[i];
     ExecStep e;
@@ -61,7 +63,7 @@ inline std::string appendLane(const Lane& lane, uint32_t op, Protocol protocol, 
     if (sends) e.sendPort = detail::portOf(b->sendPeers, b->sendProtocols, s.sendPeer, protocol);
     if (recvs) e.recvPort = detail::portOf(b->recvPeers, b->recvProtocols, s.recvPeer, protocol);
     if (sends || recvs) {
-      const uint64_t bytes = uint64_t(s.count) * elemSize;
+      const uint64_t bytes = wire != WireType::None ? wireBytes(wire, s.count) : uint64_t(s.count) * elemSize;
       if (bytes > payloadBytes)
         return "step " + std::to_string(i) + " moves " + std::to_string(bytes) + " bytes, more than a slot's " +
                std::to_string(payloadBytes);

@@ -28,7 +28,7 @@ TuningInput tuningInputOf(const Task& t) {
   in.nchannels = comm->settings.nchannels;
   in.filter = &comm->algoFilter;
   in.calibration = &comm->calibration;
-  in.oneOwner = t.wire != WireType::None;
+  in.wire = t.wire;
   return in;
 }
 

@@ -59,6 +59,15 @@ BRAID_HD BRAID_INLINE uint64_t wireHeaderBytes(WireType w, uint64_t n) {
 BRAID_HD BRAID_INLINE uint64_t wireBytes(WireType w, uint64_t n) {
   return wireHeaderBytes(w, n) + n * wireCodeBytes(w);
 }
+// The most values a message of at most `bytes` holds (the planner's chunks).
+inline uint64_t wireCountFitting(WireType w, uint64_t bytes) {
+  const uint64_t code = wireCodeBytes(w);
+  if (!wireScaled(w)) return bytes / code;
+  // n * code + 2 * n / 32 + padding <= bytes: start above, step down.
+  uint64_t n = bytes * kWireGroup / (kWireGroup * code + 2) + 1;
+  while (n > 0 && wireBytes(w, n) > bytes) --n;
+  return n;
+}
 
 // "bf16", "fp16", "fp8e4m3", "fp8e5m2" (BRAID_WIRE_TYPE's words), "none".
 inline const char* wireTypeName(WireType w) {

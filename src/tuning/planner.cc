@@ -49,6 +49,18 @@ void warnEmptyFilter(Collective c, bool proto) {
              collectiveName(c));
 }
 
+// Bytes an element takes on the wire: its type's, or its wire type's code.
+size_t bytesPerElem(const TuningInput& in) {
+  if (in.wire != WireType::None) return wireCodeBytes(in.wire);
+  return std::max<size_t>(1, typeSize(in.datatype));
+}
+
+// Elements of a message of at most `bytes` (a wire type's groups carry headers).
+size_t elemsFitting(const TuningInput& in, size_t bytes, size_t elemSize) {
+  if (in.wire != WireType::None) return size_t(wireCountFitting(in.wire, bytes));
+  return bytes / elemSize;
+}
+
 struct Best {
   double seconds = kInf;
   size_t chunkElems = 1;
@@ -69,7 +81,7 @@ Best bestChunk(const TuningInput& in, Algorithm algo, uint8_t protos, const Cost
     const Protocol proto = static_cast<Protocol>(pi);
     const ChunkRange r = protocolRange(proto, in.slotBytes);
     for (size_t bytes = r.hi;; bytes /= 2) {
-      const size_t elems = std::max<size_t>(1, bytes / elemSize);
+      const size_t elems = std::max<size_t>(1, elemsFitting(in, bytes, elemSize));
       shape.chunkBytes = static_cast<double>(elems * elemSize);
       double t = predictSeconds(in.coll, algo, shape, params);
       if (t < best.seconds) best = {t, elems, proto};
@@ -94,7 +106,7 @@ PlanChoice choosePlanAmong(const TuningInput& in, uint8_t implemented, double* p
   const AlgoFilter& filter = in.filter ? *in.filter : envAlgoFilter();
   const CalibrationParams& cal = *in.calibration;
   const int ci = static_cast<int>(in.coll);
-  const size_t elemSize = std::max<size_t>(1, typeSize(in.datatype));
+  const size_t elemSize = bytesPerElem(in);
   const CostParams params = costParams(cal, in.transport, in.datatype);
   const double n = modelBytes(in.coll, in.count, elemSize, in.nranks);
 
@@ -128,7 +140,7 @@ PlanChoice choosePlanAmong(const TuningInput& in, uint8_t implemented, double* p
     // Nothing modelled is implemented (cannot happen with the shipped tables):
     // keep the generators' defaults, one slot per step.
     choice.algorithm = (implemented >> ring) & 1 ? Algorithm::Ring : Algorithm::Direct;
-    choice.chunkElems = std::max<size_t>(1, in.slotBytes / elemSize);
+    choice.chunkElems = std::max<size_t>(1, elemsFitting(in, in.slotBytes, elemSize));
     return choice;
   }
   choice.algorithm = static_cast<Algorithm>(winner);
@@ -153,7 +165,7 @@ PlanChoice choosePlan(const TuningInput& in) {
   uint8_t implemented = 0;
   for (int a = 0; a < kNumAlgorithms; ++a)
     if (algorithmSupports(static_cast<Algorithm>(a), in.coll) &&
-        (!in.oneOwner || algorithmHasOneOwner(static_cast<Algorithm>(a), in.coll)))
+        (in.wire == WireType::None || algorithmHasOneOwner(static_cast<Algorithm>(a), in.coll)))
       implemented |= 1u << a;
   if (!logEnabled(LogLevel::Info, kLogTuning)) return choosePlanAmong(in, implemented, nullptr);
   double perAlgorithm[kNumAlgorithms];
@@ -166,8 +178,7 @@ PlanChoice choosePlan(const TuningInput& in) {
 
 void formatPlanChoice(const TuningInput& in, const PlanChoice& c, const double* perAlgorithm,
                       char* buf, size_t len) {
-  const size_t elemSize = std::max<size_t>(1, typeSize(in.datatype));
-  const double n = modelBytes(in.coll, in.count, elemSize, in.nranks);
+  const double n = modelBytes(in.coll, in.count, bytesPerElem(in), in.nranks);
   int used = snprintf(buf, len, "%s %.0f B x %d ranks (%s): %s/%s chunk %zu elems %d ch, predicted %.1f us",
                       collectiveName(in.coll), n, in.nranks, transportClassName(in.transport),
                       algorithmName(c.algorithm), protocolName(c.protocol), c.chunkElems, c.nchannels,

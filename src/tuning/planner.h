@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/peer_info.h"
+#include "reduce/wire_format.h"
 #include "schedule/generate.h"
 #include "tuning/algo_env.h"
 #include "tuning/calibration.h"
@@ -32,8 +33,9 @@ struct TuningInput {
   const AlgoFilter* filter = nullptr;               // nullptr: envAlgoFilter()
   const CalibrationParams* calibration = nullptr;   // required: the communicator's
   // A wire type (Task::wire): only algorithms that compute each finished value
-  // on one rank (algorithmHasOneOwner), so that every rank gets its bits.
-  bool oneOwner = false;
+  // on one rank (algorithmHasOneOwner), so that every rank gets its bits; the
+  // model prices the wire's bytes, and a chunk fills a slot with narrow values.
+  WireType wire = WireType::None;
 };
 
 struct PlanChoice {

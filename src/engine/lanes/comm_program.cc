@@ -58,7 +58,7 @@ Result commProgramOf(const std::vector<const Task*>& tasks, LaneRunner runner, C
   for (const Task* t : tasks) {
     const CollShape shape = shapeOf(*t);
     plans.push_back(generatePlan(shape));
-    ops.push_back({t->type, protocolOf(*t, limits, runner)});
+    ops.push_back({t->type, protocolOf(*t, limits, runner), t->wire});
     cp.shapeFingerprints.push_back(shapeFingerprint(*t, shape, ops.back().protocol));
     cp.scratchOffsets.push_back(cp.scratchBytes);
     cp.scratchBytes += (plans.back().scratchElems * typeSize(t->type) + 63) & ~size_t(63);

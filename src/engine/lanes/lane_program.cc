@@ -64,7 +64,8 @@ Result bindParts(const std::vector<LaneOp>& ops, const std::vector<LanePart>& pa
     const exec::Protocol protocol = ops[p.op].protocol;
     pl.anyLL = pl.anyLL || protocol == exec::Protocol::LL;
     const std::string why = exec::appendLane(*p.lane, p.op, protocol, typeSize(ops[p.op].type),
-                                             payloadBytesOf(limits, pl.bound.channel, protocol), &pl.bound);
+                                             payloadBytesOf(limits, pl.bound.channel, protocol), &pl.bound,
+                                             ops[p.op].wire);
     if (!why.empty()) return fail(ncclInternalError, "lane program: %s", why.c_str());
     const int32_t stage = stages.stageOf[p.op];
     if (p.lane->key.kind != LaneKind::Channel || stage < 0) continue;

@@ -35,6 +35,7 @@ struct LaneOp {
   // Its messages' protocol: alike on every rank (the planner's laneUsesLL
   // takes only inputs all ranks share), so both ends of each FIFO agree.
   exec::Protocol protocol = exec::Protocol::Bulk;
+  WireType wire = WireType::None;  // Task::wire: the size of its messages
 };
 
 struct LaneLimits {
