@@ -7,8 +7,9 @@
 // one rank (its owner) and reaches the others as the owner's narrowed
 // message: the owner keeps the widened narrowing itself (OpBuffers::roundFinal)
 // and a forwarded message is copied byte for byte. Plans that compute a
-// finished value on several ranks (recursive doubling) are not run with a
-// wire type (tuning/planner.h).
+// finished value on several ranks (recursive doubling) or send it again in
+// other pieces (halving-doubling, direct) are not run with a wire type
+// (schedule/generate.h algorithmHasOneOwner).
 //
 // Work is split by groups of 32 values (one thread a group), so a thread
 // reads the local values of its group before it writes them: in place is safe.

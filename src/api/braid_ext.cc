@@ -5,7 +5,6 @@
 #include <nccl.h>
 
 #include <cmath>
-#include <cstring>
 
 #include "api/api_util.h"
 #include "api/init_entry.h"
@@ -13,7 +12,7 @@
 #include "core/comm_registry.h"
 #include "engine/comm.h"
 #include "engine/device/device.h"
-#include "reduce/wire_loops.h"
+#include "core/wire_type.h"
 
 using namespace braid;
 
@@ -35,30 +34,10 @@ extern "C" BRAID_EXPORT ncclResult_t braidCommSetReproducible(ncclComm_t comm, i
   return ncclSuccess;
 } BRAID_API_CATCH(braidCommSetReproducible)
 
-namespace {
-
-// The wire type an NCCL datatype names (ncclFloat32: none).
-Result wireTypeOf(ncclDataType_t type, const char* caller, WireType* out) {
-  switch (type) {
-    case ncclFloat32: *out = WireType::None; return Result::success();
-    case ncclBfloat16: *out = WireType::BFloat16; return Result::success();
-    case ncclFloat16: *out = WireType::Float16; return Result::success();
-    case ncclFloat8e4m3: *out = WireType::Fp8E4M3; return Result::success();
-    case ncclFloat8e5m2: *out = WireType::Fp8E5M2; return Result::success();
-    default:
-      return fail(ncclInvalidArgument,
-                  "%s: type %d is not a wire type; expected ncclFloat32 (off), ncclBfloat16, ncclFloat16, "
-                  "ncclFloat8e4m3 or ncclFloat8e5m2",
-                  caller, int(type));
-  }
-}
-
-}  // namespace
-
 extern "C" BRAID_EXPORT ncclResult_t braidCommSetWireType(ncclComm_t comm, ncclDataType_t type) try {
   Result r = checkComm(comm, "braidCommSetWireType");
   WireType wire = WireType::None;
-  if (r.ok()) r = wireTypeOf(type, "braidCommSetWireType", &wire);
+  if (r.ok()) r = wireTypeOfDatatype(type, "braidCommSetWireType", &wire);
   if (!r.ok()) return report(r);
   comm->settings.wireType = wire;
   return ncclSuccess;
@@ -66,23 +45,7 @@ extern "C" BRAID_EXPORT ncclResult_t braidCommSetWireType(ncclComm_t comm, ncclD
 
 extern "C" BRAID_EXPORT ncclResult_t braidWireRoundTrip(const float* values, float* out, size_t count,
                                                         ncclDataType_t type) try {
-  WireType wire = WireType::None;
-  Result r = wireTypeOf(type, "braidWireRoundTrip", &wire);
-  if (r.ok() && count > 0 && (values == nullptr || out == nullptr))
-    r = fail(ncclInvalidArgument, "braidWireRoundTrip: values or out is NULL with count %zu", count);
-  if (!r.ok()) return report(r);
-  if (wire == WireType::None) {
-    if (out != values && count > 0) memmove(out, values, count * sizeof(float));
-    return ncclSuccess;
-  }
-  reduce::WirePiece p;
-  p.wire = wire;
-  p.src = values;
-  p.dst = out;
-  p.round = true;
-  p.count = count;
-  reduce::runWirePieceOnHost(p);
-  return ncclSuccess;
+  return report(wireRoundTrip(values, out, count, type));
 } BRAID_API_CATCH(braidWireRoundTrip)
 
 extern "C" BRAID_EXPORT ncclResult_t braidGetPrivateUniqueId(ncclUniqueId* uniqueId) try {

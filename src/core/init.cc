@@ -13,6 +13,7 @@
 #include "base/peer_info.h"
 #include "core/comm_registry.h"
 #include "core/group.h"
+#include "core/wire_type.h"
 #include "engine/calibration_measure.h"
 #include "engine/device/device.h"
 #include "engine/device/launch_plan.h"
@@ -34,17 +35,6 @@ bool configHas(const ncclConfig_t* c, const Field* field) {
 }
 
 }  // namespace
-
-// BRAID_WIRE_TYPE=bf16|fp16|fp8e4m3|fp8e5m2 (none or unset: off).
-Result wireTypeFromEnv(WireType* out) {
-  const std::string word = envString("BRAID_WIRE_TYPE", "none");
-  for (WireType w : {WireType::None, WireType::BFloat16, WireType::Float16, WireType::Fp8E4M3, WireType::Fp8E5M2})
-    if (word == wireTypeName(w)) {
-      *out = w;
-      return Result::success();
-    }
-  return fail(ncclInvalidArgument, "BRAID_WIRE_TYPE=%s: expected bf16, fp16, fp8e4m3, fp8e5m2 or none", word.c_str());
-}
 
 Result makeCommSettings(const ncclConfig_t* config, CommSettings* out) {
   CommSettings s;

@@ -210,7 +210,7 @@ TEST(MpWireType, EveryPlanSameBitsOnEveryRankWithinTheBound) {
 
 // With a wire type set, a float32 max and an int32 sum are exact as without
 // one (the wire type covers float32 sums and averages only). A type that is no
-// wire type is refused with a message.
+// wire type is refused with a message. braidWireRoundTrip rounds as the wire.
 TEST(MpWireType, OtherCallsUnchangedBadTypeRefused) {
   mptest::runRanks(
       3,
@@ -220,6 +220,19 @@ TEST(MpWireType, OtherCallsUnchangedBadTypeRefused) {
         MP_EXPECT(braidCommSetWireType(comm, ncclInt32) == ncclInvalidArgument, "rank %d: int32 accepted", rank);
         MP_EXPECT(std::strstr(ncclGetLastError(comm), "not a wire type") != nullptr, "rank %d: message '%s'", rank,
                   ncclGetLastError(comm));
+        // braidWireRoundTrip: 1 + 2^-8 is a tie between two bf16 values and rounds to
+        // the even one, 1; gradient-sized values keep fp8's three mantissa bits
+        // (scaled: unscaled e4m3 would flush them to 0).
+        const float values[2] = {1.00390625f, 3.0f}, small[2] = {1.5e-7f, -2.5e-7f};
+        float back[2] = {};
+        MP_NCCL_CHECK(braidWireRoundTrip(values, back, 2, ncclBfloat16));
+        MP_EXPECT(back[0] == 1.0f && back[1] == 3.0f, "rank %d: bf16 round trip %g %g", rank, double(back[0]),
+                  double(back[1]));
+        MP_NCCL_CHECK(braidWireRoundTrip(small, back, 2, ncclFloat8e4m3));
+        MP_EXPECT(std::fabs(back[0] - small[0]) <= 1.5e-7f / 16 && std::fabs(back[1] - small[1]) <= 2.5e-7f / 16,
+                  "rank %d: fp8 round trip %g %g", rank, double(back[0]), double(back[1]));
+        MP_EXPECT(braidWireRoundTrip(nullptr, back, 2, ncclBfloat16) == ncclInvalidArgument, "rank %d: NULL", rank);
+        MP_EXPECT(braidWireRoundTrip(values, back, 2, ncclInt8) == ncclInvalidArgument, "rank %d: int8", rank);
         MP_NCCL_CHECK(braidCommSetWireType(comm, ncclFloat8e4m3));
         std::vector<float> m(100);
         for (size_t i = 0; i < m.size(); ++i) m[i] = 1.0f + float(rank) / 3.0f + float(i) * 1e-7f;
