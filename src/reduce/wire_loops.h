@@ -36,7 +36,7 @@ struct WirePiece {
   const float* src = nullptr;   // local operand, or null
   float* dst = nullptr;         // where values go, or null
   uint64_t count = 0;
-  // Groups [firstGroup, endGroup) with stride `stride` (a thread's share).
+  // This thread's share: groups firstGroup, firstGroup + stride, ... (all: 0, 1).
   uint64_t firstGroup = 0;
   uint64_t stride = 1;
 };
