@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace braid::bench {
@@ -43,7 +45,8 @@ int maxProdExponent(const TypeInfo& t) {
 class Generator {
  public:
   explicit Generator(const DataPattern& p)
-      : p_(p), m_(p.type->maxExactInt), budget_(p.type->maxExactInt / p.nranks),
+      : p_(p), m_(p.maxExactInt ? p.maxExactInt : p.type->maxExactInt),
+        budget_((p.maxExactInt ? p.maxExactInt : p.type->maxExactInt) / p.nranks),
         kmax_(std::min(maxProdExponent(*p.type), p.nranks)) {
     keys_.resize(static_cast<size_t>(p.nranks) + 1);
     for (int r = 0; r <= p.nranks; ++r) keys_[static_cast<size_t>(r)] = mix(p.seed * 0x100000001B3ull + static_cast<uint64_t>(r));
@@ -80,7 +83,7 @@ class Generator {
       if (p_.type->isFloat) {
         acc /= p_.nranks;
         // Each of the n pre-multiplied terms and n-1 additions rounds once.
-        *tolerance = p_.type->epsilon * (p_.nranks + 2) * (sumAbs / p_.nranks);
+        *tolerance = (p_.epsilon ? p_.epsilon : p_.type->epsilon) * (p_.nranks + 2) * (sumAbs / p_.nranks);
       } else {
         acc = std::trunc(acc / p_.nranks);  // integers: sum, then divide
       }
@@ -121,6 +124,18 @@ bool matches(double got, double want, double tolerance) {
 }
 
 }  // namespace
+
+DataPattern forWireType(DataPattern p) {
+  const char* w = std::getenv("BRAID_WIRE_TYPE");
+  if (w == nullptr || p.type->type != ncclFloat32 || (p.op != ncclSum && p.op != ncclAvg)) return p;
+  // Integers every partial sum may reach exactly: 2^(mantissa bits + 1).
+  const std::string wire = w;
+  if (wire == "bf16") p.maxExactInt = 256, p.epsilon = std::ldexp(1.0, -8);
+  if (wire == "fp16") p.maxExactInt = 2048, p.epsilon = std::ldexp(1.0, -11);
+  if (wire == "fp8e4m3") p.maxExactInt = 16, p.epsilon = std::ldexp(1.0, -4);
+  if (wire == "fp8e5m2") p.maxExactInt = 8, p.epsilon = std::ldexp(1.0, -3);
+  return p;
+}
 
 double inputValue(const DataPattern& p, int rank, size_t index) { return Generator(p).value(rank, index); }
 

@@ -21,7 +21,16 @@ struct DataPattern {
   bool reduction = false;  // false: any value is fine (copies)
   int nranks = 1;
   uint64_t seed = 0;
+  // Where not 0, what replaces the type's largest exact integer and epsilon
+  // (forWireType).
+  int64_t maxExactInt = 0;
+  double epsilon = 0;
 };
+
+// `p` for a library whose float32 sums travel narrowed (BRAID_WIRE_TYPE): the
+// inputs are integers the wire type holds exactly, partial sums included, so
+// the check stays exact; an average is compared within the wire's precision.
+DataPattern forWireType(DataPattern p);
 
 // The value `rank` contributes at element `index` of its send data.
 double inputValue(const DataPattern& p, int rank, size_t index);

@@ -322,7 +322,7 @@ class PerfRun {
 
   int64_t checkOnce(const TypeInfo& t, ncclRedOp_t op, int root, const CollCounts& c, bool inPlace) {
     const Pointers p = pointersFor(c, t.size, inPlace);
-    const DataPattern pat{&t, op, spec_.hasOp, env_.size, ++seed_};
+    const DataPattern pat = forWireType({&t, op, spec_.hasOp, env_.size, ++seed_});
     const size_t sendBytes = c.sendCount * t.size;
     // Poison everything the collective should write, then lay out the inputs.
     fillGuard(recv_.get(), p.usedRecvBytes + kGuardBytes);
@@ -421,7 +421,7 @@ class PerfRun {
   // or denormal floats, which are slow on some CPUs. Checks leave valid data
   // behind too, so once per sweep is enough.
   void fillForTiming(const TypeInfo& t, ncclRedOp_t op) {
-    const DataPattern pat{&t, op, spec_.hasOp, env_.size, 0};
+    const DataPattern pat = forWireType({&t, op, spec_.hasOp, env_.size, 0});
     fillInput(pat, env_.rank, send_.get(), sendBytes_ / t.size);
     fillInput(pat, env_.rank, recv_.get(), recvBytes_ / t.size);
     upload(false, sendBytes_);

@@ -39,12 +39,19 @@ ChunkRange protocolRange(Protocol p, size_t slot) {
   return {0, slot};
 }
 
-// Warns once per collective per process that the user's filter left nothing.
-void warnEmptyFilter(Collective c, bool proto) {
+// Warns once per collective per process that the user's filter left nothing;
+// `wire`: nothing a wire type can use (it rules algorithms out).
+void warnEmptyFilter(Collective c, bool proto, WireType wire = WireType::None) {
   static std::atomic<uint32_t> warned{0};
   const char* var = proto ? "NCCL_PROTO" : "NCCL_ALGO";
-  const uint32_t bit = 1u << (static_cast<int>(c) + (proto ? 16 : 0));
+  const uint32_t bit = 1u << (static_cast<int>(c) + (proto ? 16 : wire != WireType::None ? 24 : 0));
   if (warned.fetch_or(bit) & bit) return;
+  if (wire != WireType::None) {
+    BRAID_WARN("%s leaves no algorithm for %s that a wire type (BRAID_WIRE_TYPE=%s) can run: only ring and tree "
+               "give every rank the same bits; the cost model chooses between them instead",
+               var, collectiveName(c), wireTypeName(wire));
+    return;
+  }
   BRAID_WARN("%s leaves no usable choice for %s; the cost model chooses instead", var,
              collectiveName(c));
 }
@@ -117,7 +124,13 @@ PlanChoice choosePlanAmong(const TuningInput& in, uint8_t implemented, double* p
     algos &= filter.algos[ci];
     choice.forced = filter.algoForced[ci];
   } else if (filter.algoForced[ci] && algos) {
-    warnEmptyFilter(in.coll, false);
+    // Did the user name algorithms that the wire type ruled out?
+    uint8_t ruledOut = 0;
+    for (int a = 0; a < kNumAlgorithms; ++a)
+      if (in.wire != WireType::None && algorithmSupports(static_cast<Algorithm>(a), in.coll) &&
+          !algorithmHasOneOwner(static_cast<Algorithm>(a), in.coll))
+        ruledOut |= 1u << a;
+    warnEmptyFilter(in.coll, false, (filter.algos[ci] & ruledOut) != 0 ? in.wire : WireType::None);
   }
   uint8_t protos = filter.protos[ci];
   if (protos) {
