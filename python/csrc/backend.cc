@@ -247,22 +247,23 @@ void BraidBackend::abort() {
 void BraidBackend::setReproducible(bool on) {
   TORCH_CHECK(braid().commSetReproducible != nullptr,
               "braid: the loaded libbraid has no reproducible mode (braidCommSetReproducible); update it");
-  Part part;
-  part.issue = [on](const IssueContext& ic) {
+  configure("set_reproducible", [on](const IssueContext& ic) {
     ic.check(braid().commSetReproducible(ic.comm, on ? 1 : 0), "braidCommSetReproducible");
-  };
-  c10::intrusive_ptr<c10d::Work> work = submit(combine(c10d::OpType::UNKNOWN, "set_reproducible", {part}, {}), false);
-  work->wait();
+  });
 }
 
 void BraidBackend::setWireType(ncclDataType_t wire) {
   TORCH_CHECK(braid().commSetWireType != nullptr,
               "braid: the loaded libbraid has no wire types (braidCommSetWireType); update it");
-  Part part;
-  part.issue = [wire](const IssueContext& ic) {
+  configure("set_wire_type", [wire](const IssueContext& ic) {
     ic.check(braid().commSetWireType(ic.comm, wire), "braidCommSetWireType");
-  };
-  c10::intrusive_ptr<c10d::Work> work = submit(combine(c10d::OpType::UNKNOWN, "set_wire_type", {part}, {}), false);
+  });
+}
+
+void BraidBackend::configure(const char* name, std::function<void(const IssueContext&)> issue) {
+  Part part;
+  part.issue = std::move(issue);
+  c10::intrusive_ptr<c10d::Work> work = submit(combine(c10d::OpType::UNKNOWN, name, {part}, {}), false);
   work->wait();
 }
 

@@ -125,6 +125,9 @@ class BraidBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> submit(OpSpec spec, bool asyncOp = true);
 
  private:
+  // A setting of the communicator (`issue` calls braid on it), in order with
+  // the operations issued before and after; returns when it has run.
+  void configure(const char* name, std::function<void(const IssueContext&)> issue);
   // allreduce of a sparse (COO) CPU tensor: Gloo's gather-and-coalesce sum.
   c10::intrusive_ptr<c10d::Work> allreduceSparse(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts);
   void post(const std::shared_ptr<Batch>& batch);

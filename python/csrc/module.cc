@@ -10,6 +10,18 @@
 
 namespace py = pybind11;
 
+namespace {
+
+// The braid backend of a process group's CPU backend, or an error naming `caller`.
+braid_torch::BraidBackend& braidBackendOf(const c10::intrusive_ptr<c10d::Backend>& backend, const char* caller) {
+  auto* braidBackend = dynamic_cast<braid_torch::BraidBackend*>(backend.get());
+  TORCH_CHECK(braidBackend != nullptr, "braid_torch.", caller, ": the group's CPU backend is ",
+              backend->getBackendName(), ", not braid");
+  return *braidBackend;
+}
+
+}  // namespace
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "braid as a torch.distributed backend (see braid_torch)";
   m.def("load_library", &braid_torch::loadBraid, py::arg("path"),
@@ -25,20 +37,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def(
       "set_reproducible",
       [](const c10::intrusive_ptr<c10d::Backend>& backend, bool on) {
-        auto* braidBackend = dynamic_cast<braid_torch::BraidBackend*>(backend.get());
-        TORCH_CHECK(braidBackend != nullptr, "braid_torch.set_reproducible: the group's CPU backend is ",
-                    backend->getBackendName(), ", not braid");
-        braidBackend->setReproducible(on);
+        braidBackendOf(backend, "set_reproducible").setReproducible(on);
       },
       py::arg("backend"), py::arg("on"), py::call_guard<py::gil_scoped_release>(),
       "Reproducible reductions on one braid process group's communicator.");
   m.def(
       "set_wire_type",
       [](const c10::intrusive_ptr<c10d::Backend>& backend, int wire) {
-        auto* braidBackend = dynamic_cast<braid_torch::BraidBackend*>(backend.get());
-        TORCH_CHECK(braidBackend != nullptr, "braid_torch.set_wire_type: the group's CPU backend is ",
-                    backend->getBackendName(), ", not braid");
-        braidBackend->setWireType(static_cast<ncclDataType_t>(wire));
+        braidBackendOf(backend, "set_wire_type").setWireType(static_cast<ncclDataType_t>(wire));
       },
       py::arg("backend"), py::arg("wire"), py::call_guard<py::gil_scoped_release>(),
       "The wire type of one braid process group's float32 sums (an ncclDataType_t).");

@@ -185,20 +185,24 @@ BRAID_HD BRAID_INLINE uint32_t scanGroup(const float* v, uint32_t n, uint32_t* s
 // so no decoded value can pass it.
 constexpr int kFastShiftMax = 100;
 
-// The fast path of a group: true when it applied (header flags 0).
+// Narrows a group as format F, given its scan (scanGroup): the fast path
+// when it holds no infinity or NaN and its scale is at most 2^100 (header
+// flags 0), else the converters, flagged kWireGroupSlow | `flags`.
 template <class F, class Code>
-BRAID_HD BRAID_INLINE bool encodeFastGroup(const float* v, uint32_t n, Code* codes, uint8_t* header) {
-  uint32_t special = 0;
-  const uint32_t m = scanGroup(v, n, &special);
+BRAID_HD BRAID_INLINE void encodeScannedGroup(const float* v, uint32_t n, Code* codes, uint8_t* header, uint32_t m,
+                                              uint32_t special, uint8_t flags) {
   const int s = m != 0 ? shiftFor<F>(bitsFloat(m)) : 0;
-  if (special != 0 || s > kFastShiftMax) return false;
   header[0] = uint8_t(int8_t(s));
+  if (special != 0 || s > kFastShiftMax) {
+    header[1] = uint8_t(kWireGroupSlow | flags);
+    encodeGroupAs<F>(v, n, codes, s);
+    return;
+  }
   header[1] = 0;
   // 2^-s, s in [-128, 100]: one float unless s < -126.
   const float f1 = s >= -126 ? bitsFloat(pow2Bits(-s)) : bitsFloat(pow2Bits(64));
   const float f2 = s >= -126 ? 1.0f : bitsFloat(pow2Bits(-s - 64));
   for (uint32_t j = 0; j < n; ++j) codes[j] = Code(encodeFinite<F>(v[j] * f1 * f2));
-  return true;
 }
 
 template <class F, class Code>
@@ -241,13 +245,9 @@ struct WireScaled {
   static constexpr WireType kType = W;
   static constexpr bool kScaled = true;
   BRAID_HD BRAID_INLINE static void encode(const float* v, uint32_t n, uint8_t* codes, uint8_t* header) {
-    if (wire::encodeFastGroup<F>(v, n, reinterpret_cast<Code*>(codes), header)) return;
     uint32_t special = 0;
     const uint32_t m = wire::scanGroup(v, n, &special);
-    const int s = m != 0 ? wire::shiftFor<F>(numeric::bitsFloat(m)) : 0;
-    header[0] = uint8_t(int8_t(s));
-    header[1] = kWireGroupSlow;
-    wire::encodeGroupAs<F>(v, n, reinterpret_cast<Code*>(codes), s);
+    wire::encodeScannedGroup<F>(v, n, reinterpret_cast<Code*>(codes), header, m, special, 0);
   }
   BRAID_HD BRAID_INLINE static void decode(const uint8_t* codes, const uint8_t* header, uint32_t n, float* v) {
     const int s = int(int8_t(header[0]));
@@ -263,19 +263,12 @@ struct WireE4M3 {
   static constexpr WireType kType = WireType::Fp8E4M3;
   static constexpr bool kScaled = true;
   BRAID_HD BRAID_INLINE static void encode(const float* v, uint32_t n, uint8_t* codes, uint8_t* header) {
-    if (wire::encodeFastGroup<numeric::E4M3Format>(v, n, codes, header)) return;
     uint32_t special = 0;
-    const float m = numeric::bitsFloat(wire::scanGroup(v, n, &special));
+    const uint32_t m = wire::scanGroup(v, n, &special);
     if (special & wire::kHasInf) {
-      const int s = m > 0 ? wire::shiftFor<numeric::E5M2Format>(m) : 0;
-      header[0] = uint8_t(int8_t(s));
-      header[1] = kWireGroupSlow | kWireGroupE5M2;
-      wire::encodeGroupAs<numeric::E5M2Format>(v, n, codes, s);
+      wire::encodeScannedGroup<numeric::E5M2Format>(v, n, codes, header, m, special, kWireGroupE5M2);
     } else {
-      const int s = m > 0 ? wire::shiftFor<numeric::E4M3Format>(m) : 0;
-      header[0] = uint8_t(int8_t(s));
-      header[1] = kWireGroupSlow;
-      wire::encodeGroupAs<numeric::E4M3Format>(v, n, codes, s);
+      wire::encodeScannedGroup<numeric::E4M3Format>(v, n, codes, header, m, special, 0);
     }
   }
   BRAID_HD BRAID_INLINE static void decode(const uint8_t* codes, const uint8_t* header, uint32_t n, float* v) {
