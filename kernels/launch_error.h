@@ -12,7 +12,7 @@
 
 #include "base/result.h"
 
-namespace braid {
+namespace braid::kernels {
 
 inline Result refuseOnPendingError(const char* kernel) {
   const cudaError_t pending = cudaPeekAtLastError();  // peek: the error stays
@@ -67,4 +67,4 @@ inline Result launchResult(const char* kernel, cudaError_t err) {
                 std::string(kernel) + " failed to launch: " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
 }
 
-}  // namespace braid
+}  // namespace braid::kernels

@@ -2,7 +2,7 @@
 
 #include "kernels/launch_error.h"
 
-namespace braid {
+namespace braid::kernels {
 
 namespace {
 
@@ -46,4 +46,4 @@ Result launchStreamWaitIndirect(const volatile uint64_t* published, const volati
   return launchResult("stream-wait kernel", cudaGetLastError());
 }
 
-}  // namespace braid
+}  // namespace braid::kernels

@@ -11,7 +11,7 @@
 
 #include "base/result.h"
 
-namespace braid {
+namespace braid::kernels {
 
 // Device pointers of the mapped words (cudaHostGetDevicePointer). The target
 // is known when the call is enqueued. Refuses while the thread holds an
@@ -30,4 +30,4 @@ Result loadStreamWaitKernels();
 Result launchStreamWaitIndirect(const volatile uint64_t* published, const volatile uint64_t* target,
                                      const volatile uint32_t* abortWord, cudaStream_t stream);
 
-}  // namespace braid
+}  // namespace braid::kernels

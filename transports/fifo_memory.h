@@ -23,7 +23,7 @@
 #include "base/blob.h"
 #include "base/result.h"
 
-namespace braid {
+namespace braid::transports {
 
 // One FIFO's memory, created here or opened from a peer's blob; released (or
 // unmapped) on destruction.
@@ -52,4 +52,4 @@ class FifoMemoryProvider {
   virtual Result open(const Blob& blob, uint64_t bytes, std::unique_ptr<FifoMemory>* out) = 0;
 };
 
-}  // namespace braid
+}  // namespace braid::transports

@@ -1,6 +1,6 @@
 #include "transports/transport.h"
 
-namespace braid {
+namespace braid::transports {
 
 namespace {
 
@@ -17,4 +17,4 @@ Result Transport::connect(const ConnectRequest&, const Blob&, std::unique_ptr<Se
   return noConnections(name());
 }
 
-}  // namespace braid
+}  // namespace braid::transports

@@ -30,7 +30,7 @@
 #include "base/peer_info.h"
 #include "base/result.h"
 
-namespace braid {
+namespace braid::transports {
 
 struct ConnectRequest {
   PeerInfo self;
@@ -135,4 +135,4 @@ class Transport {
                                      std::chrono::milliseconds patience) {}
 };
 
-}  // namespace braid
+}  // namespace braid::transports

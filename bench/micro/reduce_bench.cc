@@ -23,7 +23,7 @@ constexpr int64_t kMiB = 1 << 20;
 // path (NaN, denormals) on the way.
 std::vector<uint8_t> makeBuffer(ncclDataType_t type, size_t bytes, uint8_t seed) {
   std::vector<uint8_t> buf(bytes);
-  const size_t size = braid::typeSize(type);
+  const size_t size = braid::reduce::typeSize(type);
   const size_t count = bytes / size;
   for (size_t i = 0; i < count; ++i) {
     uint8_t* p = &buf[i * size];
@@ -65,33 +65,33 @@ void setRate(benchmark::State& state, size_t outBytes) {
 void BM_Reduce(benchmark::State& state) {
   const auto type = ncclDataType_t(state.range(0));
   const size_t bytes = size_t(state.range(1));
-  const size_t count = bytes / braid::typeSize(type);
-  const braid::RedOp op = braid::makeBuiltinOp(ncclSum, type, 2);
+  const size_t count = bytes / braid::reduce::typeSize(type);
+  const braid::reduce::RedOp op = braid::reduce::makeBuiltinOp(ncclSum, type, 2);
   std::vector<uint8_t> a = makeBuffer(type, bytes, 1), b = makeBuffer(type, bytes, 2);
   std::vector<uint8_t> dst(bytes, 0);
   for (auto _ : state) {
-    braid::hostReduce(op, dst.data(), a.data(), b.data(), count, true, false);
+    braid::reduce::hostReduce(op, dst.data(), a.data(), b.data(), count, true, false);
     benchmark::DoNotOptimize(dst.data());
     benchmark::ClobberMemory();
   }
   setRate(state, bytes);
-  state.SetLabel(braid::typeName(type));
+  state.SetLabel(braid::reduce::typeName(type));
 }
 
 void BM_ReduceInPlace(benchmark::State& state) {
   const auto type = ncclDataType_t(state.range(0));
   const size_t bytes = size_t(state.range(1));
-  const size_t count = bytes / braid::typeSize(type);
-  const braid::RedOp op = braid::makeBuiltinOp(ncclSum, type, 2);
+  const size_t count = bytes / braid::reduce::typeSize(type);
+  const braid::reduce::RedOp op = braid::reduce::makeBuiltinOp(ncclSum, type, 2);
   // Adding zeros keeps the accumulator's values (and their cost) steady.
   std::vector<uint8_t> acc = makeBuffer(type, bytes, 1), zeros(bytes, 0);
   for (auto _ : state) {
-    braid::hostReduce(op, acc.data(), acc.data(), zeros.data(), count, true, false);
+    braid::reduce::hostReduce(op, acc.data(), acc.data(), zeros.data(), count, true, false);
     benchmark::DoNotOptimize(acc.data());
     benchmark::ClobberMemory();
   }
   setRate(state, bytes);
-  state.SetLabel(braid::typeName(type));
+  state.SetLabel(braid::reduce::typeName(type));
 }
 
 void BM_Memcpy(benchmark::State& state) {

@@ -31,8 +31,8 @@ constexpr int kSlotsPerAck = 64;  // 32 MiB between acknowledgements
 enum class Kind { kTcp };
 enum class Mode { kStream, kEcho };
 
-std::unique_ptr<Transport> makeTransport(Kind k) {
-  return makeTcpTransport();
+std::unique_ptr<transports::Transport> makeTransport(Kind k) {
+  return tcp::makeTcpTransport();
 }
 
 PeerInfo makePeer(int rank) {
@@ -51,8 +51,8 @@ PeerInfo makePeer(int rank) {
   return p;
 }
 
-ConnectRequest request(int self, int peer) {
-  ConnectRequest r;
+transports::ConnectRequest request(int self, int peer) {
+  transports::ConnectRequest r;
   r.self = makePeer(self);
   r.peer = makePeer(peer);
   r.slotBytes = kSlotBytes;
@@ -93,7 +93,7 @@ void pause(uint32_t* spins) {
   if (++*spins % 256 == 0) sched_yield();
 }
 
-void* acquireSpin(SendConnection* s) {
+void* acquireSpin(transports::SendConnection* s) {
   void* buf;
   uint32_t spins = 0;
   while (!(buf = s->acquire())) {
@@ -103,7 +103,7 @@ void* acquireSpin(SendConnection* s) {
   return buf;
 }
 
-const void* peekSpin(RecvConnection* r, SendConnection* alsoProgress, size_t* bytes) {
+const void* peekSpin(transports::RecvConnection* r, transports::SendConnection* alsoProgress, size_t* bytes) {
   const void* p;
   uint32_t spins = 0;
   for (;;) {
@@ -114,7 +114,7 @@ const void* peekSpin(RecvConnection* r, SendConnection* alsoProgress, size_t* by
   }
 }
 
-void flushSpin(SendConnection* s) {
+void flushSpin(transports::SendConnection* s) {
   uint32_t spins = 0;
   while (!s->flushed()) {
     check(s->progress(), "send progress");
@@ -126,12 +126,12 @@ void flushSpin(SendConnection* s) {
 // answers on B, until a 0-byte slot says stop.
 [[noreturn]] void peerMain(Kind kind, Mode mode, int blobIn, int blobOut) {
   auto t = makeTransport(kind);
-  std::unique_ptr<RecvEndpoint> ep;
+  std::unique_ptr<transports::RecvEndpoint> ep;
   check(t->listen(request(1, 0), &ep), "peer listen");
   writeBlob(blobOut, ep->blob());
-  std::unique_ptr<SendConnection> back;
+  std::unique_ptr<transports::SendConnection> back;
   check(t->connect(request(1, 0), readBlob(blobIn), &back), "peer connect");
-  std::unique_ptr<RecvConnection> in;
+  std::unique_ptr<transports::RecvConnection> in;
   check(ep->accept(&in), "peer accept");
   std::vector<char> sink(kSlotBytes);
   for (uint64_t n = 1;; ++n) {
@@ -157,7 +157,7 @@ struct Session {
     int toPeer[2], fromPeer[2];
     if (pipe(toPeer) != 0 || pipe(fromPeer) != 0) abort();
     auto t = makeTransport(kind);
-    std::unique_ptr<RecvEndpoint> ep;
+    std::unique_ptr<transports::RecvEndpoint> ep;
     check(t->listen(request(0, 1), &ep), "listen");
     pid = fork();
     if (pid == 0) peerMain(kind, mode, toPeer[0], fromPeer[1]);
@@ -181,8 +181,8 @@ struct Session {
     }
   }
   pid_t pid = -1;
-  std::unique_ptr<SendConnection> out;
-  std::unique_ptr<RecvConnection> in;
+  std::unique_ptr<transports::SendConnection> out;
+  std::unique_ptr<transports::RecvConnection> in;
 };
 
 void BM_OneWayThroughput(benchmark::State& state, Kind kind) {

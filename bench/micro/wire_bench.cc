@@ -16,7 +16,7 @@
 
 namespace {
 
-using braid::WireType;
+using braid::reduce::WireType;
 using braid::reduce::WirePiece;
 
 constexpr uint64_t kCount = 128 * 1024;
@@ -25,7 +25,7 @@ struct Buffers {
   std::vector<float> src, dst;
   std::vector<uint8_t> in, out;
   explicit Buffers(WireType w)
-      : src(kCount), dst(kCount), in(braid::wireBytes(w, kCount)), out(braid::wireBytes(w, kCount)) {
+      : src(kCount), dst(kCount), in(braid::reduce::wireBytes(w, kCount)), out(braid::reduce::wireBytes(w, kCount)) {
     for (uint64_t i = 0; i < kCount; ++i) src[i] = float(int(i % 97) - 48) * 1e-3f;
     WirePiece p;
     p.wire = w;

@@ -23,11 +23,11 @@
 namespace {
 
 using namespace braid;
-using namespace braid::topo;
+using namespace braid::topology;
 
 struct Options {
   std::string sysfs = "/sys";
-  PlacementOptions placement;
+  braid::topology::PlacementOptions placement;
   bool matrix = false;
 };
 
@@ -81,54 +81,54 @@ std::string orNone(const std::string& s) { return s.empty() ? "none" : s; }
 
 std::string numaName(int node) { return node < 0 ? "unknown" : std::to_string(node); }
 
-void printHeader(const Topology& t, const std::string& sysfs) {
-  if (t.backend == Backend::kHwloc)
+void printHeader(const braid::topology::Topology& t, const std::string& sysfs) {
+  if (t.backend == braid::topology::Backend::kHwloc)
     std::printf("braid-topo: backend hwloc %s (interfaces and InfiniBand from %s)\n",
                 t.backendVersion.c_str(), sysfs.c_str());
   else
     std::printf("braid-topo: backend sysfs, machine read from %s\n", sysfs.c_str());
 }
 
-void printCpus(const Topology& t) {
+void printCpus(const braid::topology::Topology& t) {
   cpu_set_t set;
   int usable = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : -1;
   std::printf("cpus: %zu online (%s), %d usable by this process, %d core(s) in %d package(s)\n",
-              t.onlineCpus.size(), formatCpuList(t.onlineCpus).c_str(), usable, t.coreCount(),
+              t.onlineCpus.size(), braid::topology::formatCpuList(t.onlineCpus).c_str(), usable, t.coreCount(),
               t.packageCount());
-  for (const Cpu& c : t.cpus)
+  for (const topology::Cpu& c : t.cpus)
     std::printf("  cpu %d: package %d core %d numa %s\n", c.id, c.package, c.core,
                 numaName(c.numaNode).c_str());
 }
 
-void printNuma(const Topology& t) {
+void printNuma(const braid::topology::Topology& t) {
   std::printf("numa nodes: %zu\n", t.numaNodes.size());
-  for (const NumaNode& n : t.numaNodes) {
+  for (const braid::topology::NumaNode& n : t.numaNodes) {
     std::string d;
     for (int v : n.distances) d += (d.empty() ? "" : " ") + std::to_string(v);
-    std::printf("  node %d: cpus %s, distances [%s]\n", n.id, orNone(formatCpuList(n.cpus)).c_str(),
+    std::printf("  node %d: cpus %s, distances [%s]\n", n.id, orNone(braid::topology::formatCpuList(n.cpus)).c_str(),
                 d.empty() ? "unknown" : d.c_str());
   }
 }
 
-void printPci(const Topology& t) {
-  auto printKind = [&](PciKind kind, const char* title) {
+void printPci(const braid::topology::Topology& t) {
+  auto printKind = [&](braid::topology::PciKind kind, const char* title) {
     int count = 0;
-    for (const PciDevice& d : t.pci) count += d.kind == kind;
+    for (const braid::topology::PciDevice& d : t.pci) count += d.kind == kind;
     std::printf("%s: %s\n", title, count ? std::to_string(count).c_str() : "none");
-    for (const PciDevice& d : t.pci)
+    for (const braid::topology::PciDevice& d : t.pci)
       if (d.kind == kind)
         std::printf("  %s: vendor 0x%04x device 0x%04x class 0x%06x numa %s path %s\n",
                     d.busId.c_str(), d.vendor, d.device, d.classCode, numaName(d.numaNode).c_str(),
                     d.path.c_str());
   };
-  printKind(PciKind::kGpu, "gpus");
-  printKind(PciKind::kNic, "nics");
-  printKind(PciKind::kInfiniBand, "infiniband nics (pci)");
+  printKind(braid::topology::PciKind::kGpu, "gpus");
+  printKind(braid::topology::PciKind::kNic, "nics");
+  printKind(braid::topology::PciKind::kInfiniBand, "infiniband nics (pci)");
 }
 
-void printInterfaces(const Topology& t) {
+void printInterfaces(const braid::topology::Topology& t) {
   std::printf("interfaces: %zu\n", t.interfaces.size());
-  for (const topo::NetDevice& n : t.interfaces) {
+  for (const topology::NetDevice& n : t.interfaces) {
     std::string speed = n.speedMbps > 0 ? std::to_string(n.speedMbps) + " Mb/s" : "unknown";
     std::printf("  %s: %s (operstate %s), speed %s, device %s\n", n.name.c_str(),
                 n.up ? "up" : "down", orNone(n.operstate).c_str(), speed.c_str(),
@@ -136,12 +136,12 @@ void printInterfaces(const Topology& t) {
   }
 }
 
-void printIb(const Topology& t) {
+void printIb(const braid::topology::Topology& t) {
   std::printf("infiniband devices: %s\n", t.ib.empty() ? "none" : std::to_string(t.ib.size()).c_str());
-  for (const IbDevice& d : t.ib) {
+  for (const braid::topology::IbDevice& d : t.ib) {
     std::printf("  %s: pci %s, %s\n", d.name.c_str(), orNone(d.pciBusId).c_str(),
                 d.usable() ? "usable" : "no active port");
-    for (const IbPort& p : d.ports)
+    for (const braid::topology::IbPort& p : d.ports)
       std::printf("    port %d: %s, %s, %s\n", p.number, orNone(p.state).c_str(),
                   orNone(p.linkLayer).c_str(), orNone(p.rate).c_str());
   }
@@ -151,7 +151,7 @@ void printBootstrapInterface() {
   const std::string spec = envString("NCCL_SOCKET_IFNAME");
   sockaddr_storage addr{};
   std::string ifname;
-  Result r = chooseLocalAddress(nullptr, &addr, &ifname);
+  Result r = braid::bootstrap::chooseLocalAddress(nullptr, &addr, &ifname);
   std::printf("bootstrap/tcp interface (NCCL_SOCKET_IFNAME=%s): ", spec.empty() ? "<unset>" : spec.c_str());
   if (r.ok())
     std::printf("%s %s\n", ifname.c_str(), hostToString(addr).c_str());
@@ -159,9 +159,9 @@ void printBootstrapInterface() {
     std::printf("none: %s\n", r.message().c_str());
 }
 
-void printMatrix(const Topology& t, const PlacementOptions& opt) {
-  const std::vector<RankPlacement> ranks = simulatePlacements(t, opt);
-  const auto transports = makeTransports();
+void printMatrix(const braid::topology::Topology& t, const braid::topology::PlacementOptions& opt) {
+  const std::vector<braid::topology::RankPlacement> ranks = simulatePlacements(t, opt);
+  const auto transports = braid::registry::makeTransports();
   std::printf("\n%d rank(s) on %d host(s)%s:\n", opt.nranks, opt.hosts,
               opt.threadRanks ? ", one process per host" : ", one process per rank");
   for (int r = 0; r < opt.nranks; ++r)
@@ -174,7 +174,7 @@ void printMatrix(const Topology& t, const PlacementOptions& opt) {
   for (int r = 0; r < opt.nranks; ++r) {
     std::printf("%8d", r);
     for (int c = 0; c < opt.nranks; ++c) {
-      PairTransport p = classifyPair(ranks[r], ranks[c], transports);
+      braid::topology::PairTransport p = classifyPair(ranks[r], ranks[c], transports);
       starred |= !p.implemented();
       std::printf(" %7s", p.shortName().c_str());
     }
@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
     usage(stderr);
     return 2;
   }
-  Topology t;
+  topology::Topology t;
   Result r = discoverMachine(opt.sysfs, &t);
   if (!r.ok()) {
     std::fprintf(stderr, "braid-topo: %s\n", r.message().c_str());

@@ -4,8 +4,7 @@
 
 #include "kernels/executor/fifo_view.h"
 
-namespace braid {
-namespace exec {
+namespace braid::executor {
 
 // Receiver: waits for message port.seq+1 and checks that it belongs to the
 // operation `fingerprint` names and holds `bytes`; *word gets the message's
@@ -70,5 +69,4 @@ BRAID_HD void bulkRelease(Port& port, const G& g) {
   g.sync();
 }
 
-}  // namespace exec
-}  // namespace braid
+}  // namespace braid::executor

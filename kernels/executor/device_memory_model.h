@@ -21,8 +21,7 @@
 #include <sched.h>
 #endif
 
-namespace braid {
-namespace exec {
+namespace braid::executor {
 
 #if defined(__CUDA_ARCH__)
 using SysRef64 = cuda::atomic_ref<unsigned long long, cuda::thread_scope_system>;
@@ -160,5 +159,4 @@ struct BlockGroup {
 };
 #endif
 
-}  // namespace exec
-}  // namespace braid
+}  // namespace braid::executor

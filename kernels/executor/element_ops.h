@@ -9,8 +9,7 @@
 
 #include "reduce/op_dispatch.h"
 
-namespace braid {
-namespace exec {
+namespace braid::executor {
 
 // Memory moves 16 bytes per access where it can (a GPU moves 128-bit loads
 // and stores at full bandwidth, 32-bit ones at a fraction of it): each thread
@@ -165,7 +164,7 @@ BRAID_HD void copyElems(const G& g, T* d, const T* s, uint64_t n) {
 
 // dst = post(pre(src)); as hostCopy.
 template <class T, class G>
-BRAID_HD void applyCopy(const G& g, const RedOp& op, T* d, const T* s, uint64_t n, bool pre, bool post) {
+BRAID_HD void applyCopy(const G& g, const reduce::RedOp& op, T* d, const T* s, uint64_t n, bool pre, bool post) {
   reduce::withCopyFn<T>(
       op, pre, post, [&](auto fn) { forEach1(g, d, s, n, fn); },
       [&] {
@@ -176,10 +175,9 @@ BRAID_HD void applyCopy(const G& g, const RedOp& op, T* d, const T* s, uint64_t 
 // dst = post(a OP pre(b)); as hostReduce: `a` is the received partial, `b`
 // local data (a contribution when `pre`).
 template <class T, class G>
-BRAID_HD void applyReduce(const G& g, const RedOp& op, T* d, const T* a, const T* b, uint64_t n, bool pre,
+BRAID_HD void applyReduce(const G& g, const reduce::RedOp& op, T* d, const T* a, const T* b, uint64_t n, bool pre,
                           bool post) {
   reduce::withReduceFn<T>(op, pre, post, [&](auto fn) { forEach2(g, d, a, b, n, fn); });
 }
 
-}  // namespace exec
-}  // namespace braid
+}  // namespace braid::executor

@@ -31,8 +31,7 @@
 
 #include "kernels/executor/device_memory_model.h"
 
-namespace braid {
-namespace exec {
+namespace braid::executor {
 
 enum class Protocol : uint32_t { Bulk = 0, LL = 1 };
 
@@ -259,5 +258,4 @@ BRAID_HD ExecStatus waitCredit(Port& port, const G& g, const WaitControl& w) {
   return st;
 }
 
-}  // namespace exec
-}  // namespace braid
+}  // namespace braid::executor

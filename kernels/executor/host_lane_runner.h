@@ -4,8 +4,7 @@
 
 #include "kernels/executor/typed_step.h"
 
-namespace braid {
-namespace exec {
+namespace braid::executor {
 
 inline ExecStatus runLaneOnHost(LaneExec& L) { return runMixedLane(HostGroup(), L); }
 
@@ -21,5 +20,4 @@ inline ExecStatus runLaneTurn(LaneExec& L, bool* moved) {
   return st;
 }
 
-}  // namespace exec
-}  // namespace braid
+}  // namespace braid::executor

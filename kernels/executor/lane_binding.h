@@ -13,8 +13,7 @@
 #include "reduce/wire_format.h"
 #include "schedule/plan.h"
 
-namespace braid {
-namespace exec {
+namespace braid::executor {
 
 struct BoundLane {
   int32_t channel = 0;
@@ -43,10 +42,10 @@ inline int32_t portOf(std::vector<int32_t>& peers, std::vector<Protocol>& protoc
 // (peer, protocol) a port. Empty string on success; otherwise why the lane
 // cannot run with messages of at most payloadBytes. A message holds its
 // elements of elemSize bytes, or their narrowing when `wire` is one.
-inline std::string appendLane(const Lane& lane, uint32_t op, Protocol protocol, size_t elemSize,
-                              uint64_t payloadBytes, BoundLane* b, WireType wire = WireType::None) {
+inline std::string appendLane(const schedule::Lane& lane, uint32_t op, Protocol protocol, size_t elemSize,
+                              uint64_t payloadBytes, BoundLane* b, reduce::WireType wire = reduce::WireType::None) {
   for (size_t i = 0; i < lane.steps.size(); ++i) {
-    const Step& s = lane.steps[i];
+    const schedule::Step& s = lane.steps[i];
     ExecStep e;
     e.kind = s.kind;
     e.srcBuffer = s.src.buffer;
@@ -63,7 +62,7 @@ inline std::string appendLane(const Lane& lane, uint32_t op, Protocol protocol, 
     if (sends) e.sendPort = detail::portOf(b->sendPeers, b->sendProtocols, s.sendPeer, protocol);
     if (recvs) e.recvPort = detail::portOf(b->recvPeers, b->recvProtocols, s.recvPeer, protocol);
     if (sends || recvs) {
-      const uint64_t bytes = wire != WireType::None ? wireBytes(wire, s.count) : uint64_t(s.count) * elemSize;
+      const uint64_t bytes = wire != reduce::WireType::None ? wireBytes(wire, s.count) : uint64_t(s.count) * elemSize;
       if (bytes > payloadBytes)
         return "step " + std::to_string(i) + " moves " + std::to_string(bytes) + " bytes, more than a slot's " +
                std::to_string(payloadBytes);
@@ -75,7 +74,7 @@ inline std::string appendLane(const Lane& lane, uint32_t op, Protocol protocol, 
 }
 
 // One lane of one operation (operation 0).
-inline std::string bindLane(const Lane& lane, Protocol protocol, size_t elemSize, uint64_t payloadBytes,
+inline std::string bindLane(const schedule::Lane& lane, Protocol protocol, size_t elemSize, uint64_t payloadBytes,
                             BoundLane* out) {
   BoundLane b;
   b.channel = lane.channel;
@@ -84,5 +83,4 @@ inline std::string bindLane(const Lane& lane, Protocol protocol, size_t elemSize
   return why;
 }
 
-}  // namespace exec
-}  // namespace braid
+}  // namespace braid::executor

@@ -8,8 +8,7 @@
 
 #include "kernels/executor/fifo_view.h"
 
-namespace braid {
-namespace exec {
+namespace braid::executor {
 
 // Receiver: waits for message port.seq+1 (`bytes` long): first its header
 // line, whose fingerprint must be `fingerprint` (else FingerprintMismatch,
@@ -89,5 +88,4 @@ BRAID_HD void llSend(Port& port, uint64_t bytes, uint32_t fingerprint, const uin
   g.sync();
 }
 
-}  // namespace exec
-}  // namespace braid
+}  // namespace braid::executor

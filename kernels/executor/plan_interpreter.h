@@ -21,8 +21,7 @@
 #include "kernels/executor/ll_protocol.h"
 #include "schedule/plan.h"
 
-namespace braid {
-namespace exec {
+namespace braid::executor {
 
 constexpr uint8_t kStepContribution = 1;  // Step::srcIsContribution
 constexpr uint8_t kStepFinal = 2;         // Step::final
@@ -30,9 +29,9 @@ constexpr uint32_t kReceivedLL = 1;       // LaneExec::resumePhase
 
 // A Step with its peers resolved to the lane's ports (lane_binding.h).
 struct ExecStep {
-  StepKind kind = StepKind::Copy;
-  Buffer srcBuffer = Buffer::Input;
-  Buffer dstBuffer = Buffer::Input;
+  schedule::StepKind kind = schedule::StepKind::Copy;
+  schedule::Buffer srcBuffer = schedule::Buffer::Input;
+  schedule::Buffer dstBuffer = schedule::Buffer::Input;
   uint8_t flags = 0;
   int32_t sendPort = -1;  // index into LaneExec::sendPorts, -1 none
   int32_t recvPort = -1;  // index into LaneExec::recvPorts, -1 none
@@ -56,7 +55,7 @@ struct OpBuffers {
   const char* input = nullptr;
   char* output = nullptr;
   char* scratch = nullptr;
-  RedOp op;
+  reduce::RedOp op;
   // Stamped on every message the operation sends and checked on every one it
   // receives (fifo_view.h): set per call, like the buffers.
   uint32_t fingerprint = 0;
@@ -188,16 +187,22 @@ BRAID_HD inline void publishEnd(LaneExec& L, ExecStatus st) {
 }
 
 // plan.cc's stepSends/stepReceives, usable on the device.
-BRAID_HD inline bool stepSendsKind(StepKind k) {
-  return k == StepKind::Send || k == StepKind::RecvReduceSend || k == StepKind::RecvReduceCopySend ||
-         k == StepKind::RecvCopySend;
+BRAID_HD inline bool stepSendsKind(schedule::StepKind k) {
+  return k == schedule::StepKind::Send || k == schedule::StepKind::RecvReduceSend ||
+         k == schedule::StepKind::RecvReduceCopySend || k == schedule::StepKind::RecvCopySend;
 }
-BRAID_HD inline bool stepReceivesKind(StepKind k) { return k != StepKind::Send && k != StepKind::Copy; }
-BRAID_HD inline bool stepWritesDstKind(StepKind k) { return k != StepKind::Send && k != StepKind::RecvReduceSend; }
+BRAID_HD inline bool stepReceivesKind(schedule::StepKind k) {
+  return k != schedule::StepKind::Send && k != schedule::StepKind::Copy;
+}
+BRAID_HD inline bool stepWritesDstKind(schedule::StepKind k) {
+  return k != schedule::StepKind::Send && k != schedule::StepKind::RecvReduceSend;
+}
 
 template <class T>
-BRAID_HD T* bufferAt(const OpBuffers& o, Buffer b, uint64_t offset) {
-  char* base = b == Buffer::Input ? const_cast<char*>(o.input) : b == Buffer::Output ? o.output : o.scratch;
+BRAID_HD T* bufferAt(const OpBuffers& o, schedule::Buffer b, uint64_t offset) {
+  char* base = b == schedule::Buffer::Input    ? const_cast<char*>(o.input)
+               : b == schedule::Buffer::Output ? o.output
+                                               : o.scratch;
   return reinterpret_cast<T*>(base) + offset;
 }
 
@@ -209,31 +214,29 @@ BRAID_HD void computeStep(const G& g, const OpBuffers& L, const ExecStep& s, con
   const bool fin = (s.flags & kStepFinal) != 0;
   const uint64_t n = s.count;
   switch (s.kind) {
-    case StepKind::Send:
+    case schedule::StepKind::Send:
       applyCopy(g, L.op, out, bufferAt<T>(L, s.srcBuffer, s.srcOffset), n, pre, false);
       break;
-    case StepKind::Recv:
-      copyElems(g, bufferAt<T>(L, s.dstBuffer, s.dstOffset), in, n);
-      break;
-    case StepKind::RecvReduceSend:
+    case schedule::StepKind::Recv: copyElems(g, bufferAt<T>(L, s.dstBuffer, s.dstOffset), in, n); break;
+    case schedule::StepKind::RecvReduceSend:
       applyReduce(g, L.op, out, in, bufferAt<T>(L, s.srcBuffer, s.srcOffset), n, pre, fin);
       break;
-    case StepKind::RecvReduceCopy:
+    case schedule::StepKind::RecvReduceCopy:
       applyReduce(g, L.op, bufferAt<T>(L, s.dstBuffer, s.dstOffset), in,
                   bufferAt<T>(L, s.srcBuffer, s.srcOffset), n, pre, fin);
       break;
-    case StepKind::RecvReduceCopySend: {
+    case schedule::StepKind::RecvReduceCopySend: {
       T* dst = bufferAt<T>(L, s.dstBuffer, s.dstOffset);
       applyReduce(g, L.op, dst, in, bufferAt<T>(L, s.srcBuffer, s.srcOffset), n, pre, fin);
       g.sync();  // dst's elements may belong to other threads in the copy below
       copyElems(g, out, const_cast<const T*>(dst), n);
       break;
     }
-    case StepKind::RecvCopySend:
+    case schedule::StepKind::RecvCopySend:
       copyElems(g, out, in, n);
       copyElems(g, bufferAt<T>(L, s.dstBuffer, s.dstOffset), in, n);
       break;
-    case StepKind::Copy: {
+    case schedule::StepKind::Copy: {
       const T* src = bufferAt<T>(L, s.srcBuffer, s.srcOffset);
       T* dst = bufferAt<T>(L, s.dstBuffer, s.dstOffset);
       if (pre || fin || src != dst) applyCopy(g, L.op, dst, src, n, pre, fin);
@@ -383,5 +386,4 @@ BRAID_HD inline void rewindLane(LaneExec& L) {
   L.receivedFingerprint = 0;
 }
 
-}  // namespace exec
-}  // namespace braid
+}  // namespace braid::executor

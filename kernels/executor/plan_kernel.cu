@@ -8,14 +8,13 @@
 #include "kernels/executor/typed_step.h"
 #include "kernels/launch_error.h"
 
-namespace braid {
-namespace kernels {
+namespace braid::executor {
 namespace {
 
-__global__ void planLaneKernel(exec::LaneExec* lanes, int32_t* statuses) {
-  const exec::BlockGroup g;
-  exec::LaneExec& L = lanes[blockIdx.x];
-  const exec::ExecStatus st = exec::runMixedLane(g, L);
+__global__ void planLaneKernel(executor::LaneExec* lanes, int32_t* statuses) {
+  const executor::BlockGroup g;
+  executor::LaneExec& L = lanes[blockIdx.x];
+  const executor::ExecStatus st = executor::runMixedLane(g, L);
   // A failed lane raised L.failure itself (the interpreter).
   if (threadIdx.x == 0 && statuses != nullptr) statuses[blockIdx.x] = int32_t(st);
 }
@@ -55,19 +54,19 @@ bool planKernelSupportsType(ncclDataType_t type) { return type >= 0 && type < nc
 
 Result loadPlanKernel() {
   cudaFuncAttributes attr{};
-  return loadResult("plan kernel", cudaFuncGetAttributes(&attr, planLaneKernel));
+  return kernels::loadResult("plan kernel", cudaFuncGetAttributes(&attr, planLaneKernel));
 }
 
 Result residentPlanLanes(uint32_t threadsPerLane, uint32_t* lanes) {
-  return residentBlocks(reinterpret_cast<const void*>(&planLaneKernel), threadsPerLane, lanes);
+  return kernels::residentBlocks(reinterpret_cast<const void*>(&planLaneKernel), threadsPerLane, lanes);
 }
 
-Result launchPlanLanes(exec::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane, int32_t* statuses,
+Result launchPlanLanes(executor::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane, int32_t* statuses,
                        bool anyFp8, cudaStream_t stream) {
   if (nlanes == 0) return Result::success();
-  BRAID_TRY(checkThreadsPerLane(threadsPerLane));
+  BRAID_TRY(kernels::checkThreadsPerLane(threadsPerLane));
   if (anyFp8) BRAID_TRY(checkSm90());
-  BRAID_TRY(refuseOnPendingError("plan kernel"));
+  BRAID_TRY(kernels::refuseOnPendingError("plan kernel"));
   // A cooperative launch guarantees that every block is resident at once (its
   // lanes spin on each other), or fails instead of hanging.
   int device = 0, cooperative = 0;
@@ -85,12 +84,11 @@ Result launchPlanLanes(exec::LaneExec* lanes, uint32_t nlanes, uint32_t threadsP
   return err == cudaSuccess ? Result::success() : launchFailure(err);
 }
 
-Result launchPlanLanes(ncclDataType_t type, exec::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane,
+Result launchPlanLanes(ncclDataType_t type, executor::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane,
                        int32_t* statuses, cudaStream_t stream) {
   if (!planKernelSupportsType(type))
     return Result(ncclInvalidArgument, "plan kernel: invalid datatype " + std::to_string(int(type)));
   return launchPlanLanes(lanes, nlanes, threadsPerLane, statuses, isFp8(type), stream);
 }
 
-}  // namespace kernels
-}  // namespace braid
+}  // namespace braid::executor

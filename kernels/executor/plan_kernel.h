@@ -11,8 +11,7 @@
 #include "base/result.h"
 #include "kernels/executor/plan_interpreter.h"
 
-namespace braid {
-namespace kernels {
+namespace braid::executor {
 
 // Whether the kernel runs steps of `type`: every NCCL datatype. fp8 code
 // exists only for sm_90+; launches refuse it (ncclInvalidArgument) when the
@@ -29,7 +28,7 @@ bool planKernelSupportsType(ncclDataType_t type);
 // other must be in one launch, of at most residentPlanLanes() lanes: a block
 // spins until its peer's message arrives. Launched cooperatively where the
 // device supports it (every block resident at once, or a launch error).
-Result launchPlanLanes(exec::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane, int32_t* statuses,
+Result launchPlanLanes(executor::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane, int32_t* statuses,
                        bool anyFp8, cudaStream_t stream);
 
 // Loads the kernel's code on the current device now, so that no launch loads
@@ -41,8 +40,7 @@ Result loadPlanKernel();
 Result residentPlanLanes(uint32_t threadsPerLane, uint32_t* lanes);
 
 // As above for lanes whose operations are all of `type`.
-Result launchPlanLanes(ncclDataType_t type, exec::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane,
+Result launchPlanLanes(ncclDataType_t type, executor::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane,
                        int32_t* statuses, cudaStream_t stream);
 
-}  // namespace kernels
-}  // namespace braid
+}  // namespace braid::executor

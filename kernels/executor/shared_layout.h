@@ -10,8 +10,7 @@
 
 #include "kernels/executor/plan_interpreter.h"
 
-namespace braid {
-namespace exec {
+namespace braid::executor {
 
 static_assert(sizeof(void*) == 8, "the lane image assumes 64-bit pointers on host and device");
 static_assert(sizeof(WaitControl) == 40 && alignof(WaitControl) == 8, "WaitControl layout");
@@ -53,11 +52,11 @@ static_assert(offsetof(ExecStep, waitCount) == 24, "ExecStep::waitCount");
 static_assert(offsetof(ExecStep, srcOffset) == 32, "ExecStep::srcOffset");
 static_assert(offsetof(ExecStep, dstOffset) == 40, "ExecStep::dstOffset");
 static_assert(offsetof(ExecStep, count) == 48, "ExecStep::count");
-static_assert(sizeof(RedOp) == 24 && alignof(RedOp) == 8, "RedOp layout");
-static_assert(offsetof(RedOp, kind) == 0, "RedOp::kind");
-static_assert(offsetof(RedOp, type) == 4, "RedOp::type");
-static_assert(offsetof(RedOp, scalar) == 8, "RedOp::scalar");
-static_assert(offsetof(RedOp, divisor) == 16, "RedOp::divisor");
+static_assert(sizeof(reduce::RedOp) == 24 && alignof(reduce::RedOp) == 8, "RedOp layout");
+static_assert(offsetof(reduce::RedOp, kind) == 0, "RedOp::kind");
+static_assert(offsetof(reduce::RedOp, type) == 4, "RedOp::type");
+static_assert(offsetof(reduce::RedOp, scalar) == 8, "RedOp::scalar");
+static_assert(offsetof(reduce::RedOp, divisor) == 16, "RedOp::divisor");
 static_assert(sizeof(OpBuffers) == 56 && alignof(OpBuffers) == 8, "OpBuffers layout");
 static_assert(offsetof(OpBuffers, input) == 0, "OpBuffers::input");
 static_assert(offsetof(OpBuffers, output) == 8, "OpBuffers::output");
@@ -89,5 +88,4 @@ static_assert(offsetof(LaneExec, resumePhase) == 168, "LaneExec::resumePhase");
 static_assert(offsetof(LaneExec, resumeLines) == 176, "LaneExec::resumeLines");
 static_assert(offsetof(LaneExec, failure) == 184, "LaneExec::failure");
 
-}  // namespace exec
-}  // namespace braid
+}  // namespace braid::executor

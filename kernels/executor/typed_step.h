@@ -9,8 +9,7 @@
 #include "kernels/executor/shared_layout.h"
 #include "kernels/executor/wire_step.h"
 
-namespace braid {
-namespace exec {
+namespace braid::executor {
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 #define BRAID_EXEC_HAS_FP8 1
@@ -28,7 +27,7 @@ BRAID_HD ExecStatus runStepOfItsType(const G& g, LaneExec& L, const ExecStep& s)
     case ncclUint32: return runStep<uint32_t>(g, L, s);
     case ncclInt64: return runStep<int64_t>(g, L, s);
     case ncclUint64: return runStep<uint64_t>(g, L, s);
-    case ncclFloat16: return runStep<Half>(g, L, s);
+    case ncclFloat16: return runStep<reduce::Half>(g, L, s);
     case ncclFloat32:
       // Narrow messages run on the host; the device path stages such calls,
       // and a block (or its emulation) refuses them.
@@ -41,10 +40,10 @@ BRAID_HD ExecStatus runStepOfItsType(const G& g, LaneExec& L, const ExecStep& s)
       }
       return runStep<float>(g, L, s);
     case ncclFloat64: return runStep<double>(g, L, s);
-    case ncclBfloat16: return runStep<BFloat16>(g, L, s);
+    case ncclBfloat16: return runStep<reduce::BFloat16>(g, L, s);
 #if BRAID_EXEC_HAS_FP8
-    case ncclFloat8e4m3: return runStep<Fp8E4M3>(g, L, s);
-    case ncclFloat8e5m2: return runStep<Fp8E5M2>(g, L, s);
+    case ncclFloat8e4m3: return runStep<reduce::Fp8E4M3>(g, L, s);
+    case ncclFloat8e5m2: return runStep<reduce::Fp8E5M2>(g, L, s);
 #endif
     default: return ExecStatus::BadStep;
   }
@@ -56,5 +55,4 @@ BRAID_HD ExecStatus runMixedLane(const G& g, LaneExec& L) {
   return runLaneWith(g, L, [&](const ExecStep& s) { return runStepOfItsType(g, L, s); });
 }
 
-}  // namespace exec
-}  // namespace braid
+}  // namespace braid::executor

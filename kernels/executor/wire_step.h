@@ -20,19 +20,18 @@
 #include "reduce/wire_format.h"
 #include "reduce/wire_loops.h"
 
-namespace braid {
-namespace exec {
+namespace braid::executor {
 
 // The step's arithmetic (src/reduce/wire_loops.h does it per group of 32
 // values): `in` the received message or null, `out` the message to fill or null.
 template <class G>
 BRAID_HD void computeWireStep(const G& g, const OpBuffers& o, const ExecStep& s, const char* in, char* out) {
   reduce::WirePiece p;
-  p.wire = WireType(o.wire);
+  p.wire = reduce::WireType(o.wire);
   p.op = o.op;
   p.pre = (s.flags & kStepContribution) != 0;
   // A Send applies no post-division, as in runStep.
-  p.post = (s.flags & kStepFinal) != 0 && s.kind != StepKind::Send;
+  p.post = (s.flags & kStepFinal) != 0 && s.kind != schedule::StepKind::Send;
   p.round = (s.flags & kStepFinal) != 0 && o.roundFinal != 0;
   p.count = s.count;
   p.firstGroup = g.tid();
@@ -40,14 +39,14 @@ BRAID_HD void computeWireStep(const G& g, const OpBuffers& o, const ExecStep& s,
   p.in = reinterpret_cast<const uint8_t*>(in);
   p.out = reinterpret_cast<uint8_t*>(out);
   p.dst = stepWritesDstKind(s.kind) ? bufferAt<float>(o, s.dstBuffer, s.dstOffset) : nullptr;
-  const bool local = s.kind != StepKind::Recv && s.kind != StepKind::RecvCopySend;
+  const bool local = s.kind != schedule::StepKind::Recv && s.kind != schedule::StepKind::RecvCopySend;
   p.src = local ? bufferAt<float>(o, s.srcBuffer, s.srcOffset) : nullptr;
-  if (s.kind == StepKind::RecvCopySend) {
+  if (s.kind == schedule::StepKind::RecvCopySend) {
     // Forwarded as received: the owner's narrowing, bit for bit.
     copyElems(g, p.out, p.in, wireBytes(p.wire, p.count));
     p.out = nullptr;
   }
-  if (s.kind == StepKind::Copy && !p.round) {
+  if (s.kind == schedule::StepKind::Copy && !p.round) {
     if (p.pre || p.post || p.src != p.dst) applyCopy(g, o.op, p.dst, p.src, p.count, p.pre, p.post);
   } else {
 #if defined(__CUDA_ARCH__)
@@ -62,10 +61,9 @@ BRAID_HD void computeWireStep(const G& g, const OpBuffers& o, const ExecStep& s,
 template <class G>
 BRAID_HD ExecStatus runWireStep(const G& g, LaneExec& L, const ExecStep& s) {
   if (s.op >= L.nops) return ExecStatus::BadStep;
-  const WireType w = WireType(L.ops[s.op].wire);
+  const reduce::WireType w = reduce::WireType(L.ops[s.op].wire);
   return runStepWith(g, L, s, wireBytes(w, s.count),
                      [&](const char* in, char* out) { computeWireStep(g, L.ops[s.op], s, in, out); });
 }
 
-}  // namespace exec
-}  // namespace braid
+}  // namespace braid::executor

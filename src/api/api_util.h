@@ -18,12 +18,12 @@
 
 // Closes an entry point written `BRAID_NCCL_API(ncclResult_t, name, ...) try {
 // ... } BRAID_API_CATCH(name)`: no C++ exception crosses the C API.
-#define BRAID_API_CATCH(name) \
-  catch (...) {               \
-    return ::braid::reportException(#name); \
+#define BRAID_API_CATCH(name)                    \
+  catch (...) {                                  \
+    return ::braid::api::reportException(#name); \
   }
 
-namespace braid {
+namespace braid::api {
 
 // The error an exception escaping entry point `fn` becomes (call it in a catch
 // block): std::bad_alloc is ncclSystemError, anything else ncclInternalError
@@ -40,4 +40,4 @@ ncclResult_t notSupported(const char* function, const char* why);
 // The message ncclGetLastError returns for this thread ("" when none).
 const char* lastErrorMessage();
 
-}  // namespace braid
+}  // namespace braid::api

@@ -4,7 +4,7 @@
 
 #include <nccl.h>
 
-namespace braid {
+namespace braid::api {
 
 // Blocking: joins now (or at the end of the open group). Nonblocking: joins on a
 // thread of its own and reports ncclInProgress until ncclCommGetAsyncError says
@@ -13,4 +13,4 @@ namespace braid {
 ncclResult_t startInit(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
                        const ncclConfig_t* config, const char* fn, double timeoutSeconds = 0);
 
-}  // namespace braid
+}  // namespace braid::api

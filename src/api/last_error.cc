@@ -13,7 +13,7 @@
 #define BRAID_STRINGIFY_(x) #x
 #define BRAID_STRINGIFY(x) BRAID_STRINGIFY_(x)
 
-namespace braid {
+namespace braid::api {
 
 namespace {
 
@@ -77,14 +77,14 @@ ncclResult_t notSupported(const char* function, const char* why) {
 
 const char* lastErrorMessage() { return threadLastError().c_str(); }
 
-}  // namespace braid
+}  // namespace braid::api
 
 BRAID_NCCL_API(const char*, ncclGetErrorString, ncclResult_t result) try {
-  return braid::resultText(result);
+  return braid::api::resultText(result);
 } catch (...) { return "braid: internal error"; }
 
 BRAID_NCCL_API(const char*, ncclGetLastError, ncclComm_t comm) try {
-  return braid::lastErrorMessage();
+  return braid::api::lastErrorMessage();
 } catch (...) { return "braid: internal error"; }
 
 extern "C" BRAID_EXPORT const char* braidVersionString(void) try {

@@ -11,19 +11,18 @@
 using namespace braid;
 
 BRAID_NCCL_API(ncclResult_t, ncclGetVersion, int* version) try {
-  if (version == nullptr) return report(fail(ncclInvalidArgument, "ncclGetVersion: version is NULL"));
+  if (version == nullptr) return braid::api::report(fail(ncclInvalidArgument, "ncclGetVersion: version is NULL"));
   *version = NCCL_VERSION_CODE;
   return ncclSuccess;
 } BRAID_API_CATCH(ncclGetVersion)
 
 BRAID_NCCL_API(ncclResult_t, ncclGroupStart) try {
-  groupStart();
+  braid::core::groupStart();
   return ncclSuccess;
 } BRAID_API_CATCH(ncclGroupStart)
 
-BRAID_NCCL_API(ncclResult_t, ncclGroupEnd) try {
-  return report(groupEnd());
-} BRAID_API_CATCH(ncclGroupEnd)
+BRAID_NCCL_API(ncclResult_t, ncclGroupEnd) try { return braid::api::report(braid::core::groupEnd()); }
+BRAID_API_CATCH(ncclGroupEnd)
 
 // NCCL_SIM_INFO_INITIALIZER's magic: a struct that was not initialised from it
 // is refused rather than half trusted.
@@ -33,30 +32,31 @@ BRAID_NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) try {
   float micros = 0;
   // The group ends (its collectives dropped) even when simInfo is bad, so that
   // a caller who checks the error is not left inside a group.
-  Result r = groupSimulateEnd(&micros);
+  Result r = braid::core::groupSimulateEnd(&micros);
   if (simInfo == nullptr || simInfo->magic != kSimInfoMagic || simInfo->size < sizeof(ncclSimInfo_t))
-    return report(fail(ncclInvalidArgument,
-                       "ncclGroupSimulateEnd: simInfo must be non-NULL and initialised with "
-                       "NCCL_SIM_INFO_INITIALIZER"));
+    return braid::api::report(fail(ncclInvalidArgument,
+                                   "ncclGroupSimulateEnd: simInfo must be non-NULL and initialised with "
+                                   "NCCL_SIM_INFO_INITIALIZER"));
   if (r.ok()) simInfo->estimatedTime = micros;
-  return report(r);
+  return braid::api::report(r);
 } BRAID_API_CATCH(ncclGroupSimulateEnd)
 
 BRAID_NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar,
                ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm) try {
-  Result r = checkUsableComm(comm, "ncclRedOpCreatePreMulSum");
+  Result r = braid::core::checkUsableComm(comm, "ncclRedOpCreatePreMulSum");
   if (r.ok() && (op == nullptr || scalar == nullptr))
     r = fail(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: op and scalar must not be NULL");
   if (r.ok() && (static_cast<int>(datatype) < 0 || datatype >= ncclNumTypes))
     r = fail(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: datatype %d is invalid", static_cast<int>(datatype));
   if (r.ok() && residence != ncclScalarHostImmediate && residence != ncclScalarDevice)
     r = fail(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: residence %d is invalid", static_cast<int>(residence));
-  if (!r.ok()) return report(r);
-  UserRedOp u;
+  if (!r.ok()) return braid::api::report(r);
+  braid::engine::UserRedOp u;
   u.live = true;
   u.type = datatype;
   u.residence = residence;
-  if (residence == ncclScalarHostImmediate) memcpy(u.scalar, scalar, typeSize(datatype));
+  if (residence == ncclScalarHostImmediate)
+    memcpy(u.scalar, scalar, braid::reduce::typeSize(datatype));
   else u.scalarPtr = scalar;
   size_t slot = 0;
   while (slot < comm->userOps.size() && comm->userOps[slot].live) ++slot;
@@ -67,12 +67,12 @@ BRAID_NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* sc
 } BRAID_API_CATCH(ncclRedOpCreatePreMulSum)
 
 BRAID_NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) try {
-  Result r = checkComm(comm, "ncclRedOpDestroy");
+  Result r = braid::core::checkComm(comm, "ncclRedOpDestroy");
   const int slot = static_cast<int>(op) - ncclNumOps;
   if (r.ok() && (slot < 0 || slot >= static_cast<int>(comm->userOps.size()) || !comm->userOps[slot].live))
     r = fail(ncclInvalidArgument, "ncclRedOpDestroy: op %d was not created on this communicator "
              "(or was destroyed already)", static_cast<int>(op));
-  if (!r.ok()) return report(r);
+  if (!r.ok()) return braid::api::report(r);
   comm->userOps[slot].live = false;
   return ncclSuccess;
 } BRAID_API_CATCH(ncclRedOpDestroy)
@@ -80,13 +80,13 @@ BRAID_NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) 
 // Without a GPU path yet, ncclMemAlloc hands out page-aligned host memory, which
 // every braid collective accepts.
 BRAID_NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) try {
-  if (ptr == nullptr) return report(fail(ncclInvalidArgument, "ncclMemAlloc: ptr is NULL"));
+  if (ptr == nullptr) return braid::api::report(fail(ncclInvalidArgument, "ncclMemAlloc: ptr is NULL"));
   if (size == 0) {
     *ptr = nullptr;
     return ncclSuccess;
   }
   if (posix_memalign(ptr, 4096, size) != 0)
-    return report(fail(ncclSystemError, "ncclMemAlloc: cannot allocate %zu bytes of host memory", size));
+    return braid::api::report(fail(ncclSystemError, "ncclMemAlloc: cannot allocate %zu bytes of host memory", size));
   return ncclSuccess;
 } BRAID_API_CATCH(ncclMemAlloc)
 
@@ -104,18 +104,18 @@ struct Registration {
 
 // Host buffers need no registration; the handle only records what was given.
 BRAID_NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size, void** handle) try {
-  Result r = checkComm(comm, "ncclCommRegister");
+  Result r = braid::core::checkComm(comm, "ncclCommRegister");
   if (r.ok() && (handle == nullptr || (buff == nullptr && size > 0)))
     r = fail(ncclInvalidArgument, "ncclCommRegister: buff and handle must not be NULL");
-  if (!r.ok()) return report(r);
+  if (!r.ok()) return braid::api::report(r);
   *handle = std::make_unique<Registration>(Registration{buff, size}).release();
   return ncclSuccess;
 } BRAID_API_CATCH(ncclCommRegister)
 
 BRAID_NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) try {
-  Result r = checkComm(comm, "ncclCommDeregister");
+  Result r = braid::core::checkComm(comm, "ncclCommDeregister");
   if (r.ok() && handle == nullptr) r = fail(ncclInvalidArgument, "ncclCommDeregister: handle is NULL");
-  if (!r.ok()) return report(r);
+  if (!r.ok()) return braid::api::report(r);
   std::unique_ptr<Registration> owned(static_cast<Registration*>(handle));
   return ncclSuccess;
 } BRAID_API_CATCH(ncclCommDeregister)

@@ -27,19 +27,18 @@ constexpr const char* kNoSuspend =
 
 BRAID_NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size,
                ncclWindow_t* win, int winFlags) try {
-  return braid::notSupported("ncclCommWindowRegister", kNoWindows);
+  return braid::api::notSupported("ncclCommWindowRegister", kNoWindows);
 } BRAID_API_CATCH(ncclCommWindowRegister)
 
 BRAID_NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) try {
-  return braid::notSupported("ncclCommWindowDeregister", kNoWindows);
+  return braid::api::notSupported("ncclCommWindowDeregister", kNoWindows);
 } BRAID_API_CATCH(ncclCommWindowDeregister)
 
 BRAID_NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks,
                int myrank, int nId, ncclUniqueId* commIds, ncclConfig_t* config) try {
-  return braid::notSupported(
-      "ncclCommInitRankScalable",
-      "initialisation from several unique ids is not implemented; use "
-      "ncclCommInitRankConfig with one id");
+  return braid::api::notSupported("ncclCommInitRankScalable",
+                                  "initialisation from several unique ids is not implemented; use "
+                                  "ncclCommInitRankConfig with one id");
 } BRAID_API_CATCH(ncclCommInitRankScalable)
 
 // NCCL declares these deprecated; defining them must not warn.
@@ -82,49 +81,46 @@ ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUser
 BRAID_NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks,
                const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
                ncclConfig_t* config) try {
-  return braid::notSupported(
-      "ncclCommGrow",
-      "growing a communicator is not implemented; create a new one with ncclCommInitRank");
+  return braid::api::notSupported("ncclCommGrow",
+                                  "growing a communicator is not implemented; create a new one with ncclCommInitRank");
 } BRAID_API_CATCH(ncclCommGrow)
 
 BRAID_NCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId* uniqueId) try {
-  return braid::notSupported(
-      "ncclCommGetUniqueId",
-      "ids derived from a communicator are not implemented; use ncclGetUniqueId");
+  return braid::api::notSupported("ncclCommGetUniqueId",
+                                  "ids derived from a communicator are not implemented; use ncclGetUniqueId");
 } BRAID_API_CATCH(ncclCommGetUniqueId)
 
 BRAID_NCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags) try {
-  return braid::notSupported("ncclCommSuspend", kNoSuspend);
+  return braid::api::notSupported("ncclCommSuspend", kNoSuspend);
 } BRAID_API_CATCH(ncclCommSuspend)
 
 BRAID_NCCL_API(ncclResult_t, ncclCommResume, ncclComm_t comm) try {
-  return braid::notSupported("ncclCommResume", kNoSuspend);
+  return braid::api::notSupported("ncclCommResume", kNoSuspend);
 } BRAID_API_CATCH(ncclCommResume)
 
 BRAID_NCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, int stat, uint64_t* value) try {
-  return braid::notSupported("ncclCommMemStats",
-                             "communicator memory statistics are not implemented");
+  return braid::api::notSupported("ncclCommMemStats", "communicator memory statistics are not implemented");
 } BRAID_API_CATCH(ncclCommMemStats)
 
 BRAID_NCCL_API(ncclResult_t, ncclPutSignal, const void* localbuff, size_t count,
                ncclDataType_t datatype, int peer, ncclWindow_t peerWin, size_t peerWinOffset,
                int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream) try {
-  return braid::notSupported("ncclPutSignal", kNoOneSided);
+  return braid::api::notSupported("ncclPutSignal", kNoOneSided);
 } BRAID_API_CATCH(ncclPutSignal)
 
 BRAID_NCCL_API(ncclResult_t, ncclSignal, int peer, int sigIdx, int ctx, unsigned int flags,
                ncclComm_t comm, cudaStream_t stream) try {
-  return braid::notSupported("ncclSignal", kNoOneSided);
+  return braid::api::notSupported("ncclSignal", kNoOneSided);
 } BRAID_API_CATCH(ncclSignal)
 
 BRAID_NCCL_API(ncclResult_t, ncclWaitSignal, int nDesc, void* signalDescs, ncclComm_t comm,
                cudaStream_t stream) try {
-  return braid::notSupported("ncclWaitSignal", kNoOneSided);
+  return braid::api::notSupported("ncclWaitSignal", kNoOneSided);
 } BRAID_API_CATCH(ncclWaitSignal)
 
 BRAID_NCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win,
                void** outUserPtr) try {
-  return braid::notSupported("ncclWinGetUserPtr", kNoWindows);
+  return braid::api::notSupported("ncclWinGetUserPtr", kNoWindows);
 } BRAID_API_CATCH(ncclWinGetUserPtr)
 
 // ---- host side of NCCL 2.28's device API (nccl_device.h) ----------------------------
@@ -138,30 +134,28 @@ struct ncclLsaBarrierHandle;
 struct ncclGinBarrierHandle;
 struct ncclLLA2AHandle;
 
-namespace braid {
+namespace braid::api {
 struct DeviceTeam {  // NCCL's ncclTeam_t
   int nRanks;
   int rank;
   int stride;
 };
 static_assert(sizeof(DeviceTeam) == 3 * sizeof(int), "ncclTeam_t is three ints");
-}  // namespace braid
+}  // namespace braid::api
 
 extern "C" {
 ncclResult_t ncclDevCommCreate(ncclComm_t comm, const ncclDevCommRequirements* reqs,
                                ncclDevComm* outDevComm);
 ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const ncclDevComm* devComm);
-braid::DeviceTeam ncclTeamWorld(ncclComm_t comm);
-braid::DeviceTeam ncclTeamLsa(ncclComm_t comm);
-braid::DeviceTeam ncclTeamRail(ncclComm_t comm);
-int ncclTeamRankToWorld(ncclComm_t comm, braid::DeviceTeam team, int rank);
-int ncclTeamRankToLsa(ncclComm_t comm, braid::DeviceTeam team, int rank);
-ncclResult_t ncclLsaBarrierCreateRequirement(braid::DeviceTeam team, int nBarriers,
-                                             ncclLsaBarrierHandle* outHandle,
-                                             ncclDevResourceRequirements* outReq);
-ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, braid::DeviceTeam team,
-                                             int nBarriers, ncclGinBarrierHandle* outHandle,
-                                             ncclDevResourceRequirements* outReq);
+braid::api::DeviceTeam ncclTeamWorld(ncclComm_t comm);
+braid::api::DeviceTeam ncclTeamLsa(ncclComm_t comm);
+braid::api::DeviceTeam ncclTeamRail(ncclComm_t comm);
+int ncclTeamRankToWorld(ncclComm_t comm, braid::api::DeviceTeam team, int rank);
+int ncclTeamRankToLsa(ncclComm_t comm, braid::api::DeviceTeam team, int rank);
+ncclResult_t ncclLsaBarrierCreateRequirement(braid::api::DeviceTeam team, int nBarriers,
+                                             ncclLsaBarrierHandle* outHandle, ncclDevResourceRequirements* outReq);
+ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, braid::api::DeviceTeam team, int nBarriers,
+                                             ncclGinBarrierHandle* outHandle, ncclDevResourceRequirements* outReq);
 int ncclLLA2ACalcSlots(int maxElts, int maxEltSize);
 ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, ncclLLA2AHandle* outHandle,
                                         ncclDevResourceRequirements* outReq);
@@ -171,57 +165,67 @@ namespace {
 
 // For the functions that cannot return a result code: record why, and let the
 // zero team / -1 rank / 0 slots they return make the caller's next step fail.
-void deviceApiMissing(const char* function) {
-  (void)braid::notSupported(function, kNoDeviceApi);
-}
+void deviceApiMissing(const char* function) { (void)braid::api::notSupported(function, kNoDeviceApi); }
 
 }  // namespace
 
 BRAID_NCCL_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm,
                const ncclDevCommRequirements* reqs, ncclDevComm* outDevComm) try {
-  return braid::notSupported("ncclDevCommCreate", kNoDeviceApi);
+  return braid::api::notSupported("ncclDevCommCreate", kNoDeviceApi);
 } BRAID_API_CATCH(ncclDevCommCreate)
 
 BRAID_NCCL_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, const ncclDevComm* devComm) try {
-  return braid::notSupported("ncclDevCommDestroy", kNoDeviceApi);
+  return braid::api::notSupported("ncclDevCommDestroy", kNoDeviceApi);
 } BRAID_API_CATCH(ncclDevCommDestroy)
 
-BRAID_NCCL_API(braid::DeviceTeam, ncclTeamWorld, ncclComm_t comm) try {
+BRAID_NCCL_API(braid::api::DeviceTeam, ncclTeamWorld, ncclComm_t comm) try {
   deviceApiMissing("ncclTeamWorld");
-  return braid::DeviceTeam{};
-} catch (...) { return braid::DeviceTeam{}; }
+  return braid::api::DeviceTeam{};
+} catch (...) {
+  return braid::api::DeviceTeam{};
+}
 
-BRAID_NCCL_API(braid::DeviceTeam, ncclTeamLsa, ncclComm_t comm) try {
+BRAID_NCCL_API(braid::api::DeviceTeam, ncclTeamLsa, ncclComm_t comm) try {
   deviceApiMissing("ncclTeamLsa");
-  return braid::DeviceTeam{};
-} catch (...) { return braid::DeviceTeam{}; }
+  return braid::api::DeviceTeam{};
+} catch (...) {
+  return braid::api::DeviceTeam{};
+}
 
-BRAID_NCCL_API(braid::DeviceTeam, ncclTeamRail, ncclComm_t comm) try {
+BRAID_NCCL_API(braid::api::DeviceTeam, ncclTeamRail, ncclComm_t comm) try {
   deviceApiMissing("ncclTeamRail");
-  return braid::DeviceTeam{};
-} catch (...) { return braid::DeviceTeam{}; }
+  return braid::api::DeviceTeam{};
+} catch (...) {
+  return braid::api::DeviceTeam{};
+}
 
-BRAID_NCCL_API(int, ncclTeamRankToWorld, ncclComm_t comm, braid::DeviceTeam team, int rank) try {
+BRAID_NCCL_API(int, ncclTeamRankToWorld, ncclComm_t comm, braid::api::DeviceTeam team, int rank) try {
   deviceApiMissing("ncclTeamRankToWorld");
   return -1;
-} catch (...) { return -1; }
+} catch (...) {
+  return -1;
+}
 
-BRAID_NCCL_API(int, ncclTeamRankToLsa, ncclComm_t comm, braid::DeviceTeam team, int rank) try {
+BRAID_NCCL_API(int, ncclTeamRankToLsa, ncclComm_t comm, braid::api::DeviceTeam team, int rank) try {
   deviceApiMissing("ncclTeamRankToLsa");
   return -1;
-} catch (...) { return -1; }
+} catch (...) {
+  return -1;
+}
 
-BRAID_NCCL_API(ncclResult_t, ncclLsaBarrierCreateRequirement, braid::DeviceTeam team,
-               int nBarriers, ncclLsaBarrierHandle* outHandle,
-               ncclDevResourceRequirements* outReq) try {
-  return braid::notSupported("ncclLsaBarrierCreateRequirement", kNoDeviceApi);
-} BRAID_API_CATCH(ncclLsaBarrierCreateRequirement)
+BRAID_NCCL_API(ncclResult_t, ncclLsaBarrierCreateRequirement, braid::api::DeviceTeam team, int nBarriers,
+               ncclLsaBarrierHandle* outHandle, ncclDevResourceRequirements* outReq)
+try {
+  return braid::api::notSupported("ncclLsaBarrierCreateRequirement", kNoDeviceApi);
+}
+BRAID_API_CATCH(ncclLsaBarrierCreateRequirement)
 
-BRAID_NCCL_API(ncclResult_t, ncclGinBarrierCreateRequirement, ncclComm_t comm,
-               braid::DeviceTeam team, int nBarriers, ncclGinBarrierHandle* outHandle,
-               ncclDevResourceRequirements* outReq) try {
-  return braid::notSupported("ncclGinBarrierCreateRequirement", kNoDeviceApi);
-} BRAID_API_CATCH(ncclGinBarrierCreateRequirement)
+BRAID_NCCL_API(ncclResult_t, ncclGinBarrierCreateRequirement, ncclComm_t comm, braid::api::DeviceTeam team,
+               int nBarriers, ncclGinBarrierHandle* outHandle, ncclDevResourceRequirements* outReq)
+try {
+  return braid::api::notSupported("ncclGinBarrierCreateRequirement", kNoDeviceApi);
+}
+BRAID_API_CATCH(ncclGinBarrierCreateRequirement)
 
 BRAID_NCCL_API(int, ncclLLA2ACalcSlots, int maxElts, int maxEltSize) try {
   deviceApiMissing("ncclLLA2ACalcSlots");
@@ -230,5 +234,5 @@ BRAID_NCCL_API(int, ncclLLA2ACalcSlots, int maxElts, int maxEltSize) try {
 
 BRAID_NCCL_API(ncclResult_t, ncclLLA2ACreateRequirement, int nBlocks, int nSlots,
                ncclLLA2AHandle* outHandle, ncclDevResourceRequirements* outReq) try {
-  return braid::notSupported("ncclLLA2ACreateRequirement", kNoDeviceApi);
+  return braid::api::notSupported("ncclLLA2ACreateRequirement", kNoDeviceApi);
 } BRAID_API_CATCH(ncclLLA2ACreateRequirement)

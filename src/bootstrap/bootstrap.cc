@@ -25,7 +25,7 @@
 #include "bootstrap/root.h"
 #include "bootstrap/wire.h"
 
-namespace braid {
+namespace braid::bootstrap {
 
 namespace {
 
@@ -564,4 +564,4 @@ Result Bootstrap::create(const ncclUniqueId& id, int rank, int nranks, Deadline 
   return Result::success();
 }
 
-}  // namespace braid
+}  // namespace braid::bootstrap

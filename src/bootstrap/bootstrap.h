@@ -15,7 +15,7 @@
 #include "base/clock.h"
 #include "base/result.h"
 
-namespace braid {
+namespace braid::bootstrap {
 
 // Fills `id` with the root's address and a random magic. Without NCCL_COMM_ID it
 // starts a root thread in this process that lives until every rank has checked
@@ -116,4 +116,4 @@ class Bootstrap {
   virtual std::vector<std::string> failureNotices(int peer = -1) = 0;
 };
 
-}  // namespace braid
+}  // namespace braid::bootstrap

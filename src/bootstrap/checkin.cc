@@ -7,7 +7,7 @@
 #include "bootstrap/root.h"
 #include "bootstrap/wire.h"
 
-namespace braid {
+namespace braid::bootstrap {
 
 namespace {
 
@@ -135,4 +135,4 @@ Result checkIn(const sockaddr_storage& root, uint64_t magic, int rank, int nrank
   return readTable(s, reply, rank, nranks, root, replyDeadline, table);
 }
 
-}  // namespace braid
+}  // namespace braid::bootstrap

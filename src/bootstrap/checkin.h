@@ -9,7 +9,7 @@
 #include "base/result.h"
 #include "base/socket.h"
 
-namespace braid {
+namespace braid::bootstrap {
 
 // Announces `rank` (listening at `listenAddr`) to the root at `root` and waits
 // until the root sends every rank's listening address. At `deadline` it asks
@@ -18,4 +18,4 @@ Result checkIn(const sockaddr_storage& root, uint64_t magic, int rank, int nrank
                const sockaddr_storage& listenAddr, Deadline deadline,
                std::vector<sockaddr_storage>* table);
 
-}  // namespace braid
+}  // namespace braid::bootstrap

@@ -11,7 +11,7 @@
 #include "base/log.h"
 #include "base/socket.h"
 
-namespace braid {
+namespace braid::bootstrap {
 
 namespace {
 
@@ -239,4 +239,4 @@ Result chooseLocalAddress(const sockaddr_storage* root, sockaddr_storage* out,
   return Result::success();
 }
 
-}  // namespace braid
+}  // namespace braid::bootstrap

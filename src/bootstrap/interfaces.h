@@ -12,7 +12,7 @@
 
 #include "base/result.h"
 
-namespace braid {
+namespace braid::bootstrap {
 
 struct NetInterface {
   std::string name;
@@ -56,4 +56,4 @@ int socketFamilyFromEnv();
 Result chooseLocalAddress(const sockaddr_storage* root, sockaddr_storage* out,
                           std::string* ifname = nullptr);
 
-}  // namespace braid
+}  // namespace braid::bootstrap

@@ -13,7 +13,7 @@
 #include "base/log.h"
 #include "bootstrap/wire.h"
 
-namespace braid {
+namespace braid::bootstrap {
 
 namespace {
 
@@ -357,4 +357,4 @@ std::string formatRankList(const std::vector<int>& ranks, size_t limit) {
   return s.empty() ? "none" : s;
 }
 
-}  // namespace braid
+}  // namespace braid::bootstrap

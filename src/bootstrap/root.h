@@ -12,7 +12,7 @@
 #include "base/result.h"
 #include "base/socket.h"
 
-namespace braid {
+namespace braid::bootstrap {
 
 // Stops one root thread early (the rank that started it failed).
 class RootHandle {
@@ -39,4 +39,4 @@ std::string formatRankList(const std::vector<int>& ranks, size_t limit = 32);
 // The root's wait in seconds (BRAID_BOOTSTRAP_TIMEOUT, default 600).
 int64_t bootstrapTimeoutSeconds();
 
-}  // namespace braid
+}  // namespace braid::bootstrap

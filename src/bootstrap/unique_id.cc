@@ -12,7 +12,7 @@
 #include "bootstrap/root.h"
 #include "bootstrap/wire.h"
 
-namespace braid {
+namespace braid::bootstrap {
 
 namespace {
 
@@ -66,4 +66,4 @@ Result createUniqueId(ncclUniqueId* id) {
   return Result::success();
 }
 
-}  // namespace braid
+}  // namespace braid::bootstrap

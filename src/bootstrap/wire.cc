@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-namespace braid {
+namespace braid::bootstrap {
 
 namespace {
 
@@ -239,4 +239,4 @@ Result decodeFrameHeader(const void* data, size_t len, uint64_t magic, FrameHead
   return Result::success();
 }
 
-}  // namespace braid
+}  // namespace braid::bootstrap

@@ -20,7 +20,7 @@
 
 #include "base/result.h"
 
-namespace braid {
+namespace braid::bootstrap {
 
 // An IPv4 or IPv6 socket address (sockaddr_in / sockaddr_in6 bytes).
 struct WireAddr {
@@ -138,4 +138,4 @@ constexpr uint64_t kMaxMessageBytes = 1ull << 30;
 // and the size is within kMaxMessageBytes.
 Result decodeFrameHeader(const void* data, size_t len, uint64_t magic, FrameHeader* out);
 
-}  // namespace braid
+}  // namespace braid::bootstrap

@@ -10,7 +10,7 @@
 #include "engine/comm.h"
 #include "engine/fingerprint.h"
 
-namespace braid {
+namespace braid::core {
 
 namespace {
 
@@ -27,13 +27,18 @@ struct CallRecord {
   int32_t pad = 0;
 };
 
-CallRecord recordOf(ncclComm* comm, const std::vector<Task>& tasks) {
+CallRecord recordOf(ncclComm* comm, const std::vector<engine::Task>& tasks) {
   CallRecord rec;
-  for (const Task& t : tasks) {
-    if (t.comm != comm || isPointToPoint(t.coll)) continue;
-    const int root = usesRoot(t.coll) ? t.root : 0;
+  for (const engine::Task& t : tasks) {
+    if (t.comm != comm || engine::isPointToPoint(t.coll)) continue;
+    const int root = engine::usesRoot(t.coll) ? t.root : 0;
     const int op = isReduction(t.coll) ? t.userOp : 0;
-    rec.digest = mixHash(mixHash(mixHash(mixHash(mixHash(rec.digest, static_cast<uint64_t>(t.coll)), t.count), t.type), op), root);
+    rec.digest = engine::mixHash(
+        engine::mixHash(
+            engine::mixHash(engine::mixHash(engine::mixHash(rec.digest, static_cast<uint64_t>(t.coll)), t.count),
+                            t.type),
+            op),
+        root);
     if (rec.ncalls++ == 0) {
       rec.coll = static_cast<int32_t>(t.coll);
       rec.count = t.count;
@@ -48,8 +53,8 @@ CallRecord recordOf(ncclComm* comm, const std::vector<Task>& tasks) {
 
 std::string describe(const CallRecord& r) {
   if (r.ncalls == 0) return "no collective (only point-to-point calls, or none)";
-  std::string s = describeCall(static_cast<Collective>(r.coll), r.count, static_cast<ncclDataType_t>(r.type), r.op,
-                               r.root);
+  std::string s = engine::describeCall(static_cast<schedule::Collective>(r.coll), r.count,
+                                       static_cast<ncclDataType_t>(r.type), r.op, r.root);
   if (r.ncalls > 1) s += " and " + std::to_string(r.ncalls - 1) + " more collective(s) in one group";
   return s;
 }
@@ -58,10 +63,10 @@ bool sameCalls(const CallRecord& a, const CallRecord& b) {
   return a.ncalls == b.ncalls && a.digest == b.digest;
 }
 
-Result checkComm(ncclComm* comm, const std::vector<Task>& tasks) {
+Result checkComm(ncclComm* comm, const std::vector<engine::Task>& tasks) {
   std::vector<CallRecord> all(comm->nranks);
   all[comm->rank] = recordOf(comm, tasks);
-  BRAID_TRY(comm->bootstrap->allGather(all.data(), sizeof(CallRecord), deadlineFromNow(comm))
+  BRAID_TRY(comm->bootstrap->allGather(all.data(), sizeof(CallRecord), engine::deadlineFromNow(comm))
                 .context("BRAID_CHECK: comparing calls"));
   comm->collectivesChecked += all[comm->rank].ncalls;
   for (int r = 1; r < comm->nranks; ++r) {
@@ -77,9 +82,9 @@ Result checkComm(ncclComm* comm, const std::vector<Task>& tasks) {
 
 }  // namespace
 
-Result checkCallsMatch(const std::vector<Task>& tasks) {
+Result checkCallsMatch(const std::vector<engine::Task>& tasks) {
   std::vector<ncclComm*> comms;
-  for (const Task& t : tasks) {
+  for (const engine::Task& t : tasks) {
     if (!t.comm->settings.checkCalls || !t.comm->bootstrap) continue;
     if (std::find(comms.begin(), comms.end(), t.comm) == comms.end()) comms.push_back(t.comm);
   }
@@ -97,4 +102,4 @@ Result checkCallsMatch(const std::vector<Task>& tasks) {
   return Result::success();
 }
 
-}  // namespace braid
+}  // namespace braid::core

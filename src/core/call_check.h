@@ -11,8 +11,8 @@
 #include "base/result.h"
 #include "engine/task.h"
 
-namespace braid {
+namespace braid::core {
 
-Result checkCallsMatch(const std::vector<Task>& tasks);
+Result checkCallsMatch(const std::vector<engine::Task>& tasks);
 
-}  // namespace braid
+}  // namespace braid::core

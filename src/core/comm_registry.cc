@@ -4,7 +4,7 @@
 #include <mutex>
 #include <unordered_set>
 
-namespace braid {
+namespace braid::core {
 
 namespace {
 
@@ -61,23 +61,21 @@ Result checkUsableComm(ncclComm* comm, const char* what) {
   BRAID_TRY(checkComm(comm, what));
   if (comm->initThread.joinable()) comm->initThread.join();
   switch (comm->currentState()) {
-    case CommState::Ready: return Result::success();
-    case CommState::Initializing:
-      return fail(ncclInvalidUsage, "%s: communicator is still initialising", what);
-    case CommState::Failed: {
+    case engine::CommState::Ready: return Result::success();
+    case engine::CommState::Initializing: return fail(ncclInvalidUsage, "%s: communicator is still initialising", what);
+    case engine::CommState::Failed: {
       const std::string failure = comm->failureText();
       return fail(comm->asyncError.load(),
                   "%s: rank %d's communicator is in error after an earlier failure; destroy or "
                   "abort it%s%s",
                   what, comm->rank, failure.empty() ? "" : ": ", failure.c_str());
     }
-    case CommState::Finalized:
+    case engine::CommState::Finalized:
       return fail(ncclInvalidUsage, "%s: communicator was finalized; only ncclCommDestroy is allowed",
                   what);
-    case CommState::Aborted:
-      return fail(ncclInvalidUsage, "%s: communicator was aborted", what);
+    case engine::CommState::Aborted: return fail(ncclInvalidUsage, "%s: communicator was aborted", what);
   }
   return Result::success();
 }
 
-}  // namespace braid
+}  // namespace braid::core

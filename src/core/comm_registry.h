@@ -5,7 +5,7 @@
 #include "base/result.h"
 #include "engine/comm.h"
 
-namespace braid {
+namespace braid::core {
 
 // Communicators alive in this process. The API checks every handle against it so
 // that a destroyed or never-initialised communicator is an error, not a crash.
@@ -19,4 +19,4 @@ Result checkComm(const ncclComm* comm, const char* what);
 // communicator is in error, finalized or aborted.
 Result checkUsableComm(ncclComm* comm, const char* what);
 
-}  // namespace braid
+}  // namespace braid::core

@@ -15,18 +15,18 @@
 #include "engine/task_plan.h"
 #include "tuning/planner.h"
 
-namespace braid {
+namespace braid::core {
 
 namespace {
 
 struct GroupState {
   int depth = 0;
-  std::vector<Task> tasks;
+  std::vector<engine::Task> tasks;
   std::vector<std::function<Result()>> inits;
   // Reproducible-mode calls (core/reproducible.h): each runs as its own small
   // collectives after the group's other calls, in issue order (the same on
   // every rank, as the group's calls are).
-  std::vector<Task> reproducible;
+  std::vector<engine::Task> reproducible;
   Result error;  // first error of a call inside the group: the group will not run
 };
 
@@ -52,36 +52,37 @@ class ActiveCalls {
   // Counted once per task (a communicator with two tasks counts twice): the
   // count only has to be non-zero while the group runs, and no list is built
   // on the path of every call.
-  explicit ActiveCalls(const std::vector<Task>& tasks) : tasks_(tasks) {
-    for (const Task& t : tasks_) t.comm->activeCalls.fetch_add(1);
+  explicit ActiveCalls(const std::vector<engine::Task>& tasks) : tasks_(tasks) {
+    for (const engine::Task& t : tasks_) t.comm->activeCalls.fetch_add(1);
     std::atomic_thread_fence(std::memory_order_seq_cst);
   }
   ~ActiveCalls() {
-    for (const Task& t : tasks_) t.comm->activeCalls.fetch_sub(1);
+    for (const engine::Task& t : tasks_) t.comm->activeCalls.fetch_sub(1);
   }
   ActiveCalls(const ActiveCalls&) = delete;
   ActiveCalls& operator=(const ActiveCalls&) = delete;
   bool aborted() const {
-    return std::any_of(tasks_.begin(), tasks_.end(), [](const Task& t) { return t.comm->abortFlag.load(std::memory_order_relaxed) != 0; });
+    return std::any_of(tasks_.begin(), tasks_.end(),
+                       [](const engine::Task& t) { return t.comm->abortFlag.load(std::memory_order_relaxed) != 0; });
   }
 
  private:
-  const std::vector<Task>& tasks_;
+  const std::vector<engine::Task>& tasks_;
 };
 
 // Holds the device work of the group's communicators while it runs on host
 // buffers (pauseDeviceWork).
 class DeviceWorkPause {
  public:
-  explicit DeviceWorkPause(const std::vector<Task>& tasks) {
-    for (const Task& t : tasks)
+  explicit DeviceWorkPause(const std::vector<engine::Task>& tasks) {
+    for (const engine::Task& t : tasks)
       if (t.comm->deviceProxy && std::find(comms_.begin(), comms_.end(), t.comm) == comms_.end()) {
-        pauseDeviceWork(t.comm);
+        device::pauseDeviceWork(t.comm);
         comms_.push_back(t.comm);
       }
   }
   ~DeviceWorkPause() {
-    for (ncclComm* comm : comms_) resumeDeviceWork(comm);
+    for (ncclComm* comm : comms_) device::resumeDeviceWork(comm);
   }
   DeviceWorkPause(const DeviceWorkPause&) = delete;
   DeviceWorkPause& operator=(const DeviceWorkPause&) = delete;
@@ -94,17 +95,17 @@ class DeviceWorkPause {
 // calling thread for host buffers, and on a communicator's proxy thread for
 // the staged copies of device buffers (src/engine/device; the peers of one
 // collective may pass either kind of buffer). An exception fails the group.
-Result runChecked(const std::vector<Task>& tasks) {
+Result runChecked(const std::vector<engine::Task>& tasks) {
   return guarded("running the group", [&] {
     BRAID_TRY(checkCallsMatch(tasks));
-    return runLaneGroup(tasks);
+    return lanes::runLaneGroup(tasks);
   });
 }
 
 // Ends the group: its state is reset whatever happens, its first recorded
 // error is returned, and its communicator creations run; its tasks are left
 // to the caller.
-Result closeGroup(GroupState& g, std::vector<Task>* tasks) {
+Result closeGroup(GroupState& g, std::vector<engine::Task>* tasks) {
   *tasks = std::move(g.tasks);
   std::vector<std::function<Result()>> inits = std::move(g.inits);
   Result error = std::move(g.error);
@@ -123,12 +124,12 @@ Result leaveGroupLevel(const char* fn, bool* outermost) {
 }
 
 Result runGroupCalls(GroupState& g) {
-  std::vector<Task> tasks;
+  std::vector<engine::Task> tasks;
   BRAID_TRY(closeGroup(g, &tasks));
   if (tasks.empty()) return Result::success();
   bool device = false;
-  BRAID_TRY(classifyGroup(tasks, &device));
-  for (Task& t : tasks) {
+  BRAID_TRY(device::classifyGroup(tasks, &device));
+  for (engine::Task& t : tasks) {
     t.sequence = ++t.comm->opCount;
     t.callNumber = nextCallNumber(t.comm, t);
   }
@@ -137,7 +138,7 @@ Result runGroupCalls(GroupState& g) {
   Result r;
   if (device) {
     // Enqueued on the streams; errors of the host work reach ncclCommGetAsyncError.
-    r = submitDeviceGroup(tasks, runChecked);
+    r = device::submitDeviceGroup(tasks, runChecked);
   } else {
     // Device calls issued before run first, and graph launches wait: the
     // connections are used by one call at a time, in issue order.
@@ -145,15 +146,15 @@ Result runGroupCalls(GroupState& g) {
     r = runChecked(tasks);
   }
   if (!r.ok()) {
-    for (const Task& t : tasks) setCommError(t.comm, r);
+    for (const engine::Task& t : tasks) engine::setCommError(t.comm, r);
   }
   return r;
 }
 
 Result runGroup(GroupState& g) {
-  const std::vector<Task> deferred = std::exchange(g.reproducible, {});
+  const std::vector<engine::Task> deferred = std::exchange(g.reproducible, {});
   BRAID_TRY(runGroupCalls(g));
-  for (const Task& t : deferred) BRAID_TRY(reproducible::run(t));
+  for (const engine::Task& t : deferred) BRAID_TRY(reproducible::run(t));
   return Result::success();
 }
 
@@ -175,10 +176,10 @@ Result groupSimulateEnd(float* estimatedMicros) {
   bool outermost = false;
   BRAID_TRY(leaveGroupLevel("ncclGroupSimulateEnd", &outermost));
   if (!outermost) return Result::success();
-  std::vector<Task> tasks;
+  std::vector<engine::Task> tasks;
   BRAID_TRY(closeGroup(tlsGroup, &tasks));
   std::map<ncclComm*, double> perComm;
-  for (const Task& t : tasks) perComm[t.comm] += choosePlan(tuningInputOf(t)).predictedSeconds;
+  for (const engine::Task& t : tasks) perComm[t.comm] += choosePlan(tuningInputOf(t)).predictedSeconds;
   double longest = 0;
   for (const auto& [comm, seconds] : perComm) longest = std::max(longest, seconds);
   *estimatedMicros = static_cast<float>(longest * 1e6);
@@ -189,7 +190,7 @@ void groupFail(const Result& r) {
   if (tlsGroup.depth > 0 && tlsGroup.error.ok()) tlsGroup.error = r;
 }
 
-Result enqueueTask(const Task& task) {
+Result enqueueTask(const engine::Task& task) {
   if (reproducible::applies(task)) {
     if (tlsGroup.depth == 0) return reproducible::run(task);
     tlsGroup.reproducible.push_back(task);
@@ -207,4 +208,4 @@ Result enqueueInit(std::function<Result()> init) {
   return runGroup(tlsGroup);
 }
 
-}  // namespace braid
+}  // namespace braid::core

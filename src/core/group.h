@@ -7,7 +7,7 @@
 #include "base/result.h"
 #include "engine/task.h"
 
-namespace braid {
+namespace braid::core {
 
 void groupStart();
 // Runs the group if this was the outermost End.
@@ -22,10 +22,10 @@ bool inGroup();
 void groupFail(const Result& r);
 
 // Adds a validated task; runs it at once when no group is open.
-Result enqueueTask(const Task& task);
+Result enqueueTask(const engine::Task& task);
 
 // A communicator initialisation deferred to the end of the group, so that one
 // thread can create several ranks of one job (they must join concurrently).
 Result enqueueInit(std::function<Result()> init);
 
-}  // namespace braid
+}  // namespace braid::core

@@ -20,7 +20,7 @@
 #include "transports/registry/registry.h"
 #include "tuning/planner.h"
 
-namespace braid {
+namespace braid::core {
 
 namespace {
 
@@ -36,8 +36,8 @@ bool configHas(const ncclConfig_t* c, const Field* field) {
 
 }  // namespace
 
-Result makeCommSettings(const ncclConfig_t* config, CommSettings* out) {
-  CommSettings s;
+Result makeCommSettings(const ncclConfig_t* config, engine::CommSettings* out) {
+  engine::CommSettings s;
   s.blocking = envInt("NCCL_COMM_BLOCKING", 1) != 0;
   int64_t buff = envInt("NCCL_BUFFSIZE", 4 << 20);
   s.nslots = static_cast<int>(std::max<int64_t>(2, envInt("BRAID_NSLOTS", 8)));
@@ -73,7 +73,7 @@ Result makeCommSettings(const ncclConfig_t* config, CommSettings* out) {
   return Result::success();
 }
 
-ncclComm* allocateComm(int rank, int nranks, const CommSettings& settings) {
+ncclComm* allocateComm(int rank, int nranks, const engine::CommSettings& settings) {
   auto owned = std::make_unique<ncclComm>();
   owned->rank = rank;
   owned->nranks = nranks;
@@ -88,26 +88,27 @@ ncclComm* allocateComm(int rank, int nranks, const CommSettings& settings) {
 // network as few times as one numbered host by host. BRAID_TOPO_ORDER=0 keeps
 // the rank numbering.
 void chooseRingOrder(ncclComm* comm) {
-  comm->ringOrder = RankOrder{};
+  comm->ringOrder = schedule::RankOrder{};
   if (!envBool("BRAID_TOPO_ORDER", true)) return;
   std::vector<uint64_t> hosts(comm->nranks);
   for (int r = 0; r < comm->nranks; ++r) hosts[r] = comm->peers[r].hostHash;
-  comm->ringOrder = hostContiguousOrder(hosts);
+  comm->ringOrder = schedule::hostContiguousOrder(hosts);
   if (comm->ringOrder.identity() || comm->rank != 0) return;
   std::string order;
   for (int r : comm->ringOrder.rankAt) order += (order.empty() ? "" : " ") + std::to_string(r);
   BRAID_INFO(kLogInit, "ring order follows hosts (%d links cross hosts instead of %d): %s",
-             crossHostRingLinks(comm->ringOrder, hosts), crossHostRingLinks(RankOrder{}, hosts), order.c_str());
+             crossHostRingLinks(comm->ringOrder, hosts), crossHostRingLinks(schedule::RankOrder{}, hosts),
+             order.c_str());
 }
 
 // Every rank must plan alike: the transport class is computed from all peers, and
 // rank 0's calibration is used everywhere (measurements differ between processes).
 Result agreeOnTuning(ncclComm* comm, Deadline deadline) {
-  comm->transportClass = slowestTransportClass(comm->peers, envBool("NCCL_SHM_DISABLE", false));
-  comm->algoFilter = algoFilterFromEnv();
-  std::vector<CalibrationParams> all(comm->nranks);
-  all[comm->rank] = calibration();
-  BRAID_TRY(comm->bootstrap->allGather(all.data(), sizeof(CalibrationParams), deadline));
+  comm->transportClass = tuning::slowestTransportClass(comm->peers, envBool("NCCL_SHM_DISABLE", false));
+  comm->algoFilter = tuning::algoFilterFromEnv();
+  std::vector<tuning::CalibrationParams> all(comm->nranks);
+  all[comm->rank] = engine::calibration();
+  BRAID_TRY(comm->bootstrap->allGather(all.data(), sizeof(tuning::CalibrationParams), deadline));
   comm->calibration = all[0];
   chooseRingOrder(comm);
   BRAID_INFO(kLogTuning, "rank %d: transport class %s, calibration from rank 0: %s", comm->rank,
@@ -145,29 +146,30 @@ void choosePeerFifo(ncclComm* comm) {
 Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int rank) {
   setLogRank(rank);
   installDiagnosisSignal();  // before any wait: SIGUSR1 must not kill a rank stuck in init
-  const Deadline deadline = deadlineFromNow(comm);
+  const Deadline deadline = engine::deadlineFromNow(comm);
   Result r = guarded("creating the communicator", [&] {
-    BRAID_TRY(Bootstrap::create(id, rank, nranks, deadline, &comm->bootstrap));
+    BRAID_TRY(bootstrap::Bootstrap::create(id, rank, nranks, deadline, &comm->bootstrap));
     comm->peers.assign(nranks, PeerInfo{});
     comm->peers[rank] = makeLocalPeerInfo(rank, comm->cudaDev, comm->bootstrap->localAddress());
-    comm->peers[rank].gpuBusId = currentGpuBusId();
+    comm->peers[rank].gpuBusId = device::currentGpuBusId();
     BRAID_TRY(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo), deadline));
-    if (comm->settings.deviceKernels) comm->timeSlicedGpu = timeSlicedPeers(comm->peers, rank, mpsDaemonRunning());
-    prepareDeviceWork(comm);
+    if (comm->settings.deviceKernels)
+      comm->timeSlicedGpu = device::timeSlicedPeers(comm->peers, rank, device::mpsDaemonRunning());
+    device::prepareDeviceWork(comm);
     BRAID_TRY(agreeOnTuning(comm, deadline));
     chooseWaitPolicy(comm);
     choosePeerFifo(comm);
-    comm->transports = makeTransports();
+    comm->transports = registry::makeTransports();
     return Result::success();
   });
   if (!r.ok()) {
     r.context("ncclCommInitRank(rank " + std::to_string(rank) + " of " + std::to_string(nranks) + ")");
     comm->initError = r.message();
-    setCommError(comm, r);
+    engine::setCommError(comm, r);
     return r;
   }
   comm->asyncError.store(ncclSuccess);
-  comm->state.store(static_cast<int>(CommState::Ready));
+  comm->state.store(static_cast<int>(engine::CommState::Ready));
   BRAID_INFO(kLogInit, "rank %d of %d ready (%s, slot %zu B x %d, per-peer slot %zu B, %d channel(s))", rank,
              nranks, comm->settings.name.empty() ? "unnamed" : comm->settings.name.c_str(),
              comm->settings.slotBytes, comm->settings.nslots, comm->settings.peerSlotBytes,
@@ -181,7 +183,7 @@ namespace {
 // Only the members talk: the one with the lowest parent rank starts the new
 // job's root and sends its id to the others over the parent's bootstrap, so
 // ranks outside (dead ones included, for ncclCommShrink) are never waited on.
-Result formChild(ncclComm* parent, const std::vector<int>& members, const CommSettings& settings,
+Result formChild(ncclComm* parent, const std::vector<int>& members, const engine::CommSettings& settings,
                  Deadline deadline, ncclComm** out) {
   const auto me = std::find(members.begin(), members.end(), parent->rank);
   if (me == members.end()) return Result::success();
@@ -189,11 +191,11 @@ Result formChild(ncclComm* parent, const std::vector<int>& members, const CommSe
   const int leader = *std::min_element(members.begin(), members.end());
   ncclUniqueId id;
   if (parent->rank == leader) {
-    BRAID_TRY(createPrivateUniqueId(&id));
+    BRAID_TRY(bootstrap::createPrivateUniqueId(&id));
     for (int r : members)
-      if (r != leader) BRAID_TRY(parent->bootstrap->send(r, kTagSplit, &id, sizeof(id)));
+      if (r != leader) BRAID_TRY(parent->bootstrap->send(r, bootstrap::kTagSplit, &id, sizeof(id)));
   } else {
-    BRAID_TRY(parent->bootstrap->recv(leader, kTagSplit, &id, sizeof(id), deadline));
+    BRAID_TRY(parent->bootstrap->recv(leader, bootstrap::kTagSplit, &id, sizeof(id), deadline));
   }
   const int n = static_cast<int>(members.size());
   ncclComm* comm = allocateComm(newRank, n, settings);
@@ -209,10 +211,9 @@ Result formChild(ncclComm* parent, const std::vector<int>& members, const CommSe
 
 }  // namespace
 
-Result splitCommunicator(ncclComm* parent, int color, int key, const CommSettings& settings,
-                         ncclComm** out) {
+Result splitCommunicator(ncclComm* parent, int color, int key, const engine::CommSettings& settings, ncclComm** out) {
   *out = nullptr;
-  const Deadline deadline = deadlineFromNow(parent);
+  const Deadline deadline = engine::deadlineFromNow(parent);
   struct Entry {
     int32_t color, key, rank;
   };
@@ -233,7 +234,7 @@ Result splitCommunicator(ncclComm* parent, int color, int key, const CommSetting
   return formChild(parent, ranks, settings, deadline, out);
 }
 
-Result shrinkCommunicator(ncclComm* parent, const int* exclude, int excludeCount, const CommSettings& settings,
+Result shrinkCommunicator(ncclComm* parent, const int* exclude, int excludeCount, const engine::CommSettings& settings,
                           ncclComm** out) {
   *out = nullptr;
   if (excludeCount < 0 || (excludeCount > 0 && exclude == nullptr))
@@ -252,7 +253,7 @@ Result shrinkCommunicator(ncclComm* parent, const int* exclude, int excludeCount
   std::vector<int> members;
   for (int r = 0; r < parent->nranks; ++r)
     if (!excluded[r]) members.push_back(r);
-  return formChild(parent, members, settings, deadlineFromNow(parent), out);
+  return formChild(parent, members, settings, engine::deadlineFromNow(parent), out);
 }
 
 void destroyComm(ncclComm* comm) {
@@ -285,28 +286,28 @@ void abortCommunicator(ncclComm* comm) {
     BRAID_WARN("ncclCommAbort: a call on rank %d's communicator did not end within 30 s; freeing it anyway",
                comm->rank);
   // Stream-wait kernels of device calls exit even if their work never ends.
-  abortDeviceWork(comm);
-  comm->state.store(static_cast<int>(CommState::Aborted));
+  device::abortDeviceWork(comm);
+  comm->state.store(static_cast<int>(engine::CommState::Aborted));
   destroyComm(comm);
 }
 
 void revokeCommunicator(ncclComm* comm) {
   comm->abortFlag.store(1);
-  abortDeviceWork(comm);  // streams waiting on queued device calls are released too
-  setCommError(comm, fail(ncclInvalidUsage, "the communicator was revoked (ncclCommRevoke)"));
+  device::abortDeviceWork(comm);  // streams waiting on queued device calls are released too
+  engine::setCommError(comm, fail(ncclInvalidUsage, "the communicator was revoked (ncclCommRevoke)"));
 }
 
 void settleDeviceWork(ncclComm* comm, bool abortQueued) {
   if (comm->initThread.joinable()) comm->initThread.join();
   if (abortQueued) {
     comm->abortFlag.store(1);
-    abortDeviceWork(comm);
+    device::abortDeviceWork(comm);
   }
-  drainDeviceWork(comm);
+  device::drainDeviceWork(comm);
 }
 
-Result startCommunicator(const ncclUniqueId& id, int nranks, int rank, const CommSettings& settings, ncclComm** out,
-                         bool* inProgress) {
+Result startCommunicator(const ncclUniqueId& id, int nranks, int rank, const engine::CommSettings& settings,
+                         ncclComm** out, bool* inProgress) {
   ncclComm* comm = allocateComm(rank, nranks, settings);
   *out = comm;
   *inProgress = !settings.blocking;
@@ -319,9 +320,9 @@ Result startCommunicator(const ncclUniqueId& id, int nranks, int rank, const Com
   return Result::success();
 }
 
-Result initAllCommunicators(int ndev, const int* devlist, CommSettings settings, ncclComm** comms) {
+Result initAllCommunicators(int ndev, const int* devlist, engine::CommSettings settings, ncclComm** comms) {
   ncclUniqueId id;
-  BRAID_TRY(createPrivateUniqueId(&id));
+  BRAID_TRY(bootstrap::createPrivateUniqueId(&id));
   settings.blocking = true;
   std::vector<ncclComm*> made(static_cast<size_t>(ndev));
   std::vector<Result> results(static_cast<size_t>(ndev));
@@ -341,4 +342,4 @@ Result initAllCommunicators(int ndev, const int* devlist, CommSettings settings,
   return Result::success();
 }
 
-}  // namespace braid
+}  // namespace braid::core

@@ -5,11 +5,11 @@
 
 #include "engine/comm.h"
 
-namespace braid {
+namespace braid::core {
 
 // Settings from the environment, overridden by the user's config (which may be
 // NULL). Rejects a config not made with NCCL_CONFIG_INITIALIZER.
-Result makeCommSettings(const ncclConfig_t* config, CommSettings* out);
+Result makeCommSettings(const ncclConfig_t* config, engine::CommSettings* out);
 
 // Bytes of each per-peer FIFO (all-to-all, gather, scatter, send/recv use one
 // per peer and direction). At NCCL_BUFFSIZE each, an all-to-all among 64 ranks
@@ -27,26 +27,25 @@ Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int 
 // settings it joins now (or at the end of the open group); otherwise on a
 // thread of its own (*inProgress set), until ncclCommGetAsyncError says how
 // it went.
-Result startCommunicator(const ncclUniqueId& id, int nranks, int rank, const CommSettings& settings, ncclComm** out,
-                         bool* inProgress);
+Result startCommunicator(const ncclUniqueId& id, int nranks, int rank, const engine::CommSettings& settings,
+                         ncclComm** out, bool* inProgress);
 
 // ncclCommInitAll: ndev ranks of a private job, created together on threads
 // (each waits for the others); all or none of comms[] are set.
-Result initAllCommunicators(int ndev, const int* devlist, CommSettings settings, ncclComm** comms);
+Result initAllCommunicators(int ndev, const int* devlist, engine::CommSettings settings, ncclComm** comms);
 
 // Allocates and registers an empty communicator in the Initializing state.
-ncclComm* allocateComm(int rank, int nranks, const CommSettings& settings);
+ncclComm* allocateComm(int rank, int nranks, const engine::CommSettings& settings);
 
 // Collective over `parent`: every rank passes its color and key; ranks with
 // color NCCL_SPLIT_NOCOLOR get NULL.
 // ncclCommShrink: a communicator of every parent rank not in `exclude`, in parent
 // rank order. Works on a communicator in error (after a peer failure) and never
 // waits on an excluded rank.
-Result shrinkCommunicator(ncclComm* parent, const int* exclude, int excludeCount, const CommSettings& settings,
+Result shrinkCommunicator(ncclComm* parent, const int* exclude, int excludeCount, const engine::CommSettings& settings,
                           ncclComm** out);
 
-Result splitCommunicator(ncclComm* parent, int color, int key, const CommSettings& settings,
-                         ncclComm** out);
+Result splitCommunicator(ncclComm* parent, int color, int key, const engine::CommSettings& settings, ncclComm** out);
 
 // Releases every resource; the handle is invalid afterwards.
 void destroyComm(ncclComm* comm);
@@ -64,4 +63,4 @@ void revokeCommunicator(ncclComm* comm);
 // device calls still queued are stopped (`abortQueued`) or finish first.
 void settleDeviceWork(ncclComm* comm, bool abortQueued);
 
-}  // namespace braid
+}  // namespace braid::core

@@ -20,7 +20,7 @@
 #define BRAID_AVX2_CLONES
 #endif
 
-namespace braid {
+namespace braid::core {
 namespace reproducible {
 
 namespace {
@@ -32,8 +32,8 @@ constexpr int64_t kCodeMask = (int64_t(1) << kCodeBits) - 1;
 // 16-bit types through float).
 inline double widen(float v) { return v; }
 inline double widen(double v) { return v; }
-inline double widen(Half v) { return toFloat(v); }
-inline double widen(BFloat16 v) { return toFloat(v); }
+inline double widen(reduce::Half v) { return reduce::toFloat(v); }
+inline double widen(reduce::BFloat16 v) { return toFloat(v); }
 template <class T>
 T narrow(double v);
 template <>
@@ -41,9 +41,13 @@ inline float narrow<float>(double v) { return static_cast<float>(v); }
 template <>
 inline double narrow<double>(double v) { return v; }
 template <>
-inline Half narrow<Half>(double v) { return toHalf(static_cast<float>(v)); }
+inline reduce::Half narrow<reduce::Half>(double v) {
+  return reduce::toHalf(static_cast<float>(v));
+}
 template <>
-inline BFloat16 narrow<BFloat16>(double v) { return toBFloat16(static_cast<float>(v)); }
+inline reduce::BFloat16 narrow<reduce::BFloat16>(double v) {
+  return reduce::toBFloat16(static_cast<float>(v));
+}
 
 // Calls f with a typed null pointer for each floating datatype the mode covers.
 template <class F>
@@ -51,8 +55,8 @@ void withType(ncclDataType_t type, F&& f) {
   switch (type) {
     case ncclFloat32: f(static_cast<float*>(nullptr)); break;
     case ncclFloat64: f(static_cast<double*>(nullptr)); break;
-    case ncclFloat16: f(static_cast<Half*>(nullptr)); break;
-    case ncclBfloat16: f(static_cast<BFloat16*>(nullptr)); break;
+    case ncclFloat16: f(static_cast<reduce::Half*>(nullptr)); break;
+    case ncclBfloat16: f(static_cast<reduce::BFloat16*>(nullptr)); break;
     default: break;
   }
 }
@@ -117,41 +121,42 @@ struct Shape {
   size_t results = 0;
 };
 
-Shape shapeOf(const Task& t) {
+Shape shapeOf(const engine::Task& t) {
   const ncclComm* comm = t.comm;
   switch (t.coll) {
-    case Collective::ReduceScatter:
+    case schedule::Collective::ReduceScatter:
       return {t.count * size_t(comm->nranks), t.count * size_t(comm->rank), t.count};
-    case Collective::Reduce: return {t.count, 0, comm->rank == t.root ? t.count : 0};
+    case schedule::Collective::Reduce: return {t.count, 0, comm->rank == t.root ? t.count : 0};
     default: return {t.count, 0, t.count};
   }
 }
 
 // The same collective as `t` on int64 sums, or the int32 maximum of `words`.
-Task integerTask(const Task& t, const void* send, void* recv, size_t count, ncclRedOp_t op, ncclDataType_t type,
-                 Collective coll) {
-  Task s = t;
+engine::Task integerTask(const engine::Task& t, const void* send, void* recv, size_t count, ncclRedOp_t op,
+                         ncclDataType_t type, schedule::Collective coll) {
+  engine::Task s = t;
   s.coll = coll;
   s.sendbuff = send;
   s.recvbuff = recv;
   s.count = count;
   s.type = type;
-  s.op = makeBuiltinOp(op, type, t.comm->nranks);
+  s.op = reduce::makeBuiltinOp(op, type, t.comm->nranks);
   s.userOp = static_cast<int>(op);
   s.deviceScalar = nullptr;
   return s;
 }
 
-Result refuse(const Task& t, const char* why) {
+Result refuse(const engine::Task& t, const char* why) {
   return fail(ncclInvalidUsage, "rank %d: %s in reproducible mode (braidCommSetReproducible, BRAID_REPRODUCIBLE): %s",
               t.comm->rank, collectiveName(t.coll), why);
 }
 
 }  // namespace
 
-bool applies(const Task& t) {
+bool applies(const engine::Task& t) {
   if (!t.comm->settings.reproducible || t.count == 0 || t.deviceScalar != nullptr) return false;
-  if (t.coll != Collective::AllReduce && t.coll != Collective::Reduce && t.coll != Collective::ReduceScatter)
+  if (t.coll != schedule::Collective::AllReduce && t.coll != schedule::Collective::Reduce &&
+      t.coll != schedule::Collective::ReduceScatter)
     return false;
   if (t.userOp != ncclSum && t.userOp != ncclAvg) return false;
   return t.type == ncclFloat32 || t.type == ncclFloat64 || t.type == ncclFloat16 || t.type == ncclBfloat16;
@@ -263,8 +268,8 @@ void fromFixed(const int64_t* sums, const int64_t* codes, ncclDataType_t type, s
 
 namespace {
 
-Result runOnHost(const Task& t);
-Result runInPieces(const Task& t);
+Result runOnHost(const engine::Task& t);
+Result runInPieces(const engine::Task& t);
 
 // Elements per piece of a large allreduce or reduce: the three conversion
 // passes and the integer sum of one piece then work in the cache instead of
@@ -276,24 +281,24 @@ constexpr size_t kPieceElems = 64 * kBlockElems * 16;  // 262144
 // Device buffers: the contributions to host memory once the stream's earlier
 // work is done, the same host algorithm, the results back; the call returns
 // when they are on the device (host-synchronous, unlike other device calls).
-Result runOnDeviceBuffers(const Task& t) {
+Result runOnDeviceBuffers(const engine::Task& t) {
   const Shape shape = shapeOf(t);
-  const size_t size = typeSize(t.type);
+  const size_t size = reduce::typeSize(t.type);
   std::vector<unsigned char> send(shape.all * size), recv(shape.results * size);
   const std::string what = std::string(collectiveName(t.coll)) + " in reproducible mode";
-  BRAID_TRY(copyFromDeviceNow(send.data(), t.sendbuff, send.size(), t.stream, what.c_str()));
-  Task host = t;
+  BRAID_TRY(device::copyFromDeviceNow(send.data(), t.sendbuff, send.size(), t.stream, what.c_str()));
+  engine::Task host = t;
   host.sendbuff = send.data();
   host.recvbuff = recv.empty() ? nullptr : recv.data();
   BRAID_TRY(runInPieces(host));
-  return copyToDeviceNow(t.recvbuff, recv.data(), recv.size(), t.stream);
+  return device::copyToDeviceNow(t.recvbuff, recv.data(), recv.size(), t.stream);
 }
 
-Result runInPieces(const Task& t) {
-  if (t.coll == Collective::ReduceScatter || t.count <= kPieceElems) return runOnHost(t);
-  const size_t size = typeSize(t.type);
+Result runInPieces(const engine::Task& t) {
+  if (t.coll == schedule::Collective::ReduceScatter || t.count <= kPieceElems) return runOnHost(t);
+  const size_t size = reduce::typeSize(t.type);
   for (size_t at = 0; at < t.count; at += kPieceElems) {
-    Task piece = t;
+    engine::Task piece = t;
     piece.sendbuff = static_cast<const char*>(t.sendbuff) + at * size;
     piece.recvbuff = t.recvbuff ? static_cast<char*>(t.recvbuff) + at * size : nullptr;
     piece.count = std::min(kPieceElems, t.count - at);
@@ -304,9 +309,9 @@ Result runInPieces(const Task& t) {
 
 }  // namespace
 
-Result run(const Task& t) {
-  const bool sendOnDevice = isDeviceMemory(t.sendbuff);
-  const bool recvOnDevice = isDeviceMemory(t.recvbuff);
+Result run(const engine::Task& t) {
+  const bool sendOnDevice = device::isDeviceMemory(t.sendbuff);
+  const bool recvOnDevice = device::isDeviceMemory(t.recvbuff);
   if (!sendOnDevice && !recvOnDevice) return runInPieces(t);
   const bool recvUsed = shapeOf(t).results > 0;
   if (!sendOnDevice || (recvUsed && !recvOnDevice))
@@ -317,7 +322,7 @@ Result run(const Task& t) {
 
 namespace {
 
-Result runOnHost(const Task& t) {
+Result runOnHost(const engine::Task& t) {
   if (!t.comm->settings.blocking)
     return refuse(t, "not on a non-blocking communicator (ncclConfig_t blocking=0) yet");
   const int nranks = t.comm->nranks;
@@ -325,8 +330,8 @@ Result runOnHost(const Task& t) {
   // 1. The ranks agree on each block's largest exponent (and on which blocks hold NaN or inf).
   std::vector<int32_t> words(2 * ((shape.all + kBlockElems - 1) / kBlockElems));
   blockExponents(t.sendbuff, t.type, shape.all, words.data());
-  BRAID_TRY(enqueueTask(integerTask(t, words.data(), words.data(), words.size(), ncclMax, ncclInt32,
-                                    Collective::AllReduce)));
+  BRAID_TRY(enqueueTask(
+      integerTask(t, words.data(), words.data(), words.size(), ncclMax, ncclInt32, schedule::Collective::AllReduce)));
   bool special = false;
   for (size_t b = 1; b < words.size(); b += 2) special = special || words[b] != 0;
   // 2. Fixed point, summed exactly by the same collective on int64, in place
@@ -336,7 +341,7 @@ Result runOnHost(const Task& t) {
   scratch.resize(std::max(scratch.size(), (special ? 2 : 1) * shape.all));
   int64_t* fixed = scratch.data();
   int64_t* codes = fixed + shape.all;
-  const size_t at = t.coll == Collective::ReduceScatter ? shape.first : 0;
+  const size_t at = t.coll == schedule::Collective::ReduceScatter ? shape.first : 0;
   toFixed(t.sendbuff, t.type, shape.all, words.data(), nranks, fixed);
   BRAID_TRY(enqueueTask(integerTask(t, fixed, fixed + at, t.count, ncclSum, ncclInt64, t.coll)));
   if (special) {
@@ -352,4 +357,4 @@ Result runOnHost(const Task& t) {
 }  // namespace
 
 }  // namespace reproducible
-}  // namespace braid
+}  // namespace braid::core

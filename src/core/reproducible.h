@@ -19,14 +19,14 @@
 #include "base/result.h"
 #include "engine/task.h"
 
-namespace braid {
+namespace braid::core {
 
 namespace reproducible {
 
 constexpr size_t kBlockElems = 256;
 
 // Whether the task is one the mode changes (the others are exact already).
-bool applies(const Task& t);
+bool applies(const engine::Task& t);
 
 // The per-block agreement word pairs: [2b] the largest exponent of a finite
 // non-zero value in block b (kNoExponent where there is none), [2b+1] 1 where
@@ -55,8 +55,8 @@ void fromFixed(const int64_t* sums, const int64_t* codes, ncclDataType_t type, s
 // Runs a task for which applies() holds: the exponents, the integer
 // collective and the conversions, on host buffers. Outside a group: a call
 // made inside one runs when the group ends, after its other calls.
-Result run(const Task& t);
+Result run(const engine::Task& t);
 
 }  // namespace reproducible
 
-}  // namespace braid
+}  // namespace braid::core

@@ -6,15 +6,15 @@
 #include "base/env.h"
 #include "reduce/wire_loops.h"
 
-namespace braid {
+namespace braid::core {
 
-Result wireTypeOfDatatype(ncclDataType_t type, const char* caller, WireType* out) {
+Result wireTypeOfDatatype(ncclDataType_t type, const char* caller, reduce::WireType* out) {
   switch (type) {
-    case ncclFloat32: *out = WireType::None; return Result::success();
-    case ncclBfloat16: *out = WireType::BFloat16; return Result::success();
-    case ncclFloat16: *out = WireType::Float16; return Result::success();
-    case ncclFloat8e4m3: *out = WireType::Fp8E4M3; return Result::success();
-    case ncclFloat8e5m2: *out = WireType::Fp8E5M2; return Result::success();
+    case ncclFloat32: *out = reduce::WireType::None; return Result::success();
+    case ncclBfloat16: *out = reduce::WireType::BFloat16; return Result::success();
+    case ncclFloat16: *out = reduce::WireType::Float16; return Result::success();
+    case ncclFloat8e4m3: *out = reduce::WireType::Fp8E4M3; return Result::success();
+    case ncclFloat8e5m2: *out = reduce::WireType::Fp8E5M2; return Result::success();
     default:
       return fail(ncclInvalidArgument,
                   "%s: type %d is not a wire type; expected ncclFloat32 (off), ncclBfloat16, ncclFloat16, "
@@ -23,9 +23,10 @@ Result wireTypeOfDatatype(ncclDataType_t type, const char* caller, WireType* out
   }
 }
 
-Result wireTypeFromEnv(WireType* out) {
+Result wireTypeFromEnv(reduce::WireType* out) {
   const std::string word = envString("BRAID_WIRE_TYPE", "none");
-  for (WireType w : {WireType::None, WireType::BFloat16, WireType::Float16, WireType::Fp8E4M3, WireType::Fp8E5M2})
+  for (reduce::WireType w : {reduce::WireType::None, reduce::WireType::BFloat16, reduce::WireType::Float16,
+                             reduce::WireType::Fp8E4M3, reduce::WireType::Fp8E5M2})
     if (word == wireTypeName(w)) {
       *out = w;
       return Result::success();
@@ -34,11 +35,11 @@ Result wireTypeFromEnv(WireType* out) {
 }
 
 Result wireRoundTrip(const float* values, float* out, size_t count, ncclDataType_t type) {
-  WireType wire = WireType::None;
+  reduce::WireType wire = reduce::WireType::None;
   BRAID_TRY(wireTypeOfDatatype(type, "braidWireRoundTrip", &wire));
   if (count > 0 && (values == nullptr || out == nullptr))
     return fail(ncclInvalidArgument, "braidWireRoundTrip: values or out is NULL with count %zu", count);
-  if (wire == WireType::None) {
+  if (wire == reduce::WireType::None) {
     if (out != values && count > 0) memmove(out, values, count * sizeof(float));
     return Result::success();
   }
@@ -52,4 +53,4 @@ Result wireRoundTrip(const float* values, float* out, size_t count, ncclDataType
   return Result::success();
 }
 
-}  // namespace braid
+}  // namespace braid::core

@@ -10,16 +10,16 @@
 #include "base/result.h"
 #include "reduce/wire_format.h"
 
-namespace braid {
+namespace braid::core {
 
 // The wire type an NCCL datatype names (ncclFloat32: none); others are refused
 // with a message naming `caller`.
-Result wireTypeOfDatatype(ncclDataType_t type, const char* caller, WireType* out);
+Result wireTypeOfDatatype(ncclDataType_t type, const char* caller, reduce::WireType* out);
 
 // BRAID_WIRE_TYPE=bf16|fp16|fp8e4m3|fp8e5m2 (none or unset: off).
-Result wireTypeFromEnv(WireType* out);
+Result wireTypeFromEnv(reduce::WireType* out);
 
 // out = what a peer decodes from values[0..count) sent as one message of `type`.
 Result wireRoundTrip(const float* values, float* out, size_t count, ncclDataType_t type);
 
-}  // namespace braid
+}  // namespace braid::core

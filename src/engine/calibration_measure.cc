@@ -23,7 +23,7 @@
 #include "reduce/host_reduce.h"
 #include "transports/tcp/tcp_transport.h"
 
-namespace braid {
+namespace braid::engine {
 
 namespace {
 
@@ -40,10 +40,10 @@ constexpr size_t kArithBytes = 1 << 20;
 // Seconds per byte of hostReduce (or hostCopy when `copy`) over 1 MiB, best of 3
 // after one warm-up pass that also faults the pages in.
 double timeHostLoop(ncclDataType_t type, bool copy) {
-  const size_t count = kArithBytes / typeSize(type);
+  const size_t count = kArithBytes / reduce::typeSize(type);
   // 0x11 bytes are small normal numbers in every floating format.
   std::vector<uint8_t> a(kArithBytes, 0x11), b(kArithBytes, 0x11), d(kArithBytes, 0);
-  RedOp op = makeBuiltinOp(ncclSum, type, 2);
+  reduce::RedOp op = reduce::makeBuiltinOp(ncclSum, type, 2);
   double best = 1e30;
   for (int rep = 0; rep < 4; ++rep) {
     auto t0 = Clock::now();
@@ -75,34 +75,34 @@ class Link {
 // A bulk FIFO in heap memory with its two ports.
 struct HeapFifo {
   HeapFifo(size_t slotBytes, uint32_t nslots)
-      : layout(exec::fifoLayout(exec::Protocol::Bulk, nslots, slotBytes)), memory(layout.totalBytes, 4096) {
+      : layout(executor::fifoLayout(executor::Protocol::Bulk, nslots, slotBytes)), memory(layout.totalBytes, 4096) {
     char* base = reinterpret_cast<char*>(memory.data());
-    exec::initFifoImage(base, layout, 0);
-    send.fifo = recv.fifo = exec::fifoViewAt(base, layout);
+    executor::initFifoImage(base, layout, 0);
+    send.fifo = recv.fifo = executor::fifoViewAt(base, layout);
   }
-  exec::FifoLayout layout;
+  executor::FifoLayout layout;
   AlignedBuffer memory;  // as the heap FIFO provider allocates
-  exec::Port send, recv;
+  executor::Port send, recv;
 };
 
 class FifoLink final : public Link {
  public:
   FifoLink(HeapFifo* out, HeapFifo* in) : out_(out->send), in_(in->recv) {}
   void* acquire() override {
-    return exec::waitCredit(out_, group_, kPoll) == exec::ExecStatus::Ok ? exec::bulkSlot(out_) : nullptr;
+    return executor::waitCredit(out_, group_, kPoll) == executor::ExecStatus::Ok ? executor::bulkSlot(out_) : nullptr;
   }
-  void post(size_t bytes) override { exec::bulkPost(out_, bytes, 0, group_); }
+  void post(size_t bytes) override { executor::bulkPost(out_, bytes, 0, group_); }
   const void* peek(size_t bytes) override {
     const char* data = nullptr;
-    return exec::bulkWaitRecv(in_, bytes, 0, &data, group_, kPoll) == exec::ExecStatus::Ok ? data : nullptr;
+    return executor::bulkWaitRecv(in_, bytes, 0, &data, group_, kPoll) == executor::ExecStatus::Ok ? data : nullptr;
   }
-  void release() override { exec::bulkRelease(in_, group_); }
+  void release() override { executor::bulkRelease(in_, group_); }
 
  private:
-  static constexpr exec::WaitControl kPoll{nullptr, 0, true};  // one poll, never blocks
-  exec::Port& out_;
-  exec::Port& in_;
-  exec::HostGroup group_;
+  static constexpr executor::WaitControl kPoll{nullptr, 0, true};  // one poll, never blocks
+  executor::Port& out_;
+  executor::Port& in_;
+  executor::HostGroup group_;
 };
 
 class ConnectionLink final : public Link {
@@ -117,8 +117,8 @@ class ConnectionLink final : public Link {
   bool progress() override { return send->progress().ok() && recv->progress().ok(); }
   bool flushed() const override { return send->flushed(); }
 
-  std::unique_ptr<SendConnection> send;
-  std::unique_ptr<RecvConnection> recv;
+  std::unique_ptr<transports::SendConnection> send;
+  std::unique_ptr<transports::RecvConnection> recv;
 };
 
 PeerInfo loopbackPeer(int rank) {
@@ -139,17 +139,17 @@ PeerInfo loopbackPeer(int rank) {
 
 // from.send -> to.recv over TCP loopback, through the three connection phases
 // in this thread.
-Result connectOneWay(Transport& t, int fromRank, int toRank, size_t slotBytes, int nslots, Deadline deadline,
-                     ConnectionLink* from, ConnectionLink* to) {
-  ConnectRequest rreq;
+Result connectOneWay(transports::Transport& t, int fromRank, int toRank, size_t slotBytes, int nslots,
+                     Deadline deadline, ConnectionLink* from, ConnectionLink* to) {
+  transports::ConnectRequest rreq;
   rreq.self = loopbackPeer(toRank);
   rreq.peer = loopbackPeer(fromRank);
   rreq.slotBytes = slotBytes;
   rreq.nslots = nslots;
   rreq.deadline = deadline;
-  ConnectRequest sreq = rreq;
+  transports::ConnectRequest sreq = rreq;
   std::swap(sreq.self, sreq.peer);
-  std::unique_ptr<RecvEndpoint> ep;
+  std::unique_ptr<transports::RecvEndpoint> ep;
   BRAID_TRY(t.listen(rreq, &ep));
   BRAID_TRY(t.connect(sreq, ep->blob(), &from->send));
   return ep->accept(&to->recv);
@@ -324,7 +324,7 @@ Result measureMemory(const Budget& b, LinkResult* out) {
 
 Result measureTcp(const Budget& b, LinkResult* out) {
   const Deadline deadline = Clock::now() + 2s;
-  auto tcp = makeTcpTransport();
+  auto tcp = tcp::makeTcpTransport();
   ConnectionLink a, e;
   BRAID_TRY(connectOneWay(*tcp, 0, 1, b.slotBytes, kNslots, deadline, &a, &e));
   BRAID_TRY(connectOneWay(*tcp, 1, 0, b.slotBytes, kNslots, deadline, &e, &a));
@@ -344,18 +344,18 @@ void adopt(const char* what, double v, double lo, double hi, double* slot) {
 
 }  // namespace
 
-Result measureCalibration(CalibrationParams* out) {
-  CalibrationParams p = defaultCalibration();
+Result measureCalibration(tuning::CalibrationParams* out) {
+  tuning::CalibrationParams p = tuning::defaultCalibration();
   const auto t0 = Clock::now();
   constexpr double kMinPerByte = 1e-12, kMaxPerByte = 1e-7;  // 1 TB/s .. 10 MB/s
   adopt("float32 reduce", timeHostLoop(ncclFloat32, false), kMinPerByte, kMaxPerByte,
-        &p.gamma[static_cast<int>(ReduceClass::Wide)]);
+        &p.gamma[static_cast<int>(tuning::ReduceClass::Wide)]);
   adopt("float16 reduce", timeHostLoop(ncclFloat16, false), kMinPerByte, kMaxPerByte,
-        &p.gamma[static_cast<int>(ReduceClass::Half)]);
+        &p.gamma[static_cast<int>(tuning::ReduceClass::Half)]);
   adopt("bfloat16 reduce", timeHostLoop(ncclBfloat16, false), kMinPerByte, kMaxPerByte,
-        &p.gamma[static_cast<int>(ReduceClass::BFloat16)]);
+        &p.gamma[static_cast<int>(tuning::ReduceClass::BFloat16)]);
   adopt("float8 reduce", timeHostLoop(ncclFloat8e4m3, false), kMinPerByte, kMaxPerByte,
-        &p.gamma[static_cast<int>(ReduceClass::Fp8)]);
+        &p.gamma[static_cast<int>(tuning::ReduceClass::Fp8)]);
   adopt("copy", timeHostLoop(ncclFloat32, true), kMinPerByte, kMaxPerByte, &p.copyBeta);
 
   int links = 0;
@@ -363,7 +363,7 @@ Result measureCalibration(CalibrationParams* out) {
   Result res = measureMemory({0.015, 2048, 256 << 10, 16}, &r);
   if (res.ok()) {
     ++links;
-    for (TransportClass c : {TransportClass::InProcess, TransportClass::SharedMemory}) {
+    for (tuning::TransportClass c : {tuning::TransportClass::InProcess, tuning::TransportClass::SharedMemory}) {
       adopt("FIFO latency", r.alpha, 1e-8, 1e-3, &p.alpha[static_cast<int>(c)]);
       adopt("FIFO bandwidth", r.beta, kMinPerByte, kMaxPerByte, &p.beta[static_cast<int>(c)]);
     }
@@ -373,22 +373,22 @@ Result measureCalibration(CalibrationParams* out) {
   res = measureTcp({0.025, 512, 256 << 10, 8}, &r);
   if (res.ok()) {
     ++links;
-    const int c = static_cast<int>(TransportClass::Tcp);
+    const int c = static_cast<int>(tuning::TransportClass::Tcp);
     adopt("TCP latency", r.alpha, 1e-7, 1e-2, &p.alpha[c]);
     adopt("TCP bandwidth", r.beta, kMinPerByte, kMaxPerByte, &p.beta[c]);
   } else {
     BRAID_INFO(kLogTuning, "calibration: %s; keeping defaults", res.message().c_str());
   }
-  p.source = CalibrationSource::Measured;
+  p.source = tuning::CalibrationSource::Measured;
   BRAID_INFO(kLogTuning, "calibration measured in %.1f ms", secondsSince(t0) * 1e3);
   *out = p;
   if (links == 0) return fail(ncclSystemError, "no transport could be calibrated");
   return Result::success();
 }
 
-const CalibrationParams& calibration() {
-  static const CalibrationParams params = [] {
-    CalibrationParams p = resolveCalibration(measureCalibration);
+const tuning::CalibrationParams& calibration() {
+  static const tuning::CalibrationParams params = [] {
+    tuning::CalibrationParams p = resolveCalibration(measureCalibration);
     if (logEnabled(LogLevel::Info, kLogTuning)) {
       std::string d = describeCalibration(p);
       for (char& c : d)
@@ -400,4 +400,4 @@ const CalibrationParams& calibration() {
   return params;
 }
 
-}  // namespace braid
+}  // namespace braid::engine

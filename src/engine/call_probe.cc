@@ -5,7 +5,7 @@
 #include "engine/comm.h"
 #include "engine/fingerprint.h"
 
-namespace braid {
+namespace braid::engine {
 
 namespace {
 
@@ -34,8 +34,8 @@ const RecentCall* latestCall(const ncclComm* comm) {
 }
 
 Result tellEveryRank(ncclComm* comm, const ProbeHop& to, const std::string& text) {
-  MismatchNotice pair;
-  pair.kind = MismatchNotice::Paired;
+  bootstrap::MismatchNotice pair;
+  pair.kind = bootstrap::MismatchNotice::Paired;
   pair.sender = comm->rank;
   pair.reporter = to.rank;
   pair.fingerprint = to.fingerprint;
@@ -93,17 +93,17 @@ std::string currentCallText(const ncclComm* comm, const Task* t) {
   return latest ? calledText(comm, latest->task) : "rank " + std::to_string(comm->rank) + " (no call yet)";
 }
 
-MismatchNotice answerOf(const ncclComm* comm, const MismatchNotice& received) {
-  MismatchNotice pair = received;
-  pair.kind = MismatchNotice::Paired;
+bootstrap::MismatchNotice answerOf(const ncclComm* comm, const bootstrap::MismatchNotice& received) {
+  bootstrap::MismatchNotice pair = received;
+  pair.kind = bootstrap::MismatchNotice::Paired;
   pair.text = callWithFingerprint(comm, received.fingerprint) + " while " + received.text;
   return pair;
 }
 
 bool concernsALaterCall(const ncclComm* comm, const std::string& notice, uint64_t lastSequence) {
-  MismatchNotice n;
+  bootstrap::MismatchNotice n;
   if (!parseMismatchNotice(notice, &n) || n.operation == 0) return false;
-  if (n.kind == MismatchNotice::Received && n.sender == comm->rank) return false;
+  if (n.kind == bootstrap::MismatchNotice::Received && n.sender == comm->rank) return false;
   return n.operation > lastSequence;
 }
 
@@ -115,7 +115,7 @@ void sendCallProbe(ncclComm* comm, int peer, const Task* t) {
   }
   CallProbe p;
   p.hop[p.hops++] = hopOf(comm, *t);
-  (void)comm->bootstrap->send(peer, kTagCallProbe, &p, sizeof p);
+  (void)comm->bootstrap->send(peer, bootstrap::kTagCallProbe, &p, sizeof p);
 }
 
 Result answerCallProbes(ncclComm* comm, const Stall& stall) {
@@ -123,8 +123,8 @@ Result answerCallProbes(ncclComm* comm, const Stall& stall) {
   for (int peer = 0; peer < comm->nranks; ++peer) {
     bool ready = false;
     CallProbe p;
-    if (peer == comm->rank || !comm->bootstrap->waitFor(peer, kTagCallProbe, 0, &ready).ok() || !ready ||
-        !comm->bootstrap->recv(peer, kTagCallProbe, &p, sizeof p, Clock::now()).ok() || p.hops == 0 ||
+    if (peer == comm->rank || !comm->bootstrap->waitFor(peer, bootstrap::kTagCallProbe, 0, &ready).ok() || !ready ||
+        !comm->bootstrap->recv(peer, bootstrap::kTagCallProbe, &p, sizeof p, Clock::now()).ok() || p.hops == 0 ||
         p.hops > kMaxHops)
       continue;
     for (uint32_t i = 0; i < p.hops; ++i) p.hop[i].call[sizeof p.hop[i].call - 1] = '\0';
@@ -147,10 +147,10 @@ Result answerCallProbes(ncclComm* comm, const Stall& stall) {
     const Task* t = stall.task ? stall.task : latest ? &latest->task : nullptr;
     if (p.hops < kMaxHops && stall.waitingFor >= 0 && t) {
       p.hop[p.hops++] = hopOf(comm, *t);
-      (void)comm->bootstrap->send(stall.waitingFor, kTagCallProbe, &p, sizeof p);
+      (void)comm->bootstrap->send(stall.waitingFor, bootstrap::kTagCallProbe, &p, sizeof p);
     }
   }
   return Result::success();
 }
 
-}  // namespace braid
+}  // namespace braid::engine

@@ -22,7 +22,7 @@
 
 struct ncclComm;
 
-namespace braid {
+namespace braid::engine {
 
 // Records that `t` (of comm) stamps `fingerprint` on its messages.
 void rememberCall(ncclComm* comm, const Task& t, uint32_t fingerprint);
@@ -36,7 +36,7 @@ std::string callWithFingerprint(const ncclComm* comm, uint32_t fingerprint);
 
 // This rank's answer to a Received mismatch notice naming it as the sender:
 // a Paired notice whose text names both calls.
-MismatchNotice answerOf(const ncclComm* comm, const MismatchNotice& received);
+bootstrap::MismatchNotice answerOf(const ncclComm* comm, const bootstrap::MismatchNotice& received);
 
 // Whether `notice` tells of ranks that called different things in an
 // operation after `lastSequence`, the last one this rank is running: those
@@ -67,4 +67,4 @@ void sendCallProbe(ncclComm* comm, int peer, const Task* t = nullptr);
 // mismatch notice) and returned as the error.
 Result answerCallProbes(ncclComm* comm, const Stall& stall);
 
-}  // namespace braid
+}  // namespace braid::engine

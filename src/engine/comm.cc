@@ -1,6 +1,6 @@
 #include "engine/comm.h"
 
-namespace braid {
+namespace braid::engine {
 
 void setCommError(ncclComm* comm, const Result& r) {
   if (r.ok()) return;
@@ -14,7 +14,7 @@ void setCommError(ncclComm* comm, const Result& r) {
   comm->state.store(static_cast<int>(CommState::Failed));
 }
 
-Transport* selectTransport(ncclComm* comm, int peer, bool stream) {
+transports::Transport* selectTransport(ncclComm* comm, int peer, bool stream) {
   const PeerInfo& self = comm->peers[comm->rank];
   for (auto& t : comm->transports)
     if (!(stream && t->sharesMemory()) && t->canConnect(self, comm->peers[peer])) return t.get();
@@ -26,4 +26,4 @@ Deadline deadlineFromNow(const ncclComm* comm) {
                             static_cast<int64_t>(comm->settings.timeoutSeconds * 1e6));
 }
 
-}  // namespace braid
+}  // namespace braid::engine

@@ -25,7 +25,7 @@
 #include "tuning/calibration.h"
 #include "tuning/cost_model.h"
 
-namespace braid {
+namespace braid::engine {
 
 // Settings fixed at init from the environment and the user's ncclConfig_t.
 struct CommSettings {
@@ -50,7 +50,7 @@ struct CommSettings {
   bool reproducible = false;
   // BRAID_WIRE_TYPE or braidCommSetWireType: float32 sums travel narrowed
   // (engine/task_plan.h wireTypeFor, src/reduce/wire_format.h).
-  WireType wireType = WireType::None;
+  reduce::WireType wireType = reduce::WireType::None;
   std::string name;
 };
 
@@ -73,21 +73,25 @@ struct ConnectionKey {
 
 enum class CommState { Initializing, Ready, Failed, Finalized, Aborted };
 
+}  // namespace braid::engine
+
 // The engines' state, owned by the communicator and defined by each engine
 // (engine/lanes/host_lanes.h, engine/device/cuda_proxy.h), so that what every
 // engine shares does not depend on any one of them.
+
+namespace braid::device {
 class DeviceProxy;
 struct DeviceProxyDeleter {
   void operator()(DeviceProxy* proxy) const;
 };
-namespace lanes {
+}  // namespace braid::device
+
+namespace braid::lanes {
 struct HostLanes;
 struct HostLanesDeleter {
   void operator()(HostLanes* lanes) const;
 };
-}  // namespace lanes
-
-}  // namespace braid
+}  // namespace braid::lanes
 
 struct ncclComm {
   int rank = -1;
@@ -97,20 +101,20 @@ struct ncclComm {
   // turns with another process's on its GPU (engine/device/launch_plan.h:
   // timeSlicedPeers), so its device calls take the staged path; empty: none.
   std::string timeSlicedGpu;
-  braid::CommSettings settings;
+  braid::engine::CommSettings settings;
 
-  std::unique_ptr<braid::Bootstrap> bootstrap;
+  std::unique_ptr<braid::bootstrap::Bootstrap> bootstrap;
   std::vector<braid::PeerInfo> peers;
-  std::vector<std::unique_ptr<braid::Transport>> transports;
-  std::map<braid::ConnectionKey, std::unique_ptr<braid::SendConnection>> sendConns;
-  std::map<braid::ConnectionKey, std::unique_ptr<braid::RecvConnection>> recvConns;
-  std::vector<braid::UserRedOp> userOps;
+  std::vector<std::unique_ptr<braid::transports::Transport>> transports;
+  std::map<braid::engine::ConnectionKey, std::unique_ptr<braid::transports::SendConnection>> sendConns;
+  std::map<braid::engine::ConnectionKey, std::unique_ptr<braid::transports::RecvConnection>> recvConns;
+  std::vector<braid::engine::UserRedOp> userOps;
 
   // What the planner needs; identical on every rank so that all choose alike.
-  braid::TransportClass transportClass = braid::TransportClass::SharedMemory;
-  braid::CalibrationParams calibration{};  // rank 0's, agreed at init
-  braid::AlgoFilter algoFilter;            // NCCL_ALGO / NCCL_PROTO at init
-  braid::RankOrder ringOrder;              // positions in rings and trees: hosts contiguous
+  braid::tuning::TransportClass transportClass = braid::tuning::TransportClass::SharedMemory;
+  braid::tuning::CalibrationParams calibration{};  // rank 0's, agreed at init
+  braid::tuning::AlgoFilter algoFilter;            // NCCL_ALGO / NCCL_PROTO at init
+  braid::schedule::RankOrder ringOrder;            // positions in rings and trees: hosts contiguous
 
   uint64_t opCount = 0;  // calls issued, for diagnosis
   // What calls are numbered by for their fingerprints (engine/fingerprint.h):
@@ -118,15 +122,15 @@ struct ncclComm {
   uint64_t collectivesRun = 0;
   std::vector<uint64_t> sendsTo, recvsFrom;
   // The last calls, call `sequence` at sequence % 16 (engine/call_probe.h).
-  std::array<braid::RecentCall, 16> recentCalls;
+  std::array<braid::engine::RecentCall, 16> recentCalls;
   // Reproducible mode's integer buffers (core/reproducible.h), kept between
   // calls: fresh pages for every call cost more than the conversions.
   std::vector<int64_t> reproducibleScratch;
   uint64_t collectivesChecked = 0;  // collectives compared under BRAID_CHECK
-  std::atomic<int> state{static_cast<int>(braid::CommState::Initializing)};
+  std::atomic<int> state{static_cast<int>(braid::engine::CommState::Initializing)};
   std::atomic<ncclResult_t> asyncError{ncclInProgress};
   // Set by ncclCommAbort (and a failed init); every wait polls it. Lanes
-  // read it through exec::WaitControl::abortFlag as a plain word.
+  // read it through executor::WaitControl::abortFlag as a plain word.
   std::atomic<uint32_t> abortFlag{0};
   std::atomic<int> activeCalls{0};  // groups running on this communicator (see ncclCommAbort)
   std::thread initThread;  // nonblocking init runs here
@@ -147,14 +151,14 @@ struct ncclComm {
 
   // Device buffers: the proxy thread and staging memory, made by the first call
   // on device buffers. Last, so that it stops before the connections go.
-  std::unique_ptr<braid::DeviceProxy, braid::DeviceProxyDeleter> deviceProxy;
+  std::unique_ptr<braid::device::DeviceProxy, braid::device::DeviceProxyDeleter> deviceProxy;
 
-  braid::CommState currentState() const { return static_cast<braid::CommState>(state.load()); }
+  braid::engine::CommState currentState() const { return static_cast<braid::engine::CommState>(state.load()); }
 };
 
-namespace braid {
+namespace braid::engine {
 
-// The abort flag as lanes read it: a plain 32-bit word (exec::WaitControl),
+// The abort flag as lanes read it: a plain 32-bit word (executor::WaitControl),
 // loaded atomically by the interpreter on the host and on a GPU alike.
 inline const uint32_t* abortWordOf(const ncclComm& comm) {
   static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) && std::atomic<uint32_t>::is_always_lock_free,
@@ -168,8 +172,8 @@ void setCommError(ncclComm* comm, const Result& r);
 // The transport for a pair of ranks: the first of comm->transports that can
 // join them; with `stream`, the first that joins them by a byte stream (TCP,
 // IB), or null.
-Transport* selectTransport(ncclComm* comm, int peer, bool stream = false);
+transports::Transport* selectTransport(ncclComm* comm, int peer, bool stream = false);
 
 Deadline deadlineFromNow(const ncclComm* comm);
 
-}  // namespace braid
+}  // namespace braid::engine

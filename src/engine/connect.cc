@@ -8,7 +8,7 @@
 #include "base/process_liveness.h"
 #include "engine/call_probe.h"
 
-namespace braid {
+namespace braid::engine {
 
 namespace {
 
@@ -24,7 +24,7 @@ struct PendingRecv {
   ncclComm* comm;
   int peer;
   int channel;
-  std::unique_ptr<RecvEndpoint> endpoint;
+  std::unique_ptr<transports::RecvEndpoint> endpoint;
 };
 
 // What a rank checks while its set-up waits on a peer, besides abort and
@@ -39,7 +39,7 @@ class SetUpWatch {
     if (comm_->bootstrap->pollFailure(&notice)) {
       // The set-up serves calls issued so far (up to opCount).
       for (const std::string& n : comm_->bootstrap->failureNotices())
-        if (!concernsALaterCall(comm_, n, comm_->opCount)) return failureNoticeError(comm_->rank, n);
+        if (!concernsALaterCall(comm_, n, comm_->opCount)) return bootstrap::failureNoticeError(comm_->rank, n);
     }
     if (!probed_ && Clock::now() >= probeAt_) {
       probed_ = true;
@@ -60,12 +60,12 @@ class SetUpWatch {
   bool probed_ = false;
 };
 
-ConnectRequest makeRequest(ncclComm* comm, int peer, int channel) {
-  ConnectRequest req;
+transports::ConnectRequest makeRequest(ncclComm* comm, int peer, int channel) {
+  transports::ConnectRequest req;
   req.self = comm->peers[comm->rank];
   req.peer = comm->peers[peer];
   req.channel = channel;
-  req.slotBytes = channel == kPeerChannel ? comm->settings.peerSlotBytes : comm->settings.slotBytes;
+  req.slotBytes = channel == schedule::kPeerChannel ? comm->settings.peerSlotBytes : comm->settings.slotBytes;
   req.nslots = comm->settings.nslots;
   req.deadline = deadlineFromNow(comm);
   req.abortFlag = &comm->abortFlag;
@@ -74,12 +74,12 @@ ConnectRequest makeRequest(ncclComm* comm, int peer, int channel) {
   return req;
 }
 
-uint32_t tagFor(int channel) { return kTagConnectBase + static_cast<uint32_t>(channel); }
+uint32_t tagFor(int channel) { return bootstrap::kTagConnectBase + static_cast<uint32_t>(channel); }
 
 // Connections are byte streams (TCP, IB) for the network bridge: ranks that
 // share memory have their FIFOs there and no connection.
-Result transportFor(ncclComm* comm, int peer, Transport** out, uint32_t* index) {
-  Transport* t = selectTransport(comm, peer, true);
+Result transportFor(ncclComm* comm, int peer, transports::Transport** out, uint32_t* index) {
+  transports::Transport* t = selectTransport(comm, peer, true);
   if (!t) return fail(ncclInternalError, "no transport can connect rank %d to rank %d", comm->rank, peer);
   for (uint32_t i = 0; i < comm->transports.size(); ++i)
     if (comm->transports[i].get() == t) *index = i;
@@ -91,13 +91,13 @@ Result transportFor(ncclComm* comm, int peer, Transport** out, uint32_t* index) 
 // when its first choice cannot make an end (an IB device out of resources,
 // say) it may fall back to a later transport that can join the pair, with a
 // warning rather than a failed job.
-Result listenWithFallback(ncclComm* comm, const ConnectionNeed& n, Transport** t, uint32_t* index,
-                          std::unique_ptr<RecvEndpoint>* out) {
+Result listenWithFallback(ncclComm* comm, const ConnectionNeed& n, transports::Transport** t, uint32_t* index,
+                          std::unique_ptr<transports::RecvEndpoint>* out) {
   Result first = (*t)->listen(makeRequest(comm, n.peer, n.channel), out);
   if (first.ok()) return first;
   const PeerInfo& self = comm->peers[comm->rank];
   for (uint32_t i = *index + 1; i < comm->transports.size(); ++i) {
-    Transport* next = comm->transports[i].get();
+    transports::Transport* next = comm->transports[i].get();
     if (next->sharesMemory() || !next->canConnect(self, comm->peers[n.peer])) continue;
     if (!next->listen(makeRequest(comm, n.peer, n.channel), out).ok()) continue;
     BRAID_WARN("rank %d: %s; using the %s transport from rank %d instead (slower)", comm->rank,
@@ -112,7 +112,7 @@ Result listenWithFallback(ncclComm* comm, const ConnectionNeed& n, Transport** t
 // Phase 1: the receiver makes its end and sends the blob (kept locally for self).
 Result listenPhase(const ConnectionNeed& n, std::vector<PendingRecv>* pending) {
   ncclComm* comm = n.comm;
-  Transport* t = nullptr;
+  transports::Transport* t = nullptr;
   uint32_t index = 0;
   BRAID_TRY(transportFor(comm, n.peer, &t, &index));
   PendingRecv p{comm, n.peer, n.channel, nullptr};
@@ -152,7 +152,7 @@ Result connectPhase(const ConnectionNeed& n, const std::vector<PendingRecv>& pen
         msg.length = static_cast<uint32_t>(b.size());
         memcpy(msg.blob, b.data(), b.size());
         uint32_t index = 0;
-        Transport* t = nullptr;
+        transports::Transport* t = nullptr;
         BRAID_TRY(transportFor(comm, n.peer, &t, &index));
         msg.transport = index;
       }
@@ -163,8 +163,8 @@ Result connectPhase(const ConnectionNeed& n, const std::vector<PendingRecv>& pen
   if (msg.transport >= comm->transports.size() || msg.length > sizeof(msg.blob))
     return fail(ncclRemoteError, "rank %d sent a malformed connection message (transport %u, %u bytes)",
                 n.peer, msg.transport, msg.length);
-  Transport* t = comm->transports[msg.transport].get();
-  std::unique_ptr<SendConnection> conn;
+  transports::Transport* t = comm->transports[msg.transport].get();
+  std::unique_ptr<transports::SendConnection> conn;
   BRAID_TRY(t->connect(makeRequest(comm, n.peer, n.channel), Blob(msg.blob, msg.blob + msg.length), &conn));
   comm->sendConns[{n.peer, n.channel}] = std::move(conn);
   return Result::success();
@@ -205,7 +205,7 @@ Result connectEach(const std::vector<ConnectionNeed>& todo) {
   for (const ConnectionNeed& n : todo)
     if (n.send) BRAID_TRY(connectPhase(n, pending).context("connecting rank " + std::to_string(n.comm->rank) + " to rank " + std::to_string(n.peer)));
   for (PendingRecv& p : pending) {
-    std::unique_ptr<RecvConnection> conn;
+    std::unique_ptr<transports::RecvConnection> conn;
     BRAID_TRY(p.endpoint->accept(&conn).context("accepting rank " + std::to_string(p.peer) + " at rank " + std::to_string(p.comm->rank)));
     p.comm->recvConns[{p.peer, p.channel}] = std::move(conn);
   }
@@ -242,7 +242,7 @@ Result preferFailureNotice(const std::vector<ncclComm*>& comms, Result broken) {
   ncclComm* from = nullptr;
   std::string notice;
   if (broken.ok() || !awaitFailureNotice(comms, kNoticeGrace, &from, &notice)) return broken;
-  return failureNoticeError(from->rank, notice);
+  return bootstrap::failureNoticeError(from->rank, notice);
 }
 
-}  // namespace braid
+}  // namespace braid::engine

@@ -7,7 +7,7 @@
 
 #include "engine/comm.h"
 
-namespace braid {
+namespace braid::engine {
 
 struct ConnectionNeed {
   ncclComm* comm;
@@ -42,4 +42,4 @@ Result preferFailureNotice(const std::vector<ncclComm*>& comms, Result broken);
 
 Result awaitSetUpMessage(ncclComm* comm, int peer, uint32_t tag, const std::string& what);
 
-}  // namespace braid
+}  // namespace braid::engine

@@ -4,7 +4,7 @@
 
 #include "engine/comm.h"
 
-namespace braid {
+namespace braid::engine {
 
 namespace {
 
@@ -30,10 +30,13 @@ std::string opText(int op) {
 
 }  // namespace
 
-bool isPointToPoint(Collective c) { return c == Collective::Send || c == Collective::Recv; }
+bool isPointToPoint(schedule::Collective c) {
+  return c == schedule::Collective::Send || c == schedule::Collective::Recv;
+}
 
-bool usesRoot(Collective c) {
-  return c == Collective::Broadcast || c == Collective::Reduce || c == Collective::Gather || c == Collective::Scatter;
+bool usesRoot(schedule::Collective c) {
+  return c == schedule::Collective::Broadcast || c == schedule::Collective::Reduce ||
+         c == schedule::Collective::Gather || c == schedule::Collective::Scatter;
 }
 
 uint64_t mixHash(uint64_t h, uint64_t v) {
@@ -43,12 +46,12 @@ uint64_t mixHash(uint64_t h, uint64_t v) {
 
 uint64_t nextCallNumber(ncclComm* comm, const Task& t) {
   if (!isPointToPoint(t.coll)) return ++comm->collectivesRun;
-  std::vector<uint64_t>& counts = t.coll == Collective::Send ? comm->sendsTo : comm->recvsFrom;
+  std::vector<uint64_t>& counts = t.coll == schedule::Collective::Send ? comm->sendsTo : comm->recvsFrom;
   if (counts.size() < size_t(comm->nranks)) counts.resize(size_t(comm->nranks), 0);
   return ++counts[size_t(t.root)];
 }
 
-uint32_t shapeFingerprint(const Task& t, const CollShape& shape, exec::Protocol protocol) {
+uint32_t shapeFingerprint(const Task& t, const schedule::CollShape& shape, executor::Protocol protocol) {
   if (isPointToPoint(t.coll)) return fold(mixHash(mixHash(mixHash(0x5032, t.count), uint64_t(t.type)), uint64_t(protocol)));
   uint64_t h = mixHash(0xC011, uint64_t(t.coll));
   h = mixHash(h, t.count);
@@ -64,22 +67,22 @@ uint32_t shapeFingerprint(const Task& t, const CollShape& shape, exec::Protocol 
 
 uint32_t callFingerprint(uint32_t shape, uint64_t callNumber) { return fold(mixHash(shape, callNumber)); }
 
-std::string describeCall(Collective coll, uint64_t count, ncclDataType_t type, int userOp, int root) {
+std::string describeCall(schedule::Collective coll, uint64_t count, ncclDataType_t type, int userOp, int root) {
   char text[200];
   int n = snprintf(text, sizeof text, "%s(count=%llu, %s", collectiveName(coll), static_cast<unsigned long long>(count),
-                   typeName(type));
+                   reduce::typeName(type));
   if (isReduction(coll)) n += snprintf(text + n, sizeof text - n, ", %s", opText(userOp).c_str());
   if (usesRoot(coll)) n += snprintf(text + n, sizeof text - n, ", root %d", root);
-  if (coll == Collective::Send) n += snprintf(text + n, sizeof text - n, ", to rank %d", root);
-  if (coll == Collective::Recv) n += snprintf(text + n, sizeof text - n, ", from rank %d", root);
+  if (coll == schedule::Collective::Send) n += snprintf(text + n, sizeof text - n, ", to rank %d", root);
+  if (coll == schedule::Collective::Recv) n += snprintf(text + n, sizeof text - n, ", from rank %d", root);
   snprintf(text + n, sizeof text - n, ")");
   return text;
 }
 
 std::string describeCall(const Task& t) {
   std::string text = describeCall(t.coll, t.count, t.type, t.userOp, t.root);
-  if (t.wire != WireType::None) text.insert(text.size() - 1, std::string(", wire ") + wireTypeName(t.wire));
+  if (t.wire != reduce::WireType::None) text.insert(text.size() - 1, std::string(", wire ") + wireTypeName(t.wire));
   return text;
 }
 
-}  // namespace braid
+}  // namespace braid::engine

@@ -13,12 +13,12 @@
 #include "kernels/executor/fifo_view.h"
 #include "schedule/generate.h"
 
-namespace braid {
+namespace braid::engine {
 
 // Send and Recv, which pair up per peer rather than across the communicator.
-bool isPointToPoint(Collective c);
+bool isPointToPoint(schedule::Collective c);
 // The collectives whose `root` means something (Task::root).
-bool usesRoot(Collective c);
+bool usesRoot(schedule::Collective c);
 // One step of the 64-bit hash the fingerprints (and BRAID_CHECK's digest) use.
 uint64_t mixHash(uint64_t h, uint64_t v);
 
@@ -30,14 +30,14 @@ uint64_t nextCallNumber(ncclComm* comm, const Task& t);
 
 // The fingerprint of the call's shape and plan, without its number: fixed for
 // a cached plan. A send and the receive that matches it give the same value.
-uint32_t shapeFingerprint(const Task& t, const CollShape& shape, exec::Protocol protocol);
+uint32_t shapeFingerprint(const Task& t, const schedule::CollShape& shape, executor::Protocol protocol);
 
 // The fingerprint of one call: its shape's, and its number.
 uint32_t callFingerprint(uint32_t shape, uint64_t callNumber);
 
 // "AllReduce(count=1024, float32, sum)", "Broadcast(count=8, int32, root 0)",
 // "Send(count=4, float32, to rank 1)".
-std::string describeCall(Collective coll, uint64_t count, ncclDataType_t type, int userOp, int root);
+std::string describeCall(schedule::Collective coll, uint64_t count, ncclDataType_t type, int userOp, int root);
 std::string describeCall(const Task& t);
 
-}  // namespace braid
+}  // namespace braid::engine

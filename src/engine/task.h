@@ -9,16 +9,16 @@
 
 struct ncclComm;
 
-namespace braid {
+namespace braid::engine {
 
 struct Task {
   ncclComm* comm = nullptr;
-  Collective coll = Collective::AllReduce;
+  schedule::Collective coll = schedule::Collective::AllReduce;
   const void* sendbuff = nullptr;
   void* recvbuff = nullptr;
   size_t count = 0;  // in the meaning of CollShape::count
   ncclDataType_t type = ncclFloat32;
-  RedOp op;
+  reduce::RedOp op;
   // A PreMulSum scalar in device memory (ncclScalarDevice): op.scalar is filled
   // from here when the call runs, as NCCL reads it when its kernel runs.
   const void* deviceScalar = nullptr;
@@ -31,7 +31,7 @@ struct Task {
   cudaStream_t stream = nullptr;
   // The format of its messages (CommSettings::wireType where it applies,
   // engine/task_plan.h wireTypeFor), fixed when the call is recorded.
-  WireType wire = WireType::None;
+  reduce::WireType wire = reduce::WireType::None;
 };
 
 // A call this rank ran lately and the fingerprint of its messages
@@ -41,4 +41,4 @@ struct RecentCall {
   Task task;
 };
 
-}  // namespace braid
+}  // namespace braid::engine

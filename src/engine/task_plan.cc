@@ -2,29 +2,32 @@
 
 #include "engine/comm.h"
 
-namespace braid {
+namespace braid::engine {
 
-WireType wireTypeFor(const Task& t) {
+reduce::WireType wireTypeFor(const Task& t) {
   const ncclComm* comm = t.comm;
-  if (comm->settings.wireType == WireType::None || comm->nranks < 2 || t.type != ncclFloat32) return WireType::None;
-  if (t.coll != Collective::AllReduce && t.coll != Collective::ReduceScatter && t.coll != Collective::Reduce)
-    return WireType::None;
-  const RedKind k = t.op.kind;
-  if (k != RedKind::Sum && k != RedKind::PreMulSum && k != RedKind::SumPostDiv) return WireType::None;
+  if (comm->settings.wireType == reduce::WireType::None || comm->nranks < 2 || t.type != ncclFloat32)
+    return reduce::WireType::None;
+  if (t.coll != schedule::Collective::AllReduce && t.coll != schedule::Collective::ReduceScatter &&
+      t.coll != schedule::Collective::Reduce)
+    return reduce::WireType::None;
+  const reduce::RedKind k = t.op.kind;
+  if (k != reduce::RedKind::Sum && k != reduce::RedKind::PreMulSum && k != reduce::RedKind::SumPostDiv)
+    return reduce::WireType::None;
   return comm->settings.wireType;
 }
 
-TuningInput tuningInputOf(const Task& t) {
+tuning::TuningInput tuningInputOf(const Task& t) {
   ncclComm* comm = t.comm;
-  TuningInput in;
+  tuning::TuningInput in;
   in.coll = t.coll;
   in.nranks = comm->nranks;
   in.count = t.count;
   in.datatype = t.type;
   in.transport = comm->transportClass;
   // The direct family runs over the per-peer FIFOs (kPeerChannel).
-  in.slotBytes = algorithmSupports(Algorithm::Direct, t.coll) ? comm->settings.peerSlotBytes
-                                                               : comm->settings.slotBytes;
+  in.slotBytes =
+      algorithmSupports(schedule::Algorithm::Direct, t.coll) ? comm->settings.peerSlotBytes : comm->settings.slotBytes;
   in.nchannels = comm->settings.nchannels;
   in.filter = &comm->algoFilter;
   in.calibration = &comm->calibration;
@@ -32,15 +35,15 @@ TuningInput tuningInputOf(const Task& t) {
   return in;
 }
 
-CollShape shapeOf(const Task& t) {
+schedule::CollShape shapeOf(const Task& t) {
   ncclComm* comm = t.comm;
-  CollShape s;
+  schedule::CollShape s;
   s.coll = t.coll;
   s.rank = comm->rank;
   s.nranks = comm->nranks;
   s.count = t.count;
   s.root = t.root;
-  const PlanChoice choice = choosePlan(tuningInputOf(t));
+  const tuning::PlanChoice choice = choosePlan(tuningInputOf(t));
   s.algorithm = choice.algorithm;
   s.chunkElems = choice.chunkElems;
   s.nchannels = choice.nchannels;
@@ -48,4 +51,4 @@ CollShape shapeOf(const Task& t) {
   return s;
 }
 
-}  // namespace braid
+}  // namespace braid::engine

@@ -7,14 +7,14 @@
 #include "schedule/generate.h"
 #include "tuning/planner.h"
 
-namespace braid {
+namespace braid::engine {
 
-TuningInput tuningInputOf(const Task& t);
+tuning::TuningInput tuningInputOf(const Task& t);
 
 // The format of the call's messages: the communicator's wire type
 // (CommSettings::wireType) for float32 sums and averages (allreduce,
 // reduce-scatter, reduce) over more than one rank; else None.
-WireType wireTypeFor(const Task& t);
-CollShape shapeOf(const Task& t);
+reduce::WireType wireTypeFor(const Task& t);
+schedule::CollShape shapeOf(const Task& t);
 
-}  // namespace braid
+}  // namespace braid::engine

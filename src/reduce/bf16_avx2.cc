@@ -7,8 +7,7 @@
 #include "reduce/host_reduce_fast.h"
 #include "reduce/reduce_ops.h"
 
-namespace braid {
-namespace reduce {
+namespace braid::reduce {
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
@@ -81,5 +80,4 @@ size_t copyBf16Avx2(const RedOp&, BFloat16*, const BFloat16*, size_t, bool, bool
 
 #endif
 
-}  // namespace reduce
-}  // namespace braid
+}  // namespace braid::reduce

@@ -7,8 +7,7 @@
 #include "reduce/host_reduce_fast.h"
 #include "reduce/reduce_ops.h"
 
-namespace braid {
-namespace reduce {
+namespace braid::reduce {
 namespace {
 
 // Below this count building a PreMulSum's 256-entry scaling table costs more
@@ -93,5 +92,4 @@ size_t copyFp8Table(const RedOp& op, uint8_t* dst, const uint8_t* src, size_t co
   return count;
 }
 
-}  // namespace reduce
-}  // namespace braid
+}  // namespace braid::reduce

@@ -12,8 +12,7 @@
 
 #define BRAID_F16C __attribute__((target("avx,f16c")))
 
-namespace braid {
-namespace reduce {
+namespace braid::reduce {
 namespace {
 
 bool haveF16C() {
@@ -118,16 +117,13 @@ size_t copyHalfF16C(const RedOp& op, Half* dst, const Half* src, size_t count, b
   return scale8(dst, src, count, scaleOf(op));
 }
 
-}  // namespace reduce
-}  // namespace braid
+}  // namespace braid::reduce
 
 #else  // not x86-64 with GCC/Clang: the portable loops do everything
 
-namespace braid {
-namespace reduce {
+namespace braid::reduce {
 size_t reduceHalfF16C(const RedOp&, Half*, const Half*, const Half*, size_t, bool, bool) { return 0; }
 size_t copyHalfF16C(const RedOp&, Half*, const Half*, size_t, bool, bool) { return 0; }
-}  // namespace reduce
-}  // namespace braid
+}  // namespace braid::reduce
 
 #endif

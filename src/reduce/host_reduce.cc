@@ -8,7 +8,7 @@
 #include "reduce/op_dispatch.h"
 #include "reduce/reduce_ops.h"
 
-namespace braid {
+namespace braid::reduce {
 
 size_t typeSize(ncclDataType_t type) {
   switch (type) {
@@ -235,8 +235,6 @@ bool withType(ncclDataType_t type, Fn&& fn) {
 
 }  // namespace
 
-namespace reduce {
-
 void hostCopyWith(const RedOp& op, void* dst, const void* src, size_t count,
                   bool srcIsContribution, bool final, bool fast) {
   if (count == 0) return;
@@ -253,8 +251,6 @@ void hostReduceWith(const RedOp& op, void* dst, const void* a, const void* b, si
   });
 }
 
-}  // namespace reduce
-
 void hostCopy(const RedOp& op, void* dst, const void* src, size_t count, bool srcIsContribution,
               bool final) {
   reduce::hostCopyWith(op, dst, src, count, srcIsContribution, final, true);
@@ -265,4 +261,4 @@ void hostReduce(const RedOp& op, void* dst, const void* a, const void* b, size_t
   reduce::hostReduceWith(op, dst, a, b, count, bIsContribution, final, true);
 }
 
-}  // namespace braid
+}  // namespace braid::reduce

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace braid {
+namespace braid::reduce {
 
 // What the executor computes. ncclAvg becomes PreMulSum(1/nranks) for floating
 // types and SumPostDiv(nranks) for integers, as NCCL does.
@@ -44,4 +44,4 @@ void hostCopy(const RedOp& op, void* dst, const void* src, size_t count, bool sr
 void hostReduce(const RedOp& op, void* dst, const void* a, const void* b, size_t count,
                 bool bIsContribution, bool final);
 
-}  // namespace braid
+}  // namespace braid::reduce

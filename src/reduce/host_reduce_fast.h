@@ -10,8 +10,7 @@
 #include "reduce/host_reduce.h"
 #include "reduce/numeric.h"
 
-namespace braid {
-namespace reduce {
+namespace braid::reduce {
 
 // hostCopy/hostReduce, with `fast` false to skip every path below and run only
 // the portable loops (tests check both; benchmarks compare them).
@@ -38,5 +37,4 @@ size_t reduceFp8Table(const RedOp& op, uint8_t* dst, const uint8_t* a, const uin
 size_t copyFp8Table(const RedOp& op, uint8_t* dst, const uint8_t* src, size_t count, bool pre,
                     bool post);
 
-}  // namespace reduce
-}  // namespace braid
+}  // namespace braid::reduce

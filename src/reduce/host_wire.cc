@@ -10,8 +10,7 @@
 #define BRAID_WIRE_CLONES
 #endif
 
-namespace braid {
-namespace reduce {
+namespace braid::reduce {
 namespace {
 
 BRAID_WIRE_CLONES void runBf16(const WirePiece& p) { runWirePieceAs<WireBf16>(p); }
@@ -31,5 +30,4 @@ void runWirePieceOnHost(const WirePiece& p) {
   }
 }
 
-}  // namespace reduce
-}  // namespace braid
+}  // namespace braid::reduce

@@ -33,7 +33,7 @@
 #define BRAID_INLINE inline __attribute__((always_inline))
 #endif
 
-namespace braid {
+namespace braid::reduce {
 
 struct Half {
   uint16_t bits;
@@ -205,4 +205,4 @@ BRAID_HD BRAID_INLINE Fp8E4M3 fromFloat<Fp8E4M3>(float f) { return toFp8E4M3(f);
 template <>
 BRAID_HD BRAID_INLINE Fp8E5M2 fromFloat<Fp8E5M2>(float f) { return toFp8E5M2(f); }
 
-}  // namespace braid
+}  // namespace braid::reduce

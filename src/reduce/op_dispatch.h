@@ -8,8 +8,7 @@
 #include "reduce/host_reduce.h"
 #include "reduce/reduce_ops.h"
 
-namespace braid {
-namespace reduce {
+namespace braid::reduce {
 
 // PreMulSum's scalar, stored in T's representation in op.scalar.
 template <class T>
@@ -59,5 +58,4 @@ BRAID_HD BRAID_INLINE void withCopyFn(const RedOp& op, bool pre, bool post, Tran
   copy();
 }
 
-}  // namespace reduce
-}  // namespace braid
+}  // namespace braid::reduce

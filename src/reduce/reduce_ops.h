@@ -20,8 +20,7 @@
 
 #include "reduce/numeric.h"
 
-namespace braid {
-namespace reduce {
+namespace braid::reduce {
 
 // How a storage type is computed: Compute is the arithmetic type; load/store
 // convert (identity for the native types).
@@ -159,5 +158,4 @@ struct SumPostDivFn {
   BRAID_HD BRAID_INLINE T operator()(T a, T b) const { return post(SumFn<T>()(a, b)); }
 };
 
-}  // namespace reduce
-}  // namespace braid
+}  // namespace braid::reduce

@@ -37,7 +37,7 @@
 
 #include "reduce/numeric.h"
 
-namespace braid {
+namespace braid::reduce {
 
 enum class WireType : uint8_t { None = 0, BFloat16, Float16, Fp8E4M3, Fp8E5M2 };
 
@@ -308,4 +308,4 @@ BRAID_HD BRAID_INLINE uint8_t* wireCodesOf(WireType w, uint8_t* msg, uint64_t co
 }
 BRAID_HD BRAID_INLINE uint8_t* wireHeaderOf(uint8_t* msg, uint64_t g) { return msg + 2 * g; }
 
-}  // namespace braid
+}  // namespace braid::reduce

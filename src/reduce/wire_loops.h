@@ -22,8 +22,7 @@
 #define BRAID_LAMBDA_INLINE __attribute__((always_inline))
 #endif
 
-namespace braid {
-namespace reduce {
+namespace braid::reduce {
 
 struct WirePiece {
   WireType wire = WireType::None;
@@ -180,5 +179,4 @@ BRAID_HD BRAID_INLINE void runWirePieceAs(const WirePiece& p) {
 // CPU has it (host_wire.cc).
 void runWirePieceOnHost(const WirePiece& p);
 
-}  // namespace reduce
-}  // namespace braid
+}  // namespace braid::reduce

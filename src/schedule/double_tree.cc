@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace braid {
+namespace braid::schedule {
 
 namespace {
 
@@ -95,4 +95,4 @@ int doubleTreeDepth(int nranks, bool rooted) {
   return depth;
 }
 
-}  // namespace braid
+}  // namespace braid::schedule

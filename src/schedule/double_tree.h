@@ -10,7 +10,7 @@
 // leaves) and at q-1 (mod m) when m is odd (a shift, same effect).
 #pragma once
 
-namespace braid {
+namespace braid::schedule {
 
 struct TreeLinks {
   int parent = -1;  // -1: the root of the tree
@@ -29,4 +29,4 @@ TreeLinks rootedTreeLinks(int nranks, int root, int tree, int rank);
 // Depth of the deeper tree in edges (rooted variant includes the root's edge).
 int doubleTreeDepth(int nranks, bool rooted);
 
-}  // namespace braid
+}  // namespace braid::schedule

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace braid {
+namespace braid::schedule {
 
 void appendSeg(Segs* segs, size_t off, size_t len) {
   if (len == 0) return;
@@ -99,4 +99,4 @@ int log2Floor(int n) {
   return k;
 }
 
-}  // namespace braid
+}  // namespace braid::schedule

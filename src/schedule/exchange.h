@@ -13,7 +13,7 @@
 
 #include "schedule/generators.h"
 
-namespace braid {
+namespace braid::schedule {
 
 struct Seg {
   size_t off = 0;
@@ -68,4 +68,4 @@ inline BufferRef outputAt(size_t off) { return {Buffer::Output, off}; }
 int floorPow2(int n);
 int log2Floor(int n);
 
-}  // namespace braid
+}  // namespace braid::schedule

@@ -3,7 +3,7 @@
 #include "schedule/generators.h"
 #include "schedule/schedules.h"
 
-namespace braid {
+namespace braid::schedule {
 
 std::vector<ElemRange> splitOverChannels(size_t count, int nchannels, size_t minPerChannel) {
   size_t lanes = std::max<size_t>(1, std::min<size_t>(nchannels, count / std::max<size_t>(1, minPerChannel)));
@@ -104,4 +104,4 @@ Plan generatePlan(const CollShape& s) {
   return plan;
 }
 
-}  // namespace braid
+}  // namespace braid::schedule

@@ -6,7 +6,7 @@
 #include "schedule/plan.h"
 #include "schedule/rank_order.h"
 
-namespace braid {
+namespace braid::schedule {
 
 // The schedule families. Not every algorithm serves every collective; see
 // algorithmSupports(). Direct is the pairwise family (all-to-all, gather,
@@ -44,4 +44,4 @@ struct CollShape {
 
 Plan generatePlan(const CollShape& shape);
 
-}  // namespace braid
+}  // namespace braid::schedule

@@ -3,7 +3,7 @@
 
 #include "schedule/generate.h"
 
-namespace braid {
+namespace braid::schedule {
 
 // A contiguous range of elements one channel lane is responsible for.
 struct ElemRange {
@@ -36,4 +36,4 @@ void directGather(const CollShape& s, Plan* plan);
 void directScatter(const CollShape& s, Plan* plan);
 void pointToPoint(const CollShape& s, Plan* plan);
 
-}  // namespace braid
+}  // namespace braid::schedule

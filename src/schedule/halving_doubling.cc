@@ -21,7 +21,7 @@
 #include "schedule/exchange.h"
 #include "schedule/generators.h"
 
-namespace braid {
+namespace braid::schedule {
 
 namespace {
 
@@ -179,4 +179,4 @@ void halvingDoublingReduceScatter(const CollShape& s, Plan* plan) {
   }
 }
 
-}  // namespace braid
+}  // namespace braid::schedule

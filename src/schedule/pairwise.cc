@@ -6,7 +6,7 @@
 #include "schedule/exchange.h"
 #include "schedule/generators.h"
 
-namespace braid {
+namespace braid::schedule {
 
 namespace {
 
@@ -77,4 +77,4 @@ void pointToPoint(const CollShape& s, Plan* plan) {
     recvChunks(s, plan, s.root, 0);
 }
 
-}  // namespace braid
+}  // namespace braid::schedule

@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-namespace braid {
+namespace braid::schedule {
 
 const char* collectiveName(Collective c) {
   switch (c) {
@@ -88,4 +88,4 @@ std::string describePlan(const Plan& plan) {
   return os.str();
 }
 
-}  // namespace braid
+}  // namespace braid::schedule

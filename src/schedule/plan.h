@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace braid {
+namespace braid::schedule {
 
 enum class Collective : uint8_t {
   AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, AllToAll, Gather, Scatter, Send, Recv,
@@ -87,4 +87,4 @@ constexpr int32_t kPeerChannel = 63;
 
 std::string describePlan(const Plan& plan);
 
-}  // namespace braid
+}  // namespace braid::schedule

@@ -2,7 +2,7 @@
 
 #include <map>
 
-namespace braid {
+namespace braid::schedule {
 
 RankOrder hostContiguousOrder(const std::vector<uint64_t>& hostOfRank) {
   const int p = static_cast<int>(hostOfRank.size());
@@ -30,4 +30,4 @@ int crossHostRingLinks(const RankOrder& order, const std::vector<uint64_t>& host
   return links;
 }
 
-}  // namespace braid
+}  // namespace braid::schedule

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace braid {
+namespace braid::schedule {
 
 struct RankOrder {
   std::vector<int> rankAt;      // position -> rank
@@ -23,4 +23,4 @@ RankOrder hostContiguousOrder(const std::vector<uint64_t>& hostOfRank);
 // How many ring links join ranks on different hosts when the ring follows `order`.
 int crossHostRingLinks(const RankOrder& order, const std::vector<uint64_t>& hostOfRank);
 
-}  // namespace braid
+}  // namespace braid::schedule

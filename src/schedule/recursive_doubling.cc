@@ -21,7 +21,7 @@
 #include "schedule/exchange.h"
 #include "schedule/generators.h"
 
-namespace braid {
+namespace braid::schedule {
 
 namespace {
 
@@ -117,4 +117,4 @@ void recursiveDoublingAllGather(const CollShape& s, Plan* plan) {
   }
 }
 
-}  // namespace braid
+}  // namespace braid::schedule

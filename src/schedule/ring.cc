@@ -6,7 +6,7 @@
 
 #include "schedule/generators.h"
 
-namespace braid {
+namespace braid::schedule {
 
 namespace {
 
@@ -178,4 +178,4 @@ void chainReduce(const CollShape& s, ElemRange range, Lane* lane) {
   }
 }
 
-}  // namespace braid
+}  // namespace braid::schedule

@@ -2,7 +2,7 @@
 
 #include "schedule/generators.h"
 
-namespace braid {
+namespace braid::schedule {
 namespace {
 
 // The ring and chain families: one lane per channel, each owning a slice of
@@ -48,4 +48,4 @@ const Schedule* findSchedule(Collective coll, Algorithm algorithm) {
   return nullptr;
 }
 
-}  // namespace braid
+}  // namespace braid::schedule

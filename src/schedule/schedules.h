@@ -7,7 +7,7 @@
 #include "schedule/generate.h"
 #include "schedule/step_cost.h"
 
-namespace braid {
+namespace braid::schedule {
 
 struct Schedule {
   Collective coll;
@@ -20,4 +20,4 @@ struct Schedule {
 // The row for (coll, algorithm); null when braid has no such schedule.
 const Schedule* findSchedule(Collective coll, Algorithm algorithm);
 
-}  // namespace braid
+}  // namespace braid::schedule

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace braid {
+namespace braid::schedule {
 
 namespace {
 
@@ -262,4 +262,4 @@ StepCost pointToPointCost(const ModelShape& s) {
   return r;
 }
 
-}  // namespace braid
+}  // namespace braid::schedule

@@ -12,7 +12,7 @@
 // one thread still moves all bytes (bytes are per rank).
 #pragma once
 
-namespace braid {
+namespace braid::schedule {
 
 struct StepCost {
   double steps = 0;
@@ -46,4 +46,4 @@ StepCost directAllToAllCost(const ModelShape& s);
 StepCost directGatherScatterCost(const ModelShape& s);
 StepCost pointToPointCost(const ModelShape& s);
 
-}  // namespace braid
+}  // namespace braid::schedule

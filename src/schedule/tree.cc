@@ -22,7 +22,7 @@
 #include "schedule/exchange.h"
 #include "schedule/generators.h"
 
-namespace braid {
+namespace braid::schedule {
 
 namespace {
 
@@ -147,4 +147,4 @@ void treeReduce(const CollShape& s, Plan* plan) {
   }
 }
 
-}  // namespace braid
+}  // namespace braid::schedule

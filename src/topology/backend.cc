@@ -9,8 +9,7 @@
 #include "topology/hwloc_loader.h"
 #endif
 
-namespace braid {
-namespace topo {
+namespace braid::topology {
 
 namespace {
 
@@ -95,5 +94,4 @@ Result discoverMachine(const std::string& sysRoot, Topology* out) {
   return Result::success();
 }
 
-}  // namespace topo
-}  // namespace braid
+}  // namespace braid::topology

@@ -1,8 +1,7 @@
 #include "topology/sysfs.h"
 #include "topology/topology.h"
 
-namespace braid {
-namespace topo {
+namespace braid::topology {
 
 void readCpus(const std::string& sysRoot, Topology* t) {
   const std::string base = sysRoot + "/devices/system/cpu";
@@ -27,5 +26,4 @@ void readCpus(const std::string& sysRoot, Topology* t) {
   }
 }
 
-}  // namespace topo
-}  // namespace braid
+}  // namespace braid::topology

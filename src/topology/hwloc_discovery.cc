@@ -11,8 +11,7 @@
 #include "topology/hwloc_loader.h"
 #include "topology/sysfs.h"
 
-namespace braid {
-namespace topo {
+namespace braid::topology {
 
 namespace {
 
@@ -252,5 +251,4 @@ Result discoverTopologyHwlocXml(const std::string& xml, const std::string& sysRo
   return discover(xml, sysRoot, out);
 }
 
-}  // namespace topo
-}  // namespace braid
+}  // namespace braid::topology

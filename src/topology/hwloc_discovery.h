@@ -8,8 +8,7 @@
 #include "base/result.h"
 #include "topology/topology.h"
 
-namespace braid {
-namespace topo {
+namespace braid::topology {
 
 // CPUs, NUMA nodes with their distances, and the GPUs and NICs on the PCI tree,
 // from hwloc's view of the running machine. hwloc has no link state, speed or
@@ -25,5 +24,4 @@ Result discoverTopologyHwloc(const std::string& sysRoot, Topology* out);
 Result discoverTopologyHwlocXml(const std::string& xml, const std::string& sysRoot,
                                 Topology* out);
 
-}  // namespace topo
-}  // namespace braid
+}  // namespace braid::topology

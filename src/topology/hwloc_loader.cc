@@ -5,8 +5,7 @@
 
 #include "base/log.h"
 
-namespace braid {
-namespace topo {
+namespace braid::topology {
 
 namespace {
 
@@ -137,5 +136,4 @@ void setHwlocSonamesForTesting(const std::vector<std::string>& sonames) {
   s.load = HwlocLoad{};
 }
 
-}  // namespace topo
-}  // namespace braid
+}  // namespace braid::topology

@@ -13,8 +13,7 @@
 #include "base/result.h"
 #include "base/shared_library.h"
 
-namespace braid {
-namespace topo {
+namespace braid::topology {
 
 // hwloc 2.x is soname 15; a bare libhwloc.so (a -dev install only) is tried
 // next and accepted only when its ABI major is the header's.
@@ -90,5 +89,4 @@ HwlocLoad processHwloc();
 // someone stays loaded until they let go of it.
 void setHwlocSonamesForTesting(const std::vector<std::string>& sonames);
 
-}  // namespace topo
-}  // namespace braid
+}  // namespace braid::topology

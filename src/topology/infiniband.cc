@@ -1,8 +1,7 @@
 #include "topology/sysfs.h"
 #include "topology/topology.h"
 
-namespace braid {
-namespace topo {
+namespace braid::topology {
 
 bool IbPort::active() const {
   // sysfs writes "4: ACTIVE"; 4 is IB_PORT_ACTIVE in the port state enum.
@@ -37,5 +36,4 @@ void readIbDevices(const std::string& sysRoot, Topology* t) {
   }
 }
 
-}  // namespace topo
-}  // namespace braid
+}  // namespace braid::topology

@@ -3,8 +3,7 @@
 #include "topology/sysfs.h"
 #include "topology/topology.h"
 
-namespace braid {
-namespace topo {
+namespace braid::topology {
 
 void readNetInterfaces(const std::string& sysRoot, Topology* t) {
   const std::string base = sysRoot + "/class/net";
@@ -29,5 +28,4 @@ void readNetInterfaces(const std::string& sysRoot, Topology* t) {
   }
 }
 
-}  // namespace topo
-}  // namespace braid
+}  // namespace braid::topology

@@ -3,8 +3,7 @@
 #include "topology/sysfs.h"
 #include "topology/topology.h"
 
-namespace braid {
-namespace topo {
+namespace braid::topology {
 
 void readNumaNodes(const std::string& sysRoot, Topology* t) {
   const std::string base = sysRoot + "/devices/system/node";
@@ -53,5 +52,4 @@ void assignCpusToNodes(Topology* t) {
       if (std::binary_search(node.cpus.begin(), node.cpus.end(), cpu.id)) cpu.numaNode = node.id;
 }
 
-}  // namespace topo
-}  // namespace braid
+}  // namespace braid::topology

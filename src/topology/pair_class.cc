@@ -2,9 +2,7 @@
 
 #include <cstring>
 
-
-namespace braid {
-namespace topo {
+namespace braid::topology {
 
 namespace {
 
@@ -59,7 +57,7 @@ std::string PairTransport::shortName() const {
 }
 
 PairTransport classifyPair(const RankPlacement& a, const RankPlacement& b,
-                           const std::vector<std::unique_ptr<Transport>>& transports) {
+                           const std::vector<std::unique_ptr<transports::Transport>>& transports) {
   const PeerInfo self = peerInfoFor(a, 0), peer = peerInfoFor(b, 1);
   PairTransport out;
   for (const auto& t : transports) {
@@ -72,5 +70,4 @@ PairTransport classifyPair(const RankPlacement& a, const RankPlacement& b,
   return out;
 }
 
-}  // namespace topo
-}  // namespace braid
+}  // namespace braid::topology

@@ -13,8 +13,7 @@
 
 #include "transports/transport.h"
 
-namespace braid {
-namespace topo {
+namespace braid::topology {
 
 struct RankPlacement {
   uint64_t hostHash = 0;   // PeerInfo::hostHash
@@ -36,9 +35,8 @@ struct PairTransport {
 };
 
 PairTransport classifyPair(const RankPlacement& a, const RankPlacement& b,
-                           const std::vector<std::unique_ptr<Transport>>& transports);
+                           const std::vector<std::unique_ptr<transports::Transport>>& transports);
 
 const char* pairPathName(PairPath path);
 
-}  // namespace topo
-}  // namespace braid
+}  // namespace braid::topology

@@ -1,8 +1,7 @@
 #include "topology/sysfs.h"
 #include "topology/topology.h"
 
-namespace braid {
-namespace topo {
+namespace braid::topology {
 
 namespace {
 
@@ -55,5 +54,4 @@ void readPciDevices(const std::string& sysRoot, Topology* t) {
   }
 }
 
-}  // namespace topo
-}  // namespace braid
+}  // namespace braid::topology

@@ -1,7 +1,6 @@
 #include "topology/placement.h"
 
-namespace braid {
-namespace topo {
+namespace braid::topology {
 
 int hostOfRank(int rank, const PlacementOptions& opt) {
   return static_cast<int>(static_cast<long long>(rank) * opt.hosts / opt.nranks);
@@ -33,5 +32,4 @@ std::vector<RankPlacement> simulatePlacements(const Topology& machine, const Pla
   return out;
 }
 
-}  // namespace topo
-}  // namespace braid
+}  // namespace braid::topology

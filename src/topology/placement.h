@@ -7,8 +7,7 @@
 #include "topology/pair_class.h"
 #include "topology/topology.h"
 
-namespace braid {
-namespace topo {
+namespace braid::topology {
 
 struct PlacementOptions {
   int nranks = 1;
@@ -22,5 +21,4 @@ int hostOfRank(int rank, const PlacementOptions& opt);
 // their GPU's NUMA node, else on the NUMA nodes in turn.
 std::vector<RankPlacement> simulatePlacements(const Topology& machine, const PlacementOptions& opt);
 
-}  // namespace topo
-}  // namespace braid
+}  // namespace braid::topology

@@ -8,8 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace braid {
-namespace topo {
+namespace braid::topology {
 
 namespace fs = std::filesystem;
 
@@ -168,5 +167,4 @@ std::string formatCpuList(const std::vector<int>& cpus) {
   return s;
 }
 
-}  // namespace topo
-}  // namespace braid
+}  // namespace braid::topology

@@ -6,8 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace braid {
-namespace topo {
+namespace braid::topology {
 
 // The first line of `path` without the newline; false if it cannot be opened.
 bool readLine(const std::string& path, std::string* out);
@@ -43,5 +42,4 @@ std::string pciBusIdOf(const std::string& link);
 // "0-1,4" for {0,1,4}.
 std::string formatCpuList(const std::vector<int>& cpus);
 
-}  // namespace topo
-}  // namespace braid
+}  // namespace braid::topology

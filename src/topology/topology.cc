@@ -5,8 +5,7 @@
 #include <set>
 #include <utility>
 
-namespace braid {
-namespace topo {
+namespace braid::topology {
 
 int Topology::packageCount() const {
   std::set<int> packages;
@@ -48,5 +47,4 @@ Result discoverTopology(const std::string& sysRoot, Topology* out) {
   return Result::success();
 }
 
-}  // namespace topo
-}  // namespace braid
+}  // namespace braid::topology

@@ -16,8 +16,7 @@
 
 #include "base/result.h"
 
-namespace braid {
-namespace topo {
+namespace braid::topology {
 
 struct Cpu {
   int id = -1;
@@ -131,5 +130,4 @@ bool pciKindOf(uint32_t vendor, uint32_t classCode, PciKind* kind);
 const char* pciKindName(PciKind kind);
 const char* backendName(Backend backend);  // "sysfs", "hwloc"
 
-}  // namespace topo
-}  // namespace braid
+}  // namespace braid::topology

@@ -8,16 +8,16 @@
 
 #include "base/log.h"
 
-namespace braid {
+namespace braid::tuning {
 
 namespace {
 
-constexpr uint8_t kAllAlgos = (1u << kNumAlgorithms) - 1;
+constexpr uint8_t kAllAlgos = (1u << schedule::kNumAlgorithms) - 1;
 constexpr uint8_t kAllProtos = (1u << kNumProtocols) - 1;
 
-constexpr uint8_t bit(Algorithm a) { return static_cast<uint8_t>(1u << static_cast<int>(a)); }
+constexpr uint8_t bit(schedule::Algorithm a) { return static_cast<uint8_t>(1u << static_cast<int>(a)); }
 constexpr uint8_t bit(Protocol p) { return static_cast<uint8_t>(1u << static_cast<int>(p)); }
-constexpr uint32_t bit(Collective c) { return 1u << static_cast<int>(c); }
+constexpr uint32_t bit(schedule::Collective c) { return 1u << static_cast<int>(c); }
 
 // A name the user may write, and the bits it selects. Zero bits: an NCCL name
 // braid knows but does not implement.
@@ -27,17 +27,18 @@ struct Name {
 };
 
 const Name kAlgoNames[] = {
-    {"ring", bit(Algorithm::Ring)},
-    {"tree", bit(Algorithm::Tree)},
-    {"recursivedoubling", bit(Algorithm::RecursiveDoubling)},
-    {"rd", bit(Algorithm::RecursiveDoubling)},
-    {"recdoubling", bit(Algorithm::RecursiveDoubling)},
-    {"halvingdoubling", bit(Algorithm::HalvingDoubling)},
-    {"hd", bit(Algorithm::HalvingDoubling)},
-    {"rabenseifner", bit(Algorithm::HalvingDoubling)},
-    {"direct", bit(Algorithm::Direct)},
+    {"ring", bit(schedule::Algorithm::Ring)},
+    {"tree", bit(schedule::Algorithm::Tree)},
+    {"recursivedoubling", bit(schedule::Algorithm::RecursiveDoubling)},
+    {"rd", bit(schedule::Algorithm::RecursiveDoubling)},
+    {"recdoubling", bit(schedule::Algorithm::RecursiveDoubling)},
+    {"halvingdoubling", bit(schedule::Algorithm::HalvingDoubling)},
+    {"hd", bit(schedule::Algorithm::HalvingDoubling)},
+    {"rabenseifner", bit(schedule::Algorithm::HalvingDoubling)},
+    {"direct", bit(schedule::Algorithm::Direct)},
     // NCCL's PAT is a logarithmic all-gather / reduce-scatter: ours are these two.
-    {"pat", static_cast<uint8_t>(bit(Algorithm::RecursiveDoubling) | bit(Algorithm::HalvingDoubling))},
+    {"pat",
+     static_cast<uint8_t>(bit(schedule::Algorithm::RecursiveDoubling) | bit(schedule::Algorithm::HalvingDoubling))},
     {"collnetdirect", 0},
     {"collnetchain", 0},
     {"nvls", 0},
@@ -56,26 +57,26 @@ struct CollName {
 };
 
 const CollName kCollNames[] = {
-    {"allreduce", bit(Collective::AllReduce)},
-    {"reducescatter", bit(Collective::ReduceScatter)},
-    {"allgather", bit(Collective::AllGather)},
-    {"broadcast", bit(Collective::Broadcast)},
-    {"reduce", bit(Collective::Reduce)},
-    {"alltoall", bit(Collective::AllToAll)},
-    {"gather", bit(Collective::Gather)},
-    {"scatter", bit(Collective::Scatter)},
+    {"allreduce", bit(schedule::Collective::AllReduce)},
+    {"reducescatter", bit(schedule::Collective::ReduceScatter)},
+    {"allgather", bit(schedule::Collective::AllGather)},
+    {"broadcast", bit(schedule::Collective::Broadcast)},
+    {"reduce", bit(schedule::Collective::Reduce)},
+    {"alltoall", bit(schedule::Collective::AllToAll)},
+    {"gather", bit(schedule::Collective::Gather)},
+    {"scatter", bit(schedule::Collective::Scatter)},
     // The two ends of a message must cut it into the same chunks: any of these
     // names both.
-    {"send", bit(Collective::Send) | bit(Collective::Recv)},
-    {"recv", bit(Collective::Send) | bit(Collective::Recv)},
-    {"sendrecv", bit(Collective::Send) | bit(Collective::Recv)},
+    {"send", bit(schedule::Collective::Send) | bit(schedule::Collective::Recv)},
+    {"recv", bit(schedule::Collective::Send) | bit(schedule::Collective::Recv)},
+    {"sendrecv", bit(schedule::Collective::Send) | bit(schedule::Collective::Recv)},
 };
 
 // The collectives that have a choice of algorithm: an unprefixed NCCL_ALGO list
 // applies to these only.
-constexpr uint32_t kChoosingColls = bit(Collective::AllReduce) | bit(Collective::ReduceScatter) |
-                                    bit(Collective::AllGather) | bit(Collective::Broadcast) |
-                                    bit(Collective::Reduce);
+constexpr uint32_t kChoosingColls = bit(schedule::Collective::AllReduce) | bit(schedule::Collective::ReduceScatter) |
+                                    bit(schedule::Collective::AllGather) | bit(schedule::Collective::Broadcast) |
+                                    bit(schedule::Collective::Reduce);
 constexpr uint32_t kAllColls = (1u << kNumCollectives) - 1;
 
 std::string trim(const std::string& s) {
@@ -238,13 +239,14 @@ std::string describeAlgoFilter(const AlgoFilter& f) {
   for (int c = 0; c < kNumCollectives; ++c) {
     if (!f.algoForced[c] && !f.protoForced[c]) continue;
     if (!s.empty()) s += "; ";
-    s += collectiveName(static_cast<Collective>(c));
+    s += collectiveName(static_cast<schedule::Collective>(c));
     s += ": ";
-    s += f.algoForced[c] ? maskNames<Algorithm, kNumAlgorithms>(f.algos[c], algorithmName) : "any";
+    s += f.algoForced[c] ? maskNames<schedule::Algorithm, schedule::kNumAlgorithms>(f.algos[c], schedule::algorithmName)
+                         : "any";
     s += "/";
     s += f.protoForced[c] ? maskNames<Protocol, kNumProtocols>(f.protos[c], protocolName) : "any";
   }
   return s.empty() ? "no restriction" : s;
 }
 
-}  // namespace braid
+}  // namespace braid::tuning

@@ -13,7 +13,7 @@
 
 #include "schedule/generate.h"
 
-namespace braid {
+namespace braid::tuning {
 
 // The chunk-size class of a call. A FIFO slot is fixed when a connection is
 // made, so a protocol bounds the chunk (the largest step) the planner picks:
@@ -24,7 +24,7 @@ enum class Protocol : uint8_t { LL, LL128, Simple };
 constexpr int kNumProtocols = 3;
 const char* protocolName(Protocol p);
 
-constexpr int kNumCollectives = static_cast<int>(Collective::Recv) + 1;
+constexpr int kNumCollectives = static_cast<int>(schedule::Collective::Recv) + 1;
 
 struct AlgoFilter {
   // Per collective, bit (1 << Algorithm) / (1 << Protocol) set when allowed.
@@ -35,10 +35,10 @@ struct AlgoFilter {
   bool protoForced[kNumCollectives];
 
   AlgoFilter();  // allows everything
-  bool allows(Collective c, Algorithm a) const {
+  bool allows(schedule::Collective c, schedule::Algorithm a) const {
     return (algos[static_cast<int>(c)] >> static_cast<int>(a)) & 1;
   }
-  bool allows(Collective c, Protocol p) const {
+  bool allows(schedule::Collective c, Protocol p) const {
     return (protos[static_cast<int>(c)] >> static_cast<int>(p)) & 1;
   }
 };
@@ -62,4 +62,4 @@ const AlgoFilter& envAlgoFilter();
 // filter restricts; "no restriction" otherwise.
 std::string describeAlgoFilter(const AlgoFilter& f);
 
-}  // namespace braid
+}  // namespace braid::tuning

@@ -21,7 +21,7 @@
 #include "base/log.h"
 #include "base/unique_fd.h"
 
-namespace braid {
+namespace braid::tuning {
 
 namespace {
 
@@ -300,4 +300,4 @@ CalibrationParams resolveCalibration(CalibrationMeasure measure) {
   return p;
 }
 
-}  // namespace braid
+}  // namespace braid::tuning

@@ -17,7 +17,7 @@
 #include "base/result.h"
 #include "tuning/cost_model.h"
 
-namespace braid {
+namespace braid::tuning {
 
 // Reduction speed differs by datatype family: wide types run native vector
 // code, fp16/bf16 convert through float, fp8 goes through tables.
@@ -73,4 +73,4 @@ CalibrationParams resolveCalibration(CalibrationMeasure measure);
 // One line per parameter, for logs and the cache file.
 std::string describeCalibration(const CalibrationParams& params);
 
-}  // namespace braid
+}  // namespace braid::tuning

@@ -12,7 +12,7 @@
 #include "schedule/schedules.h"
 #include "schedule/step_cost.h"
 
-namespace braid {
+namespace braid::tuning {
 
 // The slowest kind of connection a call's ranks use; it sets alpha and beta.
 enum class TransportClass : uint8_t { InProcess, SharedMemory, Tcp };
@@ -26,22 +26,24 @@ struct CostParams {
   double copyBeta = 1e-10;   // seconds per byte copied locally
 };
 
-double costSeconds(const StepCost& cost, const CostParams& params);
+double costSeconds(const schedule::StepCost& cost, const CostParams& params);
 
 // n, the size the formulas take, from NCCL's per-call count:
 //   AllReduce, Broadcast, Reduce, Send, Recv: count * elemSize (the buffer)
 //   ReduceScatter, AllGather, AllToAll:       count * elemSize * nranks (the
 //                                             whole input / output of a rank)
 //   Gather, Scatter:                          count * elemSize (one rank's block)
-double modelBytes(Collective coll, size_t count, size_t elemSize, int nranks);
+double modelBytes(schedule::Collective coll, size_t count, size_t elemSize, int nranks);
 
 // The formula for (coll, algo) from the schedule table; false when braid has
 // no schedule for the pair.
-bool modelCost(Collective coll, Algorithm algo, const ModelShape& s, StepCost* out);
+bool modelCost(schedule::Collective coll, schedule::Algorithm algo, const schedule::ModelShape& s,
+               schedule::StepCost* out);
 // Seconds for (coll, algo), or +infinity when the model has no formula.
-double predictSeconds(Collective coll, Algorithm algo, const ModelShape& s, const CostParams& p);
+double predictSeconds(schedule::Collective coll, schedule::Algorithm algo, const schedule::ModelShape& s,
+                      const CostParams& p);
 // Whether chunks smaller than a slot can make (coll, algo) faster: pipelines
 // whose fill time grows with the chunk (chains and trees).
-bool isPipelined(Collective coll, Algorithm algo);
+bool isPipelined(schedule::Collective coll, schedule::Algorithm algo);
 
-}  // namespace braid
+}  // namespace braid::tuning

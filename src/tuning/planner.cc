@@ -8,7 +8,7 @@
 #include "base/log.h"
 #include "reduce/host_reduce.h"
 
-namespace braid {
+namespace braid::tuning {
 
 namespace {
 
@@ -41,12 +41,12 @@ ChunkRange protocolRange(Protocol p, size_t slot) {
 
 // Warns once per collective per process that the user's filter left nothing;
 // `wire`: nothing a wire type can use (it rules algorithms out).
-void warnEmptyFilter(Collective c, bool proto, WireType wire = WireType::None) {
+void warnEmptyFilter(schedule::Collective c, bool proto, reduce::WireType wire = reduce::WireType::None) {
   static std::atomic<uint32_t> warned{0};
   const char* var = proto ? "NCCL_PROTO" : "NCCL_ALGO";
-  const uint32_t bit = 1u << (static_cast<int>(c) + (proto ? 16 : wire != WireType::None ? 24 : 0));
+  const uint32_t bit = 1u << (static_cast<int>(c) + (proto ? 16 : wire != reduce::WireType::None ? 24 : 0));
   if (warned.fetch_or(bit) & bit) return;
-  if (wire != WireType::None) {
+  if (wire != reduce::WireType::None) {
     BRAID_WARN("%s leaves no algorithm for %s that a wire type (BRAID_WIRE_TYPE=%s) can run: only ring and tree "
                "give every rank the same bits; the cost model chooses between them instead",
                var, collectiveName(c), wireTypeName(wire));
@@ -58,13 +58,13 @@ void warnEmptyFilter(Collective c, bool proto, WireType wire = WireType::None) {
 
 // Bytes an element takes on the wire: its type's, or its wire type's code.
 size_t bytesPerElem(const TuningInput& in) {
-  if (in.wire != WireType::None) return wireCodeBytes(in.wire);
-  return std::max<size_t>(1, typeSize(in.datatype));
+  if (in.wire != reduce::WireType::None) return wireCodeBytes(in.wire);
+  return std::max<size_t>(1, reduce::typeSize(in.datatype));
 }
 
 // Elements of a message of at most `bytes` (a wire type's groups carry headers).
 size_t elemsFitting(const TuningInput& in, size_t bytes, size_t elemSize) {
-  if (in.wire != WireType::None) return size_t(wireCountFitting(in.wire, bytes));
+  if (in.wire != reduce::WireType::None) return size_t(wireCountFitting(in.wire, bytes));
   return bytes / elemSize;
 }
 
@@ -75,10 +75,10 @@ struct Best {
 };
 
 // The best chunk for one algorithm within the allowed protocols.
-Best bestChunk(const TuningInput& in, Algorithm algo, uint8_t protos, const CostParams& params,
+Best bestChunk(const TuningInput& in, schedule::Algorithm algo, uint8_t protos, const CostParams& params,
                size_t elemSize, double n) {
   Best best;
-  ModelShape shape;
+  schedule::ModelShape shape;
   shape.nranks = in.nranks;
   shape.bytes = n;
   shape.nchannels = in.nchannels;
@@ -98,12 +98,12 @@ Best bestChunk(const TuningInput& in, Algorithm algo, uint8_t protos, const Cost
   return best;
 }
 
-uint8_t modelled(Collective c) {
+uint8_t modelled(schedule::Collective c) {
   uint8_t m = 0;
-  ModelShape s;
-  StepCost unused;
-  for (int a = 0; a < kNumAlgorithms; ++a)
-    if (modelCost(c, static_cast<Algorithm>(a), s, &unused)) m |= 1u << a;
+  schedule::ModelShape s;
+  schedule::StepCost unused;
+  for (int a = 0; a < schedule::kNumAlgorithms; ++a)
+    if (modelCost(c, static_cast<schedule::Algorithm>(a), s, &unused)) m |= 1u << a;
   return m;
 }
 
@@ -126,11 +126,11 @@ PlanChoice choosePlanAmong(const TuningInput& in, uint8_t implemented, double* p
   } else if (filter.algoForced[ci] && algos) {
     // Did the user name algorithms that the wire type ruled out?
     uint8_t ruledOut = 0;
-    for (int a = 0; a < kNumAlgorithms; ++a)
-      if (in.wire != WireType::None && algorithmSupports(static_cast<Algorithm>(a), in.coll) &&
-          !algorithmHasOneOwner(static_cast<Algorithm>(a), in.coll))
+    for (int a = 0; a < schedule::kNumAlgorithms; ++a)
+      if (in.wire != reduce::WireType::None && algorithmSupports(static_cast<schedule::Algorithm>(a), in.coll) &&
+          !algorithmHasOneOwner(static_cast<schedule::Algorithm>(a), in.coll))
         ruledOut |= 1u << a;
-    warnEmptyFilter(in.coll, false, (filter.algos[ci] & ruledOut) != 0 ? in.wire : WireType::None);
+    warnEmptyFilter(in.coll, false, (filter.algos[ci] & ruledOut) != 0 ? in.wire : reduce::WireType::None);
   }
   uint8_t protos = filter.protos[ci];
   if (protos) {
@@ -140,23 +140,23 @@ PlanChoice choosePlanAmong(const TuningInput& in, uint8_t implemented, double* p
     protos = (1u << kNumProtocols) - 1;
   }
 
-  Best best[kNumAlgorithms];
+  Best best[schedule::kNumAlgorithms];
   int winner = -1;
-  for (int a = 0; a < kNumAlgorithms; ++a) {
-    if ((algos >> a) & 1) best[a] = bestChunk(in, static_cast<Algorithm>(a), protos, params, elemSize, n);
+  for (int a = 0; a < schedule::kNumAlgorithms; ++a) {
+    if ((algos >> a) & 1) best[a] = bestChunk(in, static_cast<schedule::Algorithm>(a), protos, params, elemSize, n);
     if (perAlgorithm) perAlgorithm[a] = best[a].seconds;
     if (best[a].seconds < kInf && (winner < 0 || best[a].seconds < best[winner].seconds)) winner = a;
   }
-  const int ring = static_cast<int>(Algorithm::Ring);
+  const int ring = static_cast<int>(schedule::Algorithm::Ring);
   if (winner >= 0 && best[ring].seconds <= best[winner].seconds * kRingPreference) winner = ring;
   if (winner < 0) {
     // Nothing modelled is implemented (cannot happen with the shipped tables):
     // keep the generators' defaults, one slot per step.
-    choice.algorithm = (implemented >> ring) & 1 ? Algorithm::Ring : Algorithm::Direct;
+    choice.algorithm = (implemented >> ring) & 1 ? schedule::Algorithm::Ring : schedule::Algorithm::Direct;
     choice.chunkElems = std::max<size_t>(1, elemsFitting(in, in.slotBytes, elemSize));
     return choice;
   }
-  choice.algorithm = static_cast<Algorithm>(winner);
+  choice.algorithm = static_cast<schedule::Algorithm>(winner);
   choice.chunkElems = best[winner].chunkElems;
   choice.protocol = best[winner].protocol;
   choice.predictedSeconds = best[winner].seconds;
@@ -176,12 +176,12 @@ bool laneUsesLL(const TuningInput& in, uint64_t opBytes, uint64_t llPayloadBytes
 
 PlanChoice choosePlan(const TuningInput& in) {
   uint8_t implemented = 0;
-  for (int a = 0; a < kNumAlgorithms; ++a)
-    if (algorithmSupports(static_cast<Algorithm>(a), in.coll) &&
-        (in.wire == WireType::None || algorithmHasOneOwner(static_cast<Algorithm>(a), in.coll)))
+  for (int a = 0; a < schedule::kNumAlgorithms; ++a)
+    if (algorithmSupports(static_cast<schedule::Algorithm>(a), in.coll) &&
+        (in.wire == reduce::WireType::None || algorithmHasOneOwner(static_cast<schedule::Algorithm>(a), in.coll)))
       implemented |= 1u << a;
   if (!logEnabled(LogLevel::Info, kLogTuning)) return choosePlanAmong(in, implemented, nullptr);
-  double perAlgorithm[kNumAlgorithms];
+  double perAlgorithm[schedule::kNumAlgorithms];
   PlanChoice c = choosePlanAmong(in, implemented, perAlgorithm);
   char line[512];
   formatPlanChoice(in, c, perAlgorithm, line, sizeof(line));
@@ -197,10 +197,10 @@ void formatPlanChoice(const TuningInput& in, const PlanChoice& c, const double* 
                       algorithmName(c.algorithm), protocolName(c.protocol), c.chunkElems, c.nchannels,
                       c.predictedSeconds * 1e6);
   bool first = true;
-  for (int a = 0; perAlgorithm && a < kNumAlgorithms && used > 0 && static_cast<size_t>(used) < len; ++a) {
+  for (int a = 0; perAlgorithm && a < schedule::kNumAlgorithms && used > 0 && static_cast<size_t>(used) < len; ++a) {
     if (a == static_cast<int>(c.algorithm) || !(perAlgorithm[a] < kInf)) continue;
     used += snprintf(buf + used, len - used, "%s%s %.1f us", first ? " (" : ", ",
-                     algorithmName(static_cast<Algorithm>(a)), perAlgorithm[a] * 1e6);
+                     algorithmName(static_cast<schedule::Algorithm>(a)), perAlgorithm[a] * 1e6);
     first = false;
   }
   if (!first && used > 0 && static_cast<size_t>(used) < len) used += snprintf(buf + used, len - used, ")");
@@ -219,4 +219,4 @@ TransportClass slowestTransportClass(const std::vector<PeerInfo>& peers, bool sh
   return TransportClass::Tcp;
 }
 
-}  // namespace braid
+}  // namespace braid::tuning

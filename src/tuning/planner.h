@@ -20,10 +20,10 @@
 #include "tuning/calibration.h"
 #include "tuning/cost_model.h"
 
-namespace braid {
+namespace braid::tuning {
 
 struct TuningInput {
-  Collective coll = Collective::AllReduce;
+  schedule::Collective coll = schedule::Collective::AllReduce;
   int nranks = 1;
   size_t count = 0;  // elements, in CollShape::count's per-call meaning
   ncclDataType_t datatype = ncclFloat32;
@@ -35,11 +35,11 @@ struct TuningInput {
   // A wire type (Task::wire): only algorithms that compute each finished value
   // on one rank (algorithmHasOneOwner), so that every rank gets its bits; the
   // model prices the wire's bytes, and a chunk fills a slot with narrow values.
-  WireType wire = WireType::None;
+  reduce::WireType wire = reduce::WireType::None;
 };
 
 struct PlanChoice {
-  Algorithm algorithm = Algorithm::Ring;
+  schedule::Algorithm algorithm = schedule::Algorithm::Ring;
   size_t chunkElems = 1;  // CollShape::chunkElems
   int nchannels = 1;      // CollShape::nchannels
   double predictedSeconds = 0;
@@ -75,4 +75,4 @@ bool laneUsesLL(const TuningInput& in, uint64_t opBytes, uint64_t llPayloadBytes
 // shm is not disabled), Tcp otherwise. The same on every rank.
 TransportClass slowestTransportClass(const std::vector<PeerInfo>& peers, bool shmDisabled);
 
-}  // namespace braid
+}  // namespace braid::tuning

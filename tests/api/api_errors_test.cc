@@ -74,30 +74,30 @@ TEST(ErrorString, ProfilingAliasIsTheSameFunction) {
 }
 
 TEST(Report, FailureIsRecordedAndReturned) {
-  EXPECT_EQ(braid::report(braid::fail(ncclSystemError, "socket to rank %d closed", 3)),
+  EXPECT_EQ(braid::api::report(braid::fail(ncclSystemError, "socket to rank %d closed", 3)),
             ncclSystemError);
   EXPECT_EQ(lastError(), "socket to rank 3 closed");
-  EXPECT_STREQ(braid::lastErrorMessage(), ncclGetLastError(nullptr));
+  EXPECT_STREQ(braid::api::lastErrorMessage(), ncclGetLastError(nullptr));
 }
 
 TEST(Report, SuccessAndInProgressLeaveTheLastErrorAlone) {
-  (void)braid::report(braid::fail(ncclInvalidArgument, "first failure"));
-  EXPECT_EQ(braid::report(braid::Result::success()), ncclSuccess);
-  EXPECT_EQ(braid::report(braid::Result(ncclInProgress, "still connecting")), ncclInProgress);
+  (void)braid::api::report(braid::fail(ncclInvalidArgument, "first failure"));
+  EXPECT_EQ(braid::api::report(braid::Result::success()), ncclSuccess);
+  EXPECT_EQ(braid::api::report(braid::Result(ncclInProgress, "still connecting")), ncclInProgress);
   EXPECT_EQ(lastError(), "first failure");
 }
 
 TEST(Report, EmptyMessageFallsBackToTheResultText) {
-  EXPECT_EQ(braid::report(braid::Result(ncclRemoteError, "")), ncclRemoteError);
+  EXPECT_EQ(braid::api::report(braid::Result(ncclRemoteError, "")), ncclRemoteError);
   EXPECT_EQ(lastError(), ncclGetErrorString(ncclRemoteError));
 }
 
 TEST(Report, LastErrorBelongsToTheFailingThread) {
-  (void)braid::report(braid::fail(ncclInternalError, "main thread failure"));
+  (void)braid::api::report(braid::fail(ncclInternalError, "main thread failure"));
   std::string seenByOther;
   std::thread other([&] {
     seenByOther = lastError();
-    (void)braid::report(braid::fail(ncclSystemError, "other thread failure"));
+    (void)braid::api::report(braid::fail(ncclSystemError, "other thread failure"));
   });
   other.join();
   EXPECT_EQ(seenByOther, "");
@@ -110,7 +110,7 @@ ncclResult_t reportThrown(const std::function<void()>& thrower) {
   try {
     thrower();
   } catch (...) {
-    return braid::reportException("ncclAllReduce");
+    return braid::api::reportException("ncclAllReduce");
   }
   return ncclSuccess;
 }
@@ -139,7 +139,7 @@ TEST(Arguments, CountBeyondTheAddressSpaceIsRefused) {
 }
 
 TEST(NotSupported, MessageNamesFunctionAndReason) {
-  EXPECT_EQ(braid::notSupported("ncclFrobnicate", "no frobs here"), ncclInvalidUsage);
+  EXPECT_EQ(braid::api::notSupported("ncclFrobnicate", "no frobs here"), ncclInvalidUsage);
   const std::string msg = lastError();
   EXPECT_EQ(msg.rfind("ncclFrobnicate is not supported by braid", 0), 0u) << msg;
   EXPECT_NE(msg.find(": no frobs here"), std::string::npos) << msg;
@@ -189,7 +189,7 @@ TEST(Unsupported, EachStubFailsWithInvalidUsageAndNamesItself) {
        [&] { return ncclLLA2ACreateRequirement(1, 1, nullptr, nullptr); }},
   };
   for (const Stub& stub : stubs) {
-    (void)braid::report(braid::fail(ncclInternalError, "previous error"));
+    (void)braid::api::report(braid::fail(ncclInternalError, "previous error"));
     EXPECT_EQ(stub.call(), ncclInvalidUsage) << stub.name;
     const std::string msg = lastError();
     EXPECT_EQ(msg.rfind(std::string(stub.name) + " is not supported by braid", 0), 0u)
@@ -211,7 +211,7 @@ TEST(Unsupported, ValueReturningDeviceStubsReturnNeutralValuesAndRecordWhy) {
       {"ncclLLA2ACalcSlots", [] { return ncclLLA2ACalcSlots(1024, 8) == 0; }},
   };
   for (const auto& stub : stubs) {
-    (void)braid::report(braid::fail(ncclInternalError, "previous error"));
+    (void)braid::api::report(braid::fail(ncclInternalError, "previous error"));
     EXPECT_TRUE(stub.returnsNeutral()) << stub.name;
     EXPECT_EQ(lastError().rfind(std::string(stub.name) + " is not supported by braid", 0), 0u)
         << stub.name << ": " << lastError();

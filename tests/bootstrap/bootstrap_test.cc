@@ -45,7 +45,7 @@ uint8_t pattern(int owner, size_t i) { return static_cast<uint8_t>(owner * 31 + 
 
 // What every rank of a job does: allGathers, barriers, and tagged messages to
 // the next rank received out of order.
-Result exerciseJob(Bootstrap& b) {
+Result exerciseJob(bootstrap::Bootstrap& b) {
   const int rank = b.rank(), n = b.nranks();
   std::vector<int64_t> small(n, -1);
   small[rank] = rank * 1000 + 7;
@@ -104,25 +104,25 @@ void expectAllOk(const std::vector<std::string>& errors) {
 }
 
 Result createAndExercise(const ncclUniqueId& id, int rank, int n) {
-  std::unique_ptr<Bootstrap> b;
-  BRAID_TRY(Bootstrap::create(id, rank, n, in(10), &b));
+  std::unique_ptr<bootstrap::Bootstrap> b;
+  BRAID_TRY(bootstrap::Bootstrap::create(id, rank, n, in(10), &b));
   BRAID_TRY(check(b->rank() == rank && b->nranks() == n, "rank/nranks mismatch"));
   return exerciseJob(*b);
 }
 
 // Creates all ranks of one job on threads and hands the bootstraps back.
-std::vector<std::unique_ptr<Bootstrap>> createJob(int n, ncclUniqueId* idOut = nullptr) {
+std::vector<std::unique_ptr<bootstrap::Bootstrap>> createJob(int n, ncclUniqueId* idOut = nullptr) {
   ncclUniqueId id;
-  Result r = createUniqueId(&id);
+  Result r = bootstrap::createUniqueId(&id);
   EXPECT_TRUE(r.ok()) << r.message();
-  std::vector<std::unique_ptr<Bootstrap>> bs(n);
-  expectAllOk(onThreads(n, [&](int rank) { return Bootstrap::create(id, rank, n, in(10), &bs[rank]); }));
+  std::vector<std::unique_ptr<bootstrap::Bootstrap>> bs(n);
+  expectAllOk(onThreads(n, [&](int rank) { return bootstrap::Bootstrap::create(id, rank, n, in(10), &bs[rank]); }));
   if (idOut) *idOut = id;
   return bs;
 }
 
-UniqueIdContents decode(const ncclUniqueId& id, sockaddr_storage* root) {
-  UniqueIdContents c{};
+bootstrap::UniqueIdContents decode(const ncclUniqueId& id, sockaddr_storage* root) {
+  bootstrap::UniqueIdContents c{};
   EXPECT_TRUE(decodeUniqueId(id, &c).ok());
   EXPECT_TRUE(unpackAddr(c.root, root));
   return c;
@@ -192,7 +192,7 @@ class BootstrapThreads : public ::testing::TestWithParam<int> {};
 TEST_P(BootstrapThreads, AllGatherBarrierAndTaggedMessages) {
   const int n = GetParam();
   ncclUniqueId id;
-  Result r = createUniqueId(&id);
+  Result r = bootstrap::createUniqueId(&id);
   ASSERT_TRUE(r.ok()) << r.message();
   expectAllOk(onThreads(n, [&](int rank) { return createAndExercise(id, rank, n); }));
 }
@@ -201,8 +201,8 @@ INSTANTIATE_TEST_SUITE_P(Ranks, BootstrapThreads, ::testing::Values(1, 2, 3, 8))
 
 TEST(Bootstrap, TwoJobsAtOnceInOneProcess) {
   ncclUniqueId a, b;
-  ASSERT_TRUE(createUniqueId(&a).ok());
-  ASSERT_TRUE(createUniqueId(&b).ok());
+  ASSERT_TRUE(bootstrap::createUniqueId(&a).ok());
+  ASSERT_TRUE(bootstrap::createUniqueId(&b).ok());
   EXPECT_NE(memcmp(&a, &b, sizeof(a)), 0) << "two unique ids are identical";
   expectAllOk(onThreads(6, [&](int t) {
     return t < 3 ? createAndExercise(a, t, 3) : createAndExercise(b, t - 3, 3);
@@ -212,7 +212,7 @@ TEST(Bootstrap, TwoJobsAtOnceInOneProcess) {
 TEST(Bootstrap, ForkedProcesses) {
   const int n = 4;
   ncclUniqueId id;
-  ASSERT_TRUE(createUniqueId(&id).ok());
+  ASSERT_TRUE(bootstrap::createUniqueId(&id).ok());
   std::vector<pid_t> pids;
   for (int rank = 0; rank < n; ++rank) {
     pid_t pid = fork();
@@ -259,7 +259,7 @@ void runCommIdJob(const std::string& commId, int n) {
   std::vector<ncclUniqueId> ids(n);
   expectAllOk(onThreads(n, [&](int rank) {
     // Each rank computes its id itself, as separate processes would.
-    BRAID_TRY(createUniqueId(&ids[rank]));
+    BRAID_TRY(bootstrap::createUniqueId(&ids[rank]));
     return createAndExercise(ids[rank], rank, n);
   }));
   for (int r = 1; r < n; ++r) EXPECT_EQ(memcmp(&ids[0], &ids[r], sizeof(ncclUniqueId)), 0);
@@ -285,26 +285,26 @@ TEST(BootstrapCommId, MagicDependsOnCommIdAndJobId) {
   ncclUniqueId a, b, c;
   {
     ScopedEnv env("NCCL_COMM_ID", "127.0.0.1:29500");
-    ASSERT_TRUE(createUniqueId(&a).ok());
+    ASSERT_TRUE(bootstrap::createUniqueId(&a).ok());
     ScopedEnv job("BRAID_JOB_ID", "job-7");
-    ASSERT_TRUE(createUniqueId(&b).ok());
+    ASSERT_TRUE(bootstrap::createUniqueId(&b).ok());
   }
   {
     ScopedEnv env("NCCL_COMM_ID", "127.0.0.1:29501");
-    ASSERT_TRUE(createUniqueId(&c).ok());
+    ASSERT_TRUE(bootstrap::createUniqueId(&c).ok());
   }
   sockaddr_storage ra, rb, rc;
-  UniqueIdContents ca = decode(a, &ra), cb = decode(b, &rb), cc = decode(c, &rc);
+  bootstrap::UniqueIdContents ca = decode(a, &ra), cb = decode(b, &rb), cc = decode(c, &rc);
   EXPECT_NE(ca.magic, cb.magic);
   EXPECT_NE(ca.magic, cc.magic);
-  EXPECT_EQ(ca.flags & kIdRootRunning, 0u);
+  EXPECT_EQ(ca.flags & bootstrap::kIdRootRunning, 0u);
   EXPECT_EQ(addrToString(ra), "127.0.0.1:29500");
 }
 
 TEST(BootstrapCommId, BadValueIsAnError) {
   ScopedEnv env("NCCL_COMM_ID", "127.0.0.1");
   ncclUniqueId id;
-  Result r = createUniqueId(&id);
+  Result r = bootstrap::createUniqueId(&id);
   EXPECT_EQ(r.code(), ncclInvalidArgument);
   EXPECT_NE(r.message().find("NCCL_COMM_ID"), std::string::npos) << r.message();
 }
@@ -315,18 +315,18 @@ TEST(BootstrapCommId, StrangerWithWrongNranksIsDropped) {
   std::string commId = "127.0.0.1:" + std::to_string(port);
   ScopedEnv env("NCCL_COMM_ID", commId);
   ncclUniqueId id;
-  ASSERT_TRUE(createUniqueId(&id).ok());
+  ASSERT_TRUE(bootstrap::createUniqueId(&id).ok());
   sockaddr_storage root;
-  UniqueIdContents c = decode(id, &root);
+  bootstrap::UniqueIdContents c = decode(id, &root);
   const int n = 3;
   std::vector<std::string> errors(n);
   std::vector<std::thread> ranks;
   // Rank 0 starts the root (which then knows nranks); the stranger comes next.
   ranks.emplace_back([&] { Result r = createAndExercise(id, 0, n); errors[0] = r.message(); });
   UniqueFd stranger = connectTo(root);
-  Hello h{};
+  bootstrap::Hello h{};
   h.magic = c.magic;
-  h.kind = kHelloCheckIn;
+  h.kind = bootstrap::kHelloCheckIn;
   h.rank = 1;
   h.nranks = 5;
   sockaddr_storage fake = root;
@@ -343,9 +343,9 @@ TEST(BootstrapCommId, StrangerWithWrongNranksIsDropped) {
 
 TEST(BootstrapRobustness, StrangersAtTheRootDoNotDisturbTheJob) {
   ncclUniqueId id;
-  ASSERT_TRUE(createUniqueId(&id).ok());
+  ASSERT_TRUE(bootstrap::createUniqueId(&id).ok());
   sockaddr_storage root;
-  UniqueIdContents c = decode(id, &root);
+  bootstrap::UniqueIdContents c = decode(id, &root);
   const int n = 3;
   std::vector<std::string> errors(n);
   std::vector<std::thread> ranks;
@@ -358,9 +358,9 @@ TEST(BootstrapRobustness, StrangersAtTheRootDoNotDisturbTheJob) {
   UniqueFd partial = connectTo(root);
   sendRaw(partial, junk.data(), 10);
   UniqueFd wrongMagic = connectTo(root);
-  Hello h{};
+  bootstrap::Hello h{};
   h.magic = c.magic ^ 1;
-  h.kind = kHelloCheckIn;
+  h.kind = bootstrap::kHelloCheckIn;
   h.rank = 1;
   h.nranks = n;
   packAddr(root, &h.addr);
@@ -387,7 +387,7 @@ TEST(BootstrapRobustness, StrangersAtARankAreDropped) {
   auto bs = createJob(2, &id);
   ASSERT_TRUE(bs[0] && bs[1]);
   sockaddr_storage root;
-  UniqueIdContents c = decode(id, &root);
+  bootstrap::UniqueIdContents c = decode(id, &root);
   const sockaddr_storage& target = bs[1]->listenAddress();
   EXPECT_EQ(addrPort(bs[1]->localAddress()), 0);
   EXPECT_NE(addrPort(target), 0);
@@ -397,7 +397,7 @@ TEST(BootstrapRobustness, StrangersAtARankAreDropped) {
   sendRaw(garbage, junk.data(), junk.size());
   UniqueFd silent = connectTo(target);
   UniqueFd impostor = connectTo(target);
-  ConnHeader hdr{c.magic, 9, 0};  // a rank this job does not have
+  bootstrap::ConnHeader hdr{c.magic, 9, 0};  // a rank this job does not have
   sendRaw(impostor, &hdr, sizeof(hdr));
 
   const char msg[] = "still working";
@@ -424,11 +424,11 @@ TEST(BootstrapRobustness, StrangersAtARankAreDropped) {
 
 TEST(BootstrapRobustness, MissingRankIsNamedAtTheDeadline) {
   ncclUniqueId id;
-  ASSERT_TRUE(createUniqueId(&id).ok());
+  ASSERT_TRUE(bootstrap::createUniqueId(&id).ok());
   auto start = Clock::now();
   std::vector<std::string> errors = onThreads(2, [&](int rank) {
-    std::unique_ptr<Bootstrap> b;
-    return Bootstrap::create(id, rank, 3, in(1.0), &b);
+    std::unique_ptr<bootstrap::Bootstrap> b;
+    return bootstrap::Bootstrap::create(id, rank, 3, in(1.0), &b);
   });
   double took = secondsSince(start);
   for (int r = 0; r < 2; ++r) {
@@ -443,11 +443,11 @@ TEST(BootstrapRobustness, RootGivesUpAfterItsTimeout) {
   ncclUniqueId id;
   {
     ScopedEnv env("BRAID_BOOTSTRAP_TIMEOUT", "1");
-    ASSERT_TRUE(createUniqueId(&id).ok());
+    ASSERT_TRUE(bootstrap::createUniqueId(&id).ok());
   }
   auto start = Clock::now();
-  std::unique_ptr<Bootstrap> b;
-  Result r = Bootstrap::create(id, 0, 2, in(8), &b);
+  std::unique_ptr<bootstrap::Bootstrap> b;
+  Result r = bootstrap::Bootstrap::create(id, 0, 2, in(8), &b);
   EXPECT_EQ(r.code(), ncclRemoteError);
   EXPECT_NE(r.message().find("closed its connection"), std::string::npos) << r.message();
   EXPECT_LT(secondsSince(start), 4.0);
@@ -459,11 +459,11 @@ TEST(BootstrapRobustness, UnreachableRootFailsAtTheDeadline) {
   ncclUniqueId id;
   {
     ScopedEnv env("NCCL_COMM_ID", "127.0.0.1:" + std::to_string(port));
-    ASSERT_TRUE(createUniqueId(&id).ok());
+    ASSERT_TRUE(bootstrap::createUniqueId(&id).ok());
   }
   auto start = Clock::now();
-  std::unique_ptr<Bootstrap> b;
-  Result r = Bootstrap::create(id, 1, 2, in(0.5), &b);  // rank 0 never starts the root
+  std::unique_ptr<bootstrap::Bootstrap> b;
+  Result r = bootstrap::Bootstrap::create(id, 1, 2, in(0.5), &b);  // rank 0 never starts the root
   EXPECT_EQ(r.code(), ncclRemoteError);
   EXPECT_NE(r.message().find("cannot reach the bootstrap root"), std::string::npos) << r.message();
   EXPECT_LT(secondsSince(start), 3.0);
@@ -472,11 +472,11 @@ TEST(BootstrapRobustness, UnreachableRootFailsAtTheDeadline) {
 TEST(BootstrapRobustness, GarbageUniqueIdIsRejected) {
   ncclUniqueId id;
   memset(&id, 0, sizeof(id));
-  std::unique_ptr<Bootstrap> b;
-  Result r = Bootstrap::create(id, 0, 1, in(1), &b);
+  std::unique_ptr<bootstrap::Bootstrap> b;
+  Result r = bootstrap::Bootstrap::create(id, 0, 1, in(1), &b);
   EXPECT_EQ(r.code(), ncclInvalidArgument);
-  ASSERT_TRUE(createUniqueId(&id).ok());
-  EXPECT_EQ(Bootstrap::create(id, 2, 2, in(1), &b).code(), ncclInvalidArgument);
+  ASSERT_TRUE(bootstrap::createUniqueId(&id).ok());
+  EXPECT_EQ(bootstrap::Bootstrap::create(id, 2, 2, in(1), &b).code(), ncclInvalidArgument);
 }
 
 TEST(BootstrapMessages, RecvTimeoutNamesPeerAndTag) {
@@ -501,7 +501,7 @@ TEST(BootstrapMessages, SizeMismatchNamesBothSizes) {
   EXPECT_EQ(r.code(), ncclInvalidUsage);
   EXPECT_NE(r.message().find("expected 16 bytes from rank 0"), std::string::npos) << r.message();
   EXPECT_NE(r.message().find("sent 8 bytes"), std::string::npos) << r.message();
-  EXPECT_EQ(bs[0]->send(1, 3, &v, kMaxMessageBytes + 1).code(), ncclInvalidArgument);
+  EXPECT_EQ(bs[0]->send(1, 3, &v, bootstrap::kMaxMessageBytes + 1).code(), ncclInvalidArgument);
   EXPECT_EQ(bs[0]->send(2, 3, &v, sizeof(v)).code(), ncclInvalidArgument);
 }
 
@@ -520,12 +520,12 @@ TEST(BootstrapMessages, PeerDyingMidMessageIsARemoteError) {
   auto bs = createJob(2, &id);
   ASSERT_TRUE(bs[1]);
   sockaddr_storage root;
-  UniqueIdContents c = decode(id, &root);
+  bootstrap::UniqueIdContents c = decode(id, &root);
   {
     // Plays rank 0, which then "dies" after 10 of 100 payload bytes.
     UniqueFd fake = connectTo(bs[1]->listenAddress());
-    ConnHeader hdr{c.magic, 0, 0};
-    FrameHeader frame{frameCheck(c.magic), 9, 100};
+    bootstrap::ConnHeader hdr{c.magic, 0, 0};
+    bootstrap::FrameHeader frame{bootstrap::frameCheck(c.magic), 9, 100};
     uint8_t part[10] = {};
     sendRaw(fake, &hdr, sizeof(hdr));
     sendRaw(fake, &frame, sizeof(frame));
@@ -578,9 +578,9 @@ TEST(BootstrapMessages, AbortUnblocksARecvOnAnotherThread) {
 
 // ---- interface selection ----
 
-NetInterface nic(const std::string& name, const std::string& addr, const std::string& mask,
+bootstrap::NetInterface nic(const std::string& name, const std::string& addr, const std::string& mask,
                  unsigned flags = IFF_UP) {
-  NetInterface n;
+  bootstrap::NetInterface n;
   n.name = name;
   n.flags = flags;
   if (addr.find(':') != std::string::npos) {
@@ -606,7 +606,7 @@ sockaddr_storage ip(const std::string& text) {
   return a;
 }
 
-std::vector<NetInterface> machine() {
+std::vector<bootstrap::NetInterface> machine() {
   return {nic("lo", "127.0.0.1", "255.0.0.0", IFF_UP | IFF_LOOPBACK),
           nic("docker0", "172.17.0.1", "255.255.0.0"),
           nic("eth0", "10.0.0.2", "255.255.255.0"),
@@ -617,13 +617,13 @@ std::vector<NetInterface> machine() {
           nic("eth0", "fe80::2", "ffff:ffff:ffff:ffff::")};
 }
 
-std::string pick(const std::vector<NetInterface>& all, const std::string& ifname,
+std::string pick(const std::vector<bootstrap::NetInterface>& all, const std::string& ifname,
                  const sockaddr_storage* root = nullptr, int family = AF_UNSPEC) {
-  InterfaceQuery q;
+  bootstrap::InterfaceQuery q;
   q.ifname = ifname;
   q.root = root;
   q.family = family;
-  NetInterface out;
+  bootstrap::NetInterface out;
   Result r = selectInterface(all, q, &out);
   if (!r.ok()) return "error: " + r.message();
   return out.name + "/" + hostToString(out.addr);
@@ -631,7 +631,7 @@ std::string pick(const std::vector<NetInterface>& all, const std::string& ifname
 
 TEST(InterfaceSelection, DefaultSkipsLoopbackAndBridges) {
   EXPECT_EQ(pick(machine(), ""), "eth0/10.0.0.2");
-  std::vector<NetInterface> virt = {nic("lo", "127.0.0.1", "255.0.0.0", IFF_UP | IFF_LOOPBACK),
+  std::vector<bootstrap::NetInterface> virt = {nic("lo", "127.0.0.1", "255.0.0.0", IFF_UP | IFF_LOOPBACK),
                                     nic("docker0", "172.17.0.1", "255.255.0.0"),
                                     nic("virbr0", "192.168.122.1", "255.255.255.0")};
   EXPECT_EQ(pick(virt, ""), "lo/127.0.0.1");
@@ -676,7 +676,7 @@ TEST(InterfaceSelection, ExcludeList) {
 }
 
 TEST(InterfaceSelection, ExactMatch) {
-  std::vector<NetInterface> all = {nic("eth01", "10.9.0.1", "255.255.255.0"),
+  std::vector<bootstrap::NetInterface> all = {nic("eth01", "10.9.0.1", "255.255.255.0"),
                                    nic("eth0", "10.0.0.2", "255.255.255.0")};
   EXPECT_EQ(pick(all, "eth0"), "eth01/10.9.0.1");  // prefix
   EXPECT_EQ(pick(all, "=eth0"), "eth0/10.0.0.2");
@@ -699,23 +699,23 @@ TEST(InterfaceSelection, Family) {
 }
 
 TEST(InterfaceSelection, NameMatching) {
-  EXPECT_TRUE(interfaceNameMatches("eth,ib", "ib0"));
-  EXPECT_FALSE(interfaceNameMatches("eth,ib", "lo"));
-  EXPECT_FALSE(interfaceNameMatches("^eth,ib", "ib0"));
-  EXPECT_TRUE(interfaceNameMatches("^eth,ib", "lo"));
-  EXPECT_TRUE(interfaceNameMatches("=ib0", "ib0"));
-  EXPECT_FALSE(interfaceNameMatches("=ib0", "ib01"));
-  EXPECT_FALSE(interfaceNameMatches("^=ib0", "ib0"));
-  EXPECT_TRUE(interfaceNameMatches("^=ib0", "ib01"));
+  EXPECT_TRUE(bootstrap::interfaceNameMatches("eth,ib", "ib0"));
+  EXPECT_FALSE(bootstrap::interfaceNameMatches("eth,ib", "lo"));
+  EXPECT_FALSE(bootstrap::interfaceNameMatches("^eth,ib", "ib0"));
+  EXPECT_TRUE(bootstrap::interfaceNameMatches("^eth,ib", "lo"));
+  EXPECT_TRUE(bootstrap::interfaceNameMatches("=ib0", "ib0"));
+  EXPECT_FALSE(bootstrap::interfaceNameMatches("=ib0", "ib01"));
+  EXPECT_FALSE(bootstrap::interfaceNameMatches("^=ib0", "ib0"));
+  EXPECT_TRUE(bootstrap::interfaceNameMatches("^=ib0", "ib01"));
 }
 
 TEST(InterfaceSelection, ThisMachineHasAChoice) {
   sockaddr_storage a;
-  Result r = chooseLocalAddress(nullptr, &a);
+  Result r = bootstrap::chooseLocalAddress(nullptr, &a);
   ASSERT_TRUE(r.ok()) << r.message();
   EXPECT_TRUE(a.ss_family == AF_INET || a.ss_family == AF_INET6);
   ScopedEnv env("NCCL_SOCKET_IFNAME", "no-such-interface-anywhere");
-  r = chooseLocalAddress(nullptr, &a);
+  r = bootstrap::chooseLocalAddress(nullptr, &a);
   EXPECT_EQ(r.code(), ncclInvalidArgument);
   EXPECT_NE(r.message().find("interfaces on this host"), std::string::npos) << r.message();
 }

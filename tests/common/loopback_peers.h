@@ -16,7 +16,7 @@
 namespace braidtest {
 
 using braid::Clock;
-using braid::ConnectRequest;
+using braid::transports::ConnectRequest;
 using braid::PeerInfo;
 
 // Host name "testhost<rank>": error messages name it.

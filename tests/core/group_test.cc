@@ -42,15 +42,15 @@ struct SumBuffers {
   std::vector<std::vector<float>> in, out;
 };
 
-Task sumTask(ncclComm* comm, SumBuffers& b) {
-  Task t;
+engine::Task sumTask(ncclComm* comm, SumBuffers& b) {
+  engine::Task t;
   t.comm = comm;
-  t.coll = Collective::AllReduce;
+  t.coll = schedule::Collective::AllReduce;
   t.sendbuff = b.in[size_t(comm->rank)].data();
   t.recvbuff = b.out[size_t(comm->rank)].data();
   t.count = kCount;
   t.type = ncclFloat32;
-  t.op = makeBuiltinOp(ncclSum, ncclFloat32, comm->nranks);
+  t.op = reduce::makeBuiltinOp(ncclSum, ncclFloat32, comm->nranks);
   t.userOp = ncclSum;
   return t;
 }
@@ -62,22 +62,22 @@ class Group : public ::testing::Test {
     // A test that failed half-way must not leave this thread inside a group;
     // its tasks point at buffers gone by now, so they are dropped, not run.
     float ignored = 0;
-    while (inGroup()) (void)groupSimulateEnd(&ignored);
+    while (core::inGroup()) (void)core::groupSimulateEnd(&ignored);
   }
   // Enqueues a sum all-reduce on every rank (inside the caller's group).
   void enqueueOnEveryRank(SumBuffers* b) {
-    for (int r = 0; r < comms_.size(); ++r) ASSERT_TRUE(enqueueTask(sumTask(comms_[r], *b)).ok());
+    for (int r = 0; r < comms_.size(); ++r) ASSERT_TRUE(core::enqueueTask(sumTask(comms_[r], *b)).ok());
   }
   LocalComms comms_{2};
 };
 
 TEST_F(Group, EndWithoutStartIsInvalidUsageNamingTheCall) {
-  ASSERT_FALSE(inGroup());
-  Result r = groupEnd();
+  ASSERT_FALSE(core::inGroup());
+  Result r = core::groupEnd();
   EXPECT_EQ(r.code(), ncclInvalidUsage);
   EXPECT_TRUE(contains(r.message(), "ncclGroupEnd called without a matching ncclGroupStart")) << r.message();
   float micros = -1;
-  r = groupSimulateEnd(&micros);
+  r = core::groupSimulateEnd(&micros);
   EXPECT_EQ(r.code(), ncclInvalidUsage);
   EXPECT_TRUE(contains(r.message(), "ncclGroupSimulateEnd")) << r.message();
 }
@@ -86,17 +86,17 @@ TEST_F(Group, EndWithoutStartIsInvalidUsageNamingTheCall) {
 // enqueued their side yet.
 TEST_F(Group, TasksWaitForTheOutermostEnd) {
   SumBuffers b(comms_.size());
-  groupStart();
-  groupStart();
-  EXPECT_TRUE(inGroup());
+  core::groupStart();
+  core::groupStart();
+  EXPECT_TRUE(core::inGroup());
   enqueueOnEveryRank(&b);
-  ASSERT_TRUE(groupEnd().ok());
-  EXPECT_TRUE(inGroup()) << "the inner End closed the outer group";
+  ASSERT_TRUE(core::groupEnd().ok());
+  EXPECT_TRUE(core::inGroup()) << "the inner End closed the outer group";
   EXPECT_TRUE(b.allEqual(kUnwritten)) << "a task ran at the inner End";
   EXPECT_EQ(comms_[0]->opCount, 0u);
-  Result r = groupEnd();
+  Result r = core::groupEnd();
   ASSERT_TRUE(r.ok()) << r.message();
-  EXPECT_FALSE(inGroup());
+  EXPECT_FALSE(core::inGroup());
   EXPECT_TRUE(b.allEqual(b.expected()));
   EXPECT_EQ(comms_[0]->opCount, 1u);
   EXPECT_EQ(comms_[1]->opCount, 1u);
@@ -104,10 +104,10 @@ TEST_F(Group, TasksWaitForTheOutermostEnd) {
 
 TEST_F(Group, SeveralTasksPerCommunicatorRunInOneGroup) {
   SumBuffers first(comms_.size()), second(comms_.size());
-  groupStart();
+  core::groupStart();
   enqueueOnEveryRank(&first);
   enqueueOnEveryRank(&second);
-  Result r = groupEnd();
+  Result r = core::groupEnd();
   ASSERT_TRUE(r.ok()) << r.message();
   EXPECT_TRUE(first.allEqual(first.expected()));
   EXPECT_TRUE(second.allEqual(second.expected()));
@@ -132,42 +132,42 @@ TEST_F(Group, FirstErrorInsideAGroupFailsTheEndAndNothingRuns) {
   EXPECT_TRUE(contains(message, "datatype 99")) << "not the first error: " << message;
   EXPECT_TRUE(b.allEqual(kUnwritten)) << "a valid call of the failed group ran";
   EXPECT_EQ(comms_[0]->opCount, 0u);
-  EXPECT_FALSE(inGroup());
-  EXPECT_EQ(groupEnd().code(), ncclInvalidUsage) << "the failed End left a group open";
+  EXPECT_FALSE(core::inGroup());
+  EXPECT_EQ(core::groupEnd().code(), ncclInvalidUsage) << "the failed End left a group open";
 
   ncclResult_t async = ncclInProgress;
   ASSERT_EQ(ncclCommGetAsyncError(comms_[0], &async), ncclSuccess);
   EXPECT_EQ(async, ncclSuccess) << "an argument error poisoned the communicator";
-  groupStart();
+  core::groupStart();
   enqueueOnEveryRank(&b);
-  Result r = groupEnd();
+  Result r = core::groupEnd();
   ASSERT_TRUE(r.ok()) << r.message();
   EXPECT_TRUE(b.allEqual(b.expected()));
 }
 
 TEST_F(Group, FailOutsideAGroupIsForgotten) {
-  groupFail(fail(ncclInvalidArgument, "a lone call's own error"));
+  core::groupFail(fail(ncclInvalidArgument, "a lone call's own error"));
   SumBuffers b(comms_.size());
-  groupStart();
+  core::groupStart();
   enqueueOnEveryRank(&b);
-  Result r = groupEnd();
+  Result r = core::groupEnd();
   EXPECT_TRUE(r.ok()) << "a lone call's error reached a later group: " << r.message();
 }
 
 TEST_F(Group, SimulateEndDropsTheTasksAndEstimatesTheBusiestCommunicator) {
   SumBuffers b(comms_.size());
   float one = 0, both = 0, twoOnOne = 0;
-  groupStart();
-  ASSERT_TRUE(enqueueTask(sumTask(comms_[0], b)).ok());
-  ASSERT_TRUE(groupSimulateEnd(&one).ok());
-  groupStart();
+  core::groupStart();
+  ASSERT_TRUE(core::enqueueTask(sumTask(comms_[0], b)).ok());
+  ASSERT_TRUE(core::groupSimulateEnd(&one).ok());
+  core::groupStart();
   enqueueOnEveryRank(&b);
-  ASSERT_TRUE(groupSimulateEnd(&both).ok());
-  groupStart();
-  ASSERT_TRUE(enqueueTask(sumTask(comms_[0], b)).ok());
-  ASSERT_TRUE(enqueueTask(sumTask(comms_[0], b)).ok());
-  ASSERT_TRUE(groupSimulateEnd(&twoOnOne).ok());
-  EXPECT_FALSE(inGroup());
+  ASSERT_TRUE(core::groupSimulateEnd(&both).ok());
+  core::groupStart();
+  ASSERT_TRUE(core::enqueueTask(sumTask(comms_[0], b)).ok());
+  ASSERT_TRUE(core::enqueueTask(sumTask(comms_[0], b)).ok());
+  ASSERT_TRUE(core::groupSimulateEnd(&twoOnOne).ok());
+  EXPECT_FALSE(core::inGroup());
   EXPECT_TRUE(b.allEqual(kUnwritten)) << "a simulated task ran";
   EXPECT_EQ(comms_[0]->opCount, 0u);
   ASSERT_GT(one, 0.0f);
@@ -181,9 +181,9 @@ TEST_F(Group, SimulateEndDropsTheTasksAndEstimatesTheBusiestCommunicator) {
 TEST_F(Group, AbortedCommunicatorFailsTheGroupWithoutRunningIt) {
   SumBuffers b(comms_.size());
   comms_[1]->abortFlag = 1;
-  groupStart();
+  core::groupStart();
   enqueueOnEveryRank(&b);
-  Result r = groupEnd();
+  Result r = core::groupEnd();
   comms_[1]->abortFlag = 0;
   EXPECT_EQ(r.code(), ncclSystemError);
   EXPECT_TRUE(contains(r.message(), "aborted")) << r.message();
@@ -197,12 +197,12 @@ TEST_F(Group, FailedRunMarksEveryCommunicatorOfTheGroup) {
   // BRAID_CHECK refuses mismatched calls after the group started running.
   for (int r = 0; r < comms_.size(); ++r) comms_[r]->settings.checkCalls = true;
   SumBuffers b(comms_.size());
-  groupStart();
-  ASSERT_TRUE(enqueueTask(sumTask(comms_[0], b)).ok());
-  Task odd = sumTask(comms_[1], b);
+  core::groupStart();
+  ASSERT_TRUE(core::enqueueTask(sumTask(comms_[0], b)).ok());
+  engine::Task odd = sumTask(comms_[1], b);
   odd.count = kCount / 2;
-  ASSERT_TRUE(enqueueTask(odd).ok());
-  Result r = groupEnd();
+  ASSERT_TRUE(core::enqueueTask(odd).ok());
+  Result r = core::groupEnd();
   EXPECT_EQ(r.code(), ncclInvalidUsage);
   EXPECT_TRUE(contains(r.message(), "rank 1 called AllReduce(count=128")) << r.message();
   for (int rank = 0; rank < comms_.size(); ++rank) {
@@ -219,8 +219,8 @@ TEST_F(Group, LoneTaskRunsAtOnce) {
   SumBuffers b(comms_.size());
   std::vector<Result> results(size_t(comms_.size()));
   comms_.onEveryRank([&](int rank) {
-    results[size_t(rank)] = enqueueTask(sumTask(comms_[rank], b));
-    EXPECT_FALSE(inGroup());
+    results[size_t(rank)] = core::enqueueTask(sumTask(comms_[rank], b));
+    EXPECT_FALSE(core::inGroup());
   });
   for (const Result& r : results) EXPECT_TRUE(r.ok()) << r.message();
   EXPECT_TRUE(b.allEqual(b.expected()));
@@ -235,10 +235,10 @@ TEST(GroupInit, InitsRunTogetherAtTheEnd) {
   ncclComm_t c[3] = {};
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
   for (int r = 0; r < 3; ++r) ASSERT_EQ(ncclCommInitRank(&c[r], 3, id, r), ncclSuccess);
-  EXPECT_EQ(c[0]->currentState(), CommState::Initializing) << "an init ran before the End";
+  EXPECT_EQ(c[0]->currentState(), engine::CommState::Initializing) << "an init ran before the End";
   ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
   for (int r = 0; r < 3; ++r) {
-    EXPECT_EQ(c[r]->currentState(), CommState::Ready);
+    EXPECT_EQ(c[r]->currentState(), engine::CommState::Ready);
     EXPECT_EQ(c[r]->rank, r);
     EXPECT_EQ(int(c[r]->peers.size()), 3);
   }
@@ -256,8 +256,8 @@ TEST(GroupInit, BadInitInAGroupFailsTheEndAndRunsNoInit) {
   EXPECT_TRUE(contains(ncclGetLastError(nullptr), "rank 5 is out of range for 2 ranks")) << ncclGetLastError(nullptr);
   // The valid rank's init was dropped with the group: it never waited for its missing peer.
   ASSERT_NE(good, nullptr);
-  EXPECT_EQ(good->currentState(), CommState::Initializing);
-  EXPECT_FALSE(inGroup());
+  EXPECT_EQ(good->currentState(), engine::CommState::Initializing);
+  EXPECT_FALSE(core::inGroup());
   ncclCommDestroy(good);
 }
 

@@ -13,10 +13,10 @@
 namespace exectest {
 namespace {
 
-using braid::Algorithm;
-using braid::Collective;
-using braid::exec::ExecStatus;
-using braid::exec::Protocol;
+using braid::schedule::Algorithm;
+using braid::schedule::Collective;
+using braid::executor::ExecStatus;
+using braid::executor::Protocol;
 
 class BlockSchedules : public ::testing::TestWithParam<CollAlgo> {};
 
@@ -87,7 +87,7 @@ TEST(BlockFailure, AFailingLaneEndsEveryLaneOfItsLaunch) {
     for (size_t i = 0; i < statuses.size(); ++i) {
       if (int(i) == failLane) continue;
       EXPECT_TRUE(statuses[i] == ExecStatus::Ok || statuses[i] == ExecStatus::Aborted)
-          << "lane " << i << ": " << braid::exec::execStatusName(statuses[i]);
+          << "lane " << i << ": " << braid::executor::execStatusName(statuses[i]);
       aborted += statuses[i] == ExecStatus::Aborted;
     }
     EXPECT_GT(aborted, 0) << "some lane waits for the failed one";

@@ -48,7 +48,7 @@ void checkType() {
             const T* src = a.data() + off;
             const T* other = b.data() + off + skew;
             for (uint64_t i = 0; i < n; ++i) want[i] = add(src[i], other[i]);
-            onBlock(threads, [&](const auto& g) { exec::forEach2(g, dst, src, other, n, add); });
+            onBlock(threads, [&](const auto& g) { executor::forEach2(g, dst, src, other, n, add); });
             ASSERT_EQ(memcmp(dst, want.data(), n * sizeof(T)), 0);
             // One source: a scaling, and the copy.
             std::vector<T> in(n + 40), out(n + 40, T(0));
@@ -57,11 +57,11 @@ void checkType() {
             const T* from = in.data() + off;
             std::vector<T> scaled(n);
             for (uint64_t i = 0; i < n; ++i) scaled[i] = twice(from[i]);
-            onBlock(threads, [&](const auto& g) { exec::forEach1(g, to, from, n, twice); });
+            onBlock(threads, [&](const auto& g) { executor::forEach1(g, to, from, n, twice); });
             ASSERT_EQ(memcmp(to, scaled.data(), n * sizeof(T)), 0);
             const std::vector<T> copied(to, to + n);
             std::vector<T> sink(n + 40, T(0));
-            onBlock(threads, [&](const auto& g) { exec::copyElems(g, sink.data() + off, to, n); });
+            onBlock(threads, [&](const auto& g) { executor::copyElems(g, sink.data() + off, to, n); });
             ASSERT_EQ(memcmp(sink.data() + off, copied.data(), n * sizeof(T)), 0);
             for (uint64_t i = 0; i < off; ++i) ASSERT_EQ(sink[i], T(0)) << "written before the range";
             for (uint64_t i = off + n; i < sink.size(); ++i) ASSERT_EQ(sink[i], T(0)) << "written after the range";

@@ -15,10 +15,10 @@
 namespace exectest {
 namespace {
 
-using braid::Algorithm;
-using braid::Collective;
-using braid::Launch;
-using braid::LaunchPart;
+using braid::schedule::Algorithm;
+using braid::schedule::Collective;
+using braid::device::Launch;
+using braid::device::LaunchPart;
 
 CollCase ringCase(int nranks) {
   CollCase c;
@@ -33,7 +33,7 @@ CollCase ringCase(int nranks) {
 
 // Every rank of the case on device 0, each on a stream of its own (as ranks
 // of one process on one GPU usually are).
-std::vector<LaunchPart> partsOf(const CollCase& c, const std::vector<braid::Plan>& plans, int devices = 1) {
+std::vector<LaunchPart> partsOf(const CollCase& c, const std::vector<braid::schedule::Plan>& plans, int devices = 1) {
   std::vector<LaunchPart> parts;
   for (int r = 0; r < c.nranks; ++r) {
     LaunchPart p;
@@ -46,9 +46,9 @@ std::vector<LaunchPart> partsOf(const CollCase& c, const std::vector<braid::Plan
   return parts;
 }
 
-uint32_t totalLanes(const std::vector<braid::Plan>& plans) {
+uint32_t totalLanes(const std::vector<braid::schedule::Plan>& plans) {
   uint32_t n = 0;
-  for (const braid::Plan& p : plans) n += uint32_t(p.lanes.size());
+  for (const braid::schedule::Plan& p : plans) n += uint32_t(p.lanes.size());
   return n;
 }
 
@@ -58,7 +58,7 @@ TEST(Residency, PlannedLaunchesNeverWaitOnANonResidentLane) {
     const auto plans = makePlans(c);
     const uint32_t lanes = totalLanes(plans);
     std::vector<Launch> launches;
-    ASSERT_TRUE(braid::planLaunches(partsOf(c, plans), [&](int) { return lanes; }, &launches).ok());
+    ASSERT_TRUE(braid::device::planLaunches(partsOf(c, plans), [&](int) { return lanes; }, &launches).ok());
     ASSERT_EQ(launches.size(), 1u) << "one launch per device";
     EXPECT_EQ(launches[0].lanes, lanes);
     EXPECT_EQ(launches[0].joined.size(), size_t(nranks - 1)) << "every other rank's stream joined";
@@ -93,7 +93,7 @@ TEST(Residency, ADeviceThatCannotHoldTheLanesIsRefused) {
   const CollCase c = ringCase(4);
   const auto plans = makePlans(c);
   std::vector<Launch> launches;
-  const braid::Result r = braid::planLaunches(partsOf(c, plans), [](int) { return 3u; }, &launches);
+  const braid::Result r = braid::device::planLaunches(partsOf(c, plans), [](int) { return 3u; }, &launches);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.code(), ncclInvalidUsage);
   EXPECT_NE(r.message().find("ranks 0, 1, 2, 3 on CUDA device 0 need " + std::to_string(totalLanes(plans)) +
@@ -107,7 +107,7 @@ TEST(Residency, OneLaunchPerDevice) {
   const CollCase c = ringCase(4);
   const auto plans = makePlans(c);
   std::vector<Launch> launches;
-  ASSERT_TRUE(braid::planLaunches(partsOf(c, plans, 2), [](int) { return 100u; }, &launches).ok());
+  ASSERT_TRUE(braid::device::planLaunches(partsOf(c, plans, 2), [](int) { return 100u; }, &launches).ok());
   ASSERT_EQ(launches.size(), 2u);
   EXPECT_EQ(launches[0].device, 0);
   EXPECT_EQ(launches[0].parts, (std::vector<size_t>{0, 2}));

@@ -38,12 +38,12 @@ class DeviceLikeRanks {
     for (int r = 0; r < 2; ++r) {
       in_[r].assign(kCount, float(r + 1));
       out_[r].assign(kCount, 0.0f);
-      Task t;
+      engine::Task t;
       t.comm = comms[r];
-      t.coll = Collective::AllReduce;
+      t.coll = schedule::Collective::AllReduce;
       t.count = kCount;
       t.type = ncclFloat32;
-      t.op = makeBuiltinOp(ncclSum, ncclFloat32, 2);
+      t.op = reduce::makeBuiltinOp(ncclSum, ncclFloat32, 2);
       t.sendbuff = in_[r].data();
       t.recvbuff = out_[r].data();
       t.sequence = t.callNumber = 1;
@@ -52,7 +52,7 @@ class DeviceLikeRanks {
     prepared_ = lanes::prepareLaneGroup(tasks_, &group_);
     beacons_.resize(group_.runs.size());
     for (size_t i = 0; i < group_.runs.size(); ++i) {
-      exec::LaneExec& L = *group_.runs[i].exec;
+      executor::LaneExec& L = *group_.runs[i].exec;
       L.wait.resumable = false;
       L.wait.beacon = &beacons_[i];
       L.wait.abortFlag = &abort_;
@@ -75,13 +75,13 @@ class DeviceLikeRanks {
   void launch(int r) {
     for (size_t i = 0; i < group_.runs.size(); ++i) {
       if (group_.runs[i].owner->comm != comms_[r]) continue;
-      exec::LaneExec* L = group_.runs[i].exec;
-      statuses_.push_back(exec::ExecStatus::Ok);
+      executor::LaneExec* L = group_.runs[i].exec;
+      statuses_.push_back(executor::ExecStatus::Ok);
       const size_t slot = statuses_.size() - 1;
-      blocks_.emplace_back([this, L, slot] { statuses_[slot] = exec::runLaneOnHost(*L); });
+      blocks_.emplace_back([this, L, slot] { statuses_[slot] = executor::runLaneOnHost(*L); });
     }
   }
-  std::vector<exec::ExecStatus> join() {
+  std::vector<executor::ExecStatus> join() {
     for (auto& t : blocks_) t.join();
     blocks_.clear();
     return statuses_;
@@ -91,15 +91,15 @@ class DeviceLikeRanks {
     join();
   }
 
-  const exec::LaneBeacon& beacon(size_t i) const { return beacons_[i]; }
-  exec::LaneBeacon& beacon(size_t i) { return beacons_[i]; }
+  const executor::LaneBeacon& beacon(size_t i) const { return beacons_[i]; }
+  executor::LaneBeacon& beacon(size_t i) { return beacons_[i]; }
   size_t lanes() const { return beacons_.size(); }
   const lanes::LaneRun& run(size_t i) const { return group_.runs[i]; }
   const std::vector<float>& out(int r) const { return out_[r]; }
   // Makes rank r's messages those of another call.
   void changeFingerprintOf(int r) {
     lanes::CommRun& c = *group_.comms[size_t(r)];
-    auto* ops = reinterpret_cast<exec::OpBuffers*>(reinterpret_cast<char*>(c.image.data()) + c.opsOffset);
+    auto* ops = reinterpret_cast<executor::OpBuffers*>(reinterpret_cast<char*>(c.image.data()) + c.opsOffset);
     ops[0].fingerprint ^= 0x5a5a5a5au;
   }
 
@@ -112,13 +112,13 @@ class DeviceLikeRanks {
 
   braidtest::LocalComms& comms_;
   std::vector<float> in_[2], out_[2];
-  std::vector<Task> tasks_;
+  std::vector<engine::Task> tasks_;
   lanes::LaneGroup group_;
   Result prepared_;
-  std::vector<exec::LaneBeacon> beacons_;
+  std::vector<executor::LaneBeacon> beacons_;
   uint32_t abort_ = 0;
   std::vector<std::thread> blocks_;
-  std::vector<exec::ExecStatus> statuses_;
+  std::vector<executor::ExecStatus> statuses_;
 };
 
 // Polls until the watch ends or `limit` passes; how long it took.
@@ -158,7 +158,7 @@ TEST_F(BeaconWatchTest, LanesThatCompleteEndTheWatchWithTheirResult) {
   thread.add(ranks.watch({0, 1}));
   ranks.launch(0);
   ranks.launch(1);
-  for (exec::ExecStatus st : ranks.join()) EXPECT_EQ(st, exec::ExecStatus::Ok);
+  for (executor::ExecStatus st : ranks.join()) EXPECT_EQ(st, executor::ExecStatus::Ok);
   thread.drain();
   for (int r = 0; r < 2; ++r) {
     ncclResult_t async = ncclInternalError;
@@ -168,7 +168,7 @@ TEST_F(BeaconWatchTest, LanesThatCompleteEndTheWatchWithTheirResult) {
   }
   // Every lane's beacon says it ended well, at its last step.
   for (size_t i = 0; i < ranks.lanes(); ++i) {
-    EXPECT_EQ(ranks.beacon(i).ended, 1u + uint64_t(exec::ExecStatus::Ok));
+    EXPECT_EQ(ranks.beacon(i).ended, 1u + uint64_t(executor::ExecStatus::Ok));
     EXPECT_EQ(ranks.beacon(i).step, ranks.run(i).lane->bound.steps.size());
   }
 }
@@ -183,7 +183,7 @@ TEST_F(BeaconWatchTest, LanesThatHaveNotStartedAreNotTimedOut) {
   EXPECT_EQ(pollUntilEnd(*w, std::chrono::milliseconds(800)), -1) << "the watch ended lanes that never started";
   ranks.launch(0);
   ranks.launch(1);
-  for (exec::ExecStatus st : ranks.join()) EXPECT_EQ(st, exec::ExecStatus::Ok);
+  for (executor::ExecStatus st : ranks.join()) EXPECT_EQ(st, executor::ExecStatus::Ok);
   EXPECT_GE(pollUntilEnd(*w, std::chrono::seconds(5)), 0);
   EXPECT_TRUE(w->result().ok()) << w->result().message();
 }
@@ -202,7 +202,7 @@ TEST_F(BeaconWatchTest, ATimeoutEndsTheLanesAndNamesTheRankWaitedFor) {
   const std::string err = testing::internal::GetCapturedStderr();
   ASSERT_GE(took, 0) << "no timeout within 10 s";
   EXPECT_GE(took, 0.9);
-  for (exec::ExecStatus st : ranks.join()) EXPECT_EQ(st, exec::ExecStatus::Aborted);
+  for (executor::ExecStatus st : ranks.join()) EXPECT_EQ(st, executor::ExecStatus::Aborted);
   EXPECT_EQ(w->result().code(), ncclSystemError);
   EXPECT_NE(w->result().message().find("timed out (BRAID_TIMEOUT)"), std::string::npos) << w->result().message();
   EXPECT_NE(w->result().message().find("waiting for rank 1"), std::string::npos) << w->result().message();
@@ -230,7 +230,7 @@ TEST_F(BeaconWatchTest, AFailureNoticeEndsTheLanesAtOnce) {
   const double took = pollUntilEnd(*w, std::chrono::seconds(10));
   ASSERT_GE(took, 0) << "the notice did not end the watch";
   EXPECT_LT(took, 2.0);
-  for (exec::ExecStatus st : ranks.join()) EXPECT_EQ(st, exec::ExecStatus::Aborted);
+  for (executor::ExecStatus st : ranks.join()) EXPECT_EQ(st, executor::ExecStatus::Aborted);
   EXPECT_NE(w->result().message().find("its GPU fell off the bus"), std::string::npos) << w->result().message();
   EXPECT_NE(w->result().message().find("rank 1"), std::string::npos) << w->result().message();
 }
@@ -288,7 +288,7 @@ TEST_F(BeaconWatchTest, ALostPeerEndsTheLanesThatPollForIt) {
   const double took = pollUntilEnd(*w, std::chrono::seconds(10));
   ASSERT_GE(took, 0) << "the lost peer was not noticed";
   EXPECT_LT(took, 2.0);
-  for (exec::ExecStatus st : ranks.join()) EXPECT_EQ(st, exec::ExecStatus::Aborted);
+  for (executor::ExecStatus st : ranks.join()) EXPECT_EQ(st, executor::ExecStatus::Aborted);
   EXPECT_EQ(w->result().code(), ncclRemoteError) << w->result().message();
   EXPECT_NE(w->result().message().find("rank 1 (pid"), std::string::npos) << w->result().message();
   EXPECT_NE(w->result().message().find("exited or was killed"), std::string::npos) << w->result().message();
@@ -311,9 +311,9 @@ TEST_F(BeaconWatchTest, OnlyABeatingBeaconCountsAsWaitingOnALostPeer) {
   ASSERT_LT(at, run.lane->bound.steps.size());
   const int32_t port = run.lane->bound.steps[at].recvPort;
   ASSERT_EQ(run.lane->bound.recvPeers[size_t(port)], 1);
-  exec::LaneBeacon& b = ranks.beacon(0);
+  executor::LaneBeacon& b = ranks.beacon(0);
   b.step = at;
-  b.waitingOn = exec::waitWord(false, port, 1);
+  b.waitingOn = executor::waitWord(false, port, 1);
   b.beats = 1;
   auto w = ranks.watch({0});
   EXPECT_EQ(pollUntilEnd(*w, std::chrono::milliseconds(500)), -1) << w->result().message();
@@ -327,7 +327,7 @@ TEST_F(BeaconWatchTest, OnlyABeatingBeaconCountsAsWaitingOnALostPeer) {
   }
   ASSERT_TRUE(ended);
   EXPECT_EQ(w->result().code(), ncclRemoteError) << w->result().message();
-  b.ended = 1 + uint64_t(exec::ExecStatus::Aborted);  // as the lane would, after the abort word
+  b.ended = 1 + uint64_t(executor::ExecStatus::Aborted);  // as the lane would, after the abort word
 }
 
 }  // namespace

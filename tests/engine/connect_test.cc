@@ -25,21 +25,21 @@ constexpr int kChannel = 7;
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-ConnectionNeed sendNeed(ncclComm* comm, int peer, int channel = kChannel) { return {comm, peer, channel, true}; }
-ConnectionNeed recvNeed(ncclComm* comm, int peer, int channel = kChannel) { return {comm, peer, channel, false}; }
+engine::ConnectionNeed sendNeed(ncclComm* comm, int peer, int channel = kChannel) { return {comm, peer, channel, true}; }
+engine::ConnectionNeed recvNeed(ncclComm* comm, int peer, int channel = kChannel) { return {comm, peer, channel, false}; }
 
-SendConnection* sendConn(ncclComm* comm, int peer, int channel = kChannel) {
+transports::SendConnection* sendConn(ncclComm* comm, int peer, int channel = kChannel) {
   auto it = comm->sendConns.find({peer, channel});
   return it == comm->sendConns.end() ? nullptr : it->second.get();
 }
-RecvConnection* recvConn(ncclComm* comm, int peer, int channel = kChannel) {
+transports::RecvConnection* recvConn(ncclComm* comm, int peer, int channel = kChannel) {
   auto it = comm->recvConns.find({peer, channel});
   return it == comm->recvConns.end() ? nullptr : it->second.get();
 }
 
 // Sends one slot of `bytes` carrying `tag` and checks it arrives whole;
 // empty on success, else what went wrong.
-std::string roundTrip(SendConnection* send, RecvConnection* recv, size_t bytes, uint8_t tag) {
+std::string roundTrip(transports::SendConnection* send, transports::RecvConnection* recv, size_t bytes, uint8_t tag) {
   if (!send || !recv) return "missing connection";
   void* slot = send->acquire();
   if (!slot) return "no free slot";
@@ -72,12 +72,12 @@ class Connect : public ::testing::Test {
 // Connections exist for the network bridge only, so they are byte streams
 // even between ranks of one process (whose FIFOs otherwise live in memory).
 TEST_F(Connect, BothEndsFromOneThreadOverTcp) {
-  Result r = connectAll({sendNeed(comms_[1], 0), recvNeed(comms_[0], 1)});
+  Result r = engine::connectAll({sendNeed(comms_[1], 0), recvNeed(comms_[0], 1)});
   ASSERT_TRUE(r.ok()) << r.message();
-  SendConnection* send = sendConn(comms_[1], 0);
-  RecvConnection* recv = recvConn(comms_[0], 1);
-  EXPECT_NE(dynamic_cast<TcpSend*>(send), nullptr);
-  EXPECT_NE(dynamic_cast<TcpRecv*>(recv), nullptr);
+  transports::SendConnection* send = sendConn(comms_[1], 0);
+  transports::RecvConnection* recv = recvConn(comms_[0], 1);
+  EXPECT_NE(dynamic_cast<tcp::TcpSend*>(send), nullptr);
+  EXPECT_NE(dynamic_cast<tcp::TcpRecv*>(recv), nullptr);
   EXPECT_EQ(roundTrip(send, recv, 1000, 0x5a), "");
   EXPECT_EQ(sendConn(comms_[0], 1), nullptr) << "a connection nobody needed was made";
 }
@@ -85,11 +85,11 @@ TEST_F(Connect, BothEndsFromOneThreadOverTcp) {
 // A group connects only what it lacks: were a met need redone, its
 // connection would be replaced under lanes that use it.
 TEST_F(Connect, NeedsAlreadyMetAreKept) {
-  const std::vector<ConnectionNeed> first = {sendNeed(comms_[0], 1), recvNeed(comms_[1], 0)};
+  const std::vector<engine::ConnectionNeed> first = {sendNeed(comms_[0], 1), recvNeed(comms_[1], 0)};
   ASSERT_TRUE(connectAll(first).ok());
-  SendConnection* const send = sendConn(comms_[0], 1);
-  RecvConnection* const recv = recvConn(comms_[1], 0);
-  std::vector<ConnectionNeed> more = first;
+  transports::SendConnection* const send = sendConn(comms_[0], 1);
+  transports::RecvConnection* const recv = recvConn(comms_[1], 0);
+  std::vector<engine::ConnectionNeed> more = first;
   more.push_back(sendNeed(comms_[1], 0, kChannel + 1));
   more.push_back(recvNeed(comms_[0], 1, kChannel + 1));
   Result r = connectAll(more);
@@ -102,7 +102,7 @@ TEST_F(Connect, NeedsAlreadyMetAreKept) {
 
 // A rank's connection to itself exchanges no message over the bootstrap.
 TEST_F(Connect, ConnectionToItself) {
-  Result r = connectAll({sendNeed(comms_[0], 0), recvNeed(comms_[0], 0)});
+  Result r = engine::connectAll({sendNeed(comms_[0], 0), recvNeed(comms_[0], 0)});
   ASSERT_TRUE(r.ok()) << r.message();
   EXPECT_EQ(roundTrip(sendConn(comms_[0], 0), recvConn(comms_[0], 0), 200, 9), "");
 }
@@ -110,7 +110,7 @@ TEST_F(Connect, ConnectionToItself) {
 TEST(ConnectRing, EveryRankOfAJobFromOneThread) {
   LocalComms comms(3);
   ASSERT_TRUE(comms.ok()) << comms.error();
-  std::vector<ConnectionNeed> needs;
+  std::vector<engine::ConnectionNeed> needs;
   for (int r = 0; r < 3; ++r) {
     needs.push_back(sendNeed(comms[r], (r + 1) % 3));
     needs.push_back(recvNeed(comms[r], (r + 2) % 3));
@@ -128,18 +128,18 @@ void sendConnectMessage(ncclComm* from, int to, uint32_t transport, uint32_t len
   uint8_t msg[512] = {};
   memcpy(msg, &transport, 4);
   memcpy(msg + 4, &length, 4);
-  ASSERT_TRUE(from->bootstrap->send(to, kTagConnectBase + kChannel, msg, sizeof msg).ok());
+  ASSERT_TRUE(from->bootstrap->send(to, bootstrap::kTagConnectBase + kChannel, msg, sizeof msg).ok());
 }
 
 TEST_F(Connect, MalformedConnectionMessageIsRefusedNamingThePeer) {
   sendConnectMessage(comms_[1], 0, 99, 0);
-  Result r = connectAll({sendNeed(comms_[0], 1)});
+  Result r = engine::connectAll({sendNeed(comms_[0], 1)});
   EXPECT_EQ(r.code(), ncclRemoteError);
   EXPECT_TRUE(contains(r.message(), "connecting rank 0 to rank 1: rank 1 sent a malformed connection message "
                                     "(transport 99, 0 bytes)"))
       << r.message();
   sendConnectMessage(comms_[1], 0, 0, 600);
-  r = connectAll({sendNeed(comms_[0], 1)});
+  r = engine::connectAll({sendNeed(comms_[0], 1)});
   EXPECT_TRUE(contains(r.message(), "(transport 0, 600 bytes)")) << r.message();
   EXPECT_EQ(sendConn(comms_[0], 1), nullptr);
 }
@@ -148,7 +148,7 @@ TEST_F(Connect, MalformedConnectionMessageIsRefusedNamingThePeer) {
 
 TEST_F(Connect, AbortEndsTheWaitForAPeer) {
   comms_[0]->abortFlag = 1;
-  Result r = connectAll({sendNeed(comms_[0], 1)});
+  Result r = engine::connectAll({sendNeed(comms_[0], 1)});
   comms_[0]->abortFlag = 0;
   EXPECT_EQ(r.code(), ncclSystemError);
   EXPECT_TRUE(contains(r.message(), "rank 0: communicator aborted while connecting to rank 1")) << r.message();
@@ -156,7 +156,7 @@ TEST_F(Connect, AbortEndsTheWaitForAPeer) {
 
 TEST_F(Connect, PeerThatNeverAnswersTimesOutNamingIt) {
   comms_[0]->settings.timeoutSeconds = 0.3;
-  Result r = connectAll({sendNeed(comms_[0], 1)});
+  Result r = engine::connectAll({sendNeed(comms_[0], 1)});
   EXPECT_EQ(r.code(), ncclRemoteError);
   EXPECT_TRUE(contains(r.message(), "connecting rank 0 to rank 1")) << r.message();
   EXPECT_TRUE(contains(r.message(), "timed out waiting for a bootstrap message from rank 1")) << r.message();
@@ -168,17 +168,17 @@ TEST(ConnectNotice, FailureNoticeFromAnotherRankEndsTheWait) {
   LocalComms comms(3);
   ASSERT_TRUE(comms.ok()) << comms.error();
   comms[2]->bootstrap->notifyFailure("rank 1 stopped answering", 1, Clock::now() + 2s);
-  Result r = connectAll({sendNeed(comms[0], 1)});
+  Result r = engine::connectAll({sendNeed(comms[0], 1)});
   EXPECT_EQ(r.code(), ncclRemoteError);
   EXPECT_TRUE(contains(r.message(), "rank 0: the job lost a rank; rank 2 reports: rank 1 stopped answering"))
       << r.message();
 }
 
 TEST_F(Connect, AwaitReturnsOnceTheMessageIsThere) {
-  const uint32_t tag = kTagConnectBase + 40;
+  const uint32_t tag = bootstrap::kTagConnectBase + 40;
   const uint64_t value = 0x1234567890abcdefull;
   ASSERT_TRUE(comms_[1]->bootstrap->send(0, tag, &value, sizeof value).ok());
-  Result r = awaitSetUpMessage(comms_[0], 1, tag, "test value");
+  Result r = engine::awaitSetUpMessage(comms_[0], 1, tag, "test value");
   ASSERT_TRUE(r.ok()) << r.message();
   uint64_t got = 0;
   ASSERT_TRUE(comms_[0]->bootstrap->recv(1, tag, &got, sizeof got, Clock::now() + 1s).ok());

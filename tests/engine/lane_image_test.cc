@@ -19,9 +19,9 @@
 
 namespace {
 
-using braid::Collective;
-using braid::exec::Port;
-using braid::exec::Protocol;
+using braid::schedule::Collective;
+using braid::executor::Port;
+using braid::executor::Protocol;
 using braid::lanes::LaneLimits;
 using braid::lanes::LaneProgram;
 using braid::lanes::PortKey;
@@ -29,15 +29,15 @@ using braid::lanes::PortKey;
 constexpr int kRanks = 3;
 constexpr size_t kSmall = 50, kLarge = 20000;  // LL and bulk at the limits below
 
-braid::Plan ringAllReduce(int rank, size_t count) {
-  braid::CollShape s;
+braid::schedule::Plan ringAllReduce(int rank, size_t count) {
+  braid::schedule::CollShape s;
   s.coll = Collective::AllReduce;
-  s.algorithm = braid::Algorithm::Ring;
+  s.algorithm = braid::schedule::Algorithm::Ring;
   s.rank = rank;
   s.nranks = kRanks;
   s.count = count;
   s.chunkElems = 1024;
-  return braid::generatePlan(s);
+  return braid::schedule::generatePlan(s);
 }
 
 // One FIFO's memory, with a Port for each end.
@@ -55,10 +55,10 @@ class Fifos {
     std::unique_ptr<Fifo>& f = fifos_[std::make_tuple(from, to, k.channel, k.protocol)];
     if (!f) {
       f = std::make_unique<Fifo>();
-      const auto layout = braid::exec::fifoLayout(k.protocol, 4, braid::lanes::payloadBytesOf(limits_, k.channel, k.protocol));
+      const auto layout = braid::executor::fifoLayout(k.protocol, 4, braid::lanes::payloadBytesOf(limits_, k.channel, k.protocol));
       f->words.assign(layout.totalBytes / 8, 0);
-      braid::exec::initFifoImage(reinterpret_cast<char*>(f->words.data()), layout, 0);
-      f->sender.fifo = braid::exec::fifoViewAt(reinterpret_cast<char*>(f->words.data()), layout);
+      braid::executor::initFifoImage(reinterpret_cast<char*>(f->words.data()), layout, 0);
+      f->sender.fifo = braid::executor::fifoViewAt(reinterpret_cast<char*>(f->words.data()), layout);
       f->receiver = f->sender;
     }
     return k.send ? &f->sender : &f->receiver;
@@ -66,7 +66,7 @@ class Fifos {
 
  private:
   LaneLimits limits_;
-  std::map<std::tuple<int, int, int, braid::exec::Protocol>, std::unique_ptr<Fifo>> fifos_;
+  std::map<std::tuple<int, int, int, braid::executor::Protocol>, std::unique_ptr<Fifo>> fifos_;
 };
 
 // The lanes of every rank (one part each, as the communicators of one process
@@ -87,15 +87,15 @@ TEST(LaneImage, ACopyLaidOutForItsNewAddressRunsTheGroup) {
     large[r].resize(kLarge);
     for (size_t i = 0; i < kLarge; ++i) large[r][i] = double(i) * (r + 1);
     largeOut[r].assign(kLarge, 0);
-    const std::vector<braid::Plan> plans = {ringAllReduce(r, kSmall), ringAllReduce(r, kLarge)};
+    const std::vector<braid::schedule::Plan> plans = {ringAllReduce(r, kSmall), ringAllReduce(r, kLarge)};
     ASSERT_TRUE(
         buildLaneProgram({{ncclFloat32, Protocol::LL}, {ncclFloat64, Protocol::Bulk}}, plans, limits, &programs[r]).ok());
     braid::lanes::ImagePart& part = parts[size_t(r)];
     part.program = &programs[r];
     part.ops = {{reinterpret_cast<const char*>(small[r].data()), reinterpret_cast<char*>(smallOut[r].data()),
-                 nullptr, braid::makeBuiltinOp(ncclSum, ncclFloat32, kRanks)},
+                 nullptr, braid::reduce::makeBuiltinOp(ncclSum, ncclFloat32, kRanks)},
                 {reinterpret_cast<const char*>(large[r].data()), reinterpret_cast<char*>(largeOut[r].data()),
-                 nullptr, braid::makeBuiltinOp(ncclSum, ncclFloat64, kRanks)}};
+                 nullptr, braid::reduce::makeBuiltinOp(ncclSum, ncclFloat64, kRanks)}};
     part.portOf = [&fifos, r](const PortKey& k) { return fifos.port(r, k); };
     part.abortWord = &abortWord;
   }
@@ -106,7 +106,7 @@ TEST(LaneImage, ACopyLaidOutForItsNewAddressRunsTheGroup) {
   size_t nlanes = 0;
   for (const LaneProgram& p : programs) nlanes += p.lanes.size();
   // Every pointer of a lane into the block points at the copy, not at `written`.
-  const auto* before = reinterpret_cast<const braid::exec::LaneExec*>(written.data());
+  const auto* before = reinterpret_cast<const braid::executor::LaneExec*>(written.data());
   for (size_t i = 0; i < nlanes; ++i)
     for (uintptr_t p : {reinterpret_cast<uintptr_t>(before[i].steps), reinterpret_cast<uintptr_t>(before[i].stages),
                         reinterpret_cast<uintptr_t>(before[i].ops), reinterpret_cast<uintptr_t>(before[i].sendPorts)}) {
@@ -116,13 +116,13 @@ TEST(LaneImage, ACopyLaidOutForItsNewAddressRunsTheGroup) {
   memcpy(where.data(), written.data(), bytes);
   std::fill(written.begin(), written.end(), 0xbad);  // nothing may read the original any more
 
-  auto* lanes = reinterpret_cast<braid::exec::LaneExec*>(where.data());
-  std::vector<braid::exec::ExecStatus> status(nlanes, braid::exec::ExecStatus::Ok);
+  auto* lanes = reinterpret_cast<braid::executor::LaneExec*>(where.data());
+  std::vector<braid::executor::ExecStatus> status(nlanes, braid::executor::ExecStatus::Ok);
   std::vector<std::thread> threads;
   for (size_t i = 0; i < nlanes; ++i)
-    threads.emplace_back([&, i] { status[i] = braid::exec::runLaneOnHost(lanes[i]); });
+    threads.emplace_back([&, i] { status[i] = braid::executor::runLaneOnHost(lanes[i]); });
   for (auto& t : threads) t.join();
-  for (auto st : status) EXPECT_EQ(st, braid::exec::ExecStatus::Ok) << execStatusName(st);
+  for (auto st : status) EXPECT_EQ(st, braid::executor::ExecStatus::Ok) << execStatusName(st);
   for (int r = 0; r < kRanks; ++r) {
     for (size_t i = 0; i < kSmall; ++i) ASSERT_EQ(smallOut[r][i], 6.0f) << "rank " << r << " small " << i;
     for (size_t i = 0; i < kLarge; ++i) ASSERT_EQ(largeOut[r][i], 6.0 * double(i)) << "rank " << r << " large " << i;

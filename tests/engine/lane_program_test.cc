@@ -10,17 +10,17 @@
 
 namespace {
 
-using braid::Algorithm;
-using braid::Collective;
-using braid::exec::ExecStep;
-using braid::exec::Protocol;
+using braid::schedule::Algorithm;
+using braid::schedule::Collective;
+using braid::executor::ExecStep;
+using braid::executor::Protocol;
 using braid::lanes::LaneLimits;
 using braid::lanes::LaneOp;
 using braid::lanes::LaneProgram;
 using braid::lanes::PortKey;
 
-braid::Plan planOf(Collective coll, Algorithm algo, int rank, int nranks, size_t count, int nchannels, int root = 0) {
-  braid::CollShape s;
+braid::schedule::Plan planOf(Collective coll, Algorithm algo, int rank, int nranks, size_t count, int nchannels, int root = 0) {
+  braid::schedule::CollShape s;
   s.coll = coll;
   s.algorithm = algo;
   s.rank = rank;
@@ -29,17 +29,17 @@ braid::Plan planOf(Collective coll, Algorithm algo, int rank, int nranks, size_t
   s.root = root;
   s.chunkElems = 1000;
   s.nchannels = nchannels;
-  return braid::generatePlan(s);
+  return braid::schedule::generatePlan(s);
 }
 
 // LL below 4 KiB, as a small alpha/beta would make the planner choose.
 LaneOp opOf(ncclDataType_t type, size_t count) {
-  return LaneOp{type, count * braid::typeSize(type) < 4096 ? Protocol::LL : Protocol::Bulk};
+  return LaneOp{type, count * braid::reduce::typeSize(type) < 4096 ? Protocol::LL : Protocol::Bulk};
 }
 
-size_t channelLanesWithSteps(const braid::Plan& p) {
+size_t channelLanesWithSteps(const braid::schedule::Plan& p) {
   size_t n = 0;
-  for (const braid::Lane& l : p.lanes) n += l.key.kind == braid::LaneKind::Channel && !l.steps.empty();
+  for (const braid::schedule::Lane& l : p.lanes) n += l.key.kind == braid::schedule::LaneKind::Channel && !l.steps.empty();
   return n;
 }
 
@@ -48,7 +48,7 @@ size_t channelLanesWithSteps(const braid::Plan& p) {
 // lanes; the send's lane waits for nothing.
 TEST(LaneProgram, LaterOperationsWaitForEveryLaneOfTheOneBefore) {
   const int P = 4, rank = 1;
-  const std::vector<braid::Plan> plans = {planOf(Collective::AllReduce, Algorithm::Ring, rank, P, 100000, 2),
+  const std::vector<braid::schedule::Plan> plans = {planOf(Collective::AllReduce, Algorithm::Ring, rank, P, 100000, 2),
                                           planOf(Collective::AllReduce, Algorithm::Tree, rank, P, 100, 1),
                                           planOf(Collective::Send, Algorithm::Direct, rank, P, 10, 1, 2)};
   const std::vector<LaneOp> ops = {opOf(ncclFloat32, 100000), opOf(ncclFloat32, 100), opOf(ncclFloat32, 10)};
@@ -95,7 +95,7 @@ TEST(LaneProgram, LaterOperationsWaitForEveryLaneOfTheOneBefore) {
 // Small operations use LL, large ones bulk, each over FIFOs of its own.
 TEST(LaneProgram, ProtocolFollowsTheOperationAndKeysItsFifos) {
   const int P = 3, rank = 0;
-  const std::vector<braid::Plan> plans = {planOf(Collective::AllReduce, Algorithm::Ring, rank, P, 10, 1),
+  const std::vector<braid::schedule::Plan> plans = {planOf(Collective::AllReduce, Algorithm::Ring, rank, P, 10, 1),
                                           planOf(Collective::AllReduce, Algorithm::Ring, rank, P, 100000, 1)};
   const std::vector<LaneOp> ops = {opOf(ncclInt32, 10), opOf(ncclInt32, 100000)};
   LaneProgram prog;
@@ -124,7 +124,7 @@ TEST(LaneProgram, ProtocolFollowsTheOperationAndKeysItsFifos) {
 // Every runner dispatches per step (typed_step.h), so a lane may carry
 // operations of several datatypes.
 TEST(LaneProgram, MixedDatatypesInALaneAreAccepted) {
-  const std::vector<braid::Plan> plans = {planOf(Collective::AllReduce, Algorithm::Ring, 0, 2, 100, 1),
+  const std::vector<braid::schedule::Plan> plans = {planOf(Collective::AllReduce, Algorithm::Ring, 0, 2, 100, 1),
                                           planOf(Collective::AllReduce, Algorithm::Ring, 0, 2, 100, 1)};
   const std::vector<LaneOp> ops = {opOf(ncclFloat32, 100), opOf(ncclInt8, 100)};
   LaneProgram prog;
@@ -134,7 +134,7 @@ TEST(LaneProgram, MixedDatatypesInALaneAreAccepted) {
 }
 
 TEST(LaneProgram, AStepLargerThanItsSlotIsAnError) {
-  const std::vector<braid::Plan> plans = {planOf(Collective::AllReduce, Algorithm::Ring, 0, 2, 100000, 1)};
+  const std::vector<braid::schedule::Plan> plans = {planOf(Collective::AllReduce, Algorithm::Ring, 0, 2, 100000, 1)};
   LaneLimits small;
   small.channelPayloadBytes = 1024;  // the plan's chunks are 1000 floats
   LaneProgram prog;

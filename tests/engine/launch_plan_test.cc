@@ -24,25 +24,25 @@ PeerInfo rankOn(int rank, uint64_t host, uint64_t process, int gpu) {
   return p;
 }
 
-const int kGpuA = packGpuBusId(0, 0x1b, 0);
-const int kGpuB = packGpuBusId(0, 0x3d, 0);
+const int kGpuA = device::packGpuBusId(0, 0x1b, 0);
+const int kGpuB = device::packGpuBusId(0, 0x3d, 0);
 
 TEST(TimeSlicedPeers, OtherProcessesOnThisGpuAreNamedWithTheGpu) {
   const std::vector<PeerInfo> peers = {rankOn(0, 1, 100, kGpuA), rankOn(1, 1, 101, kGpuA), rankOn(2, 1, 102, kGpuB),
                                        rankOn(3, 1, 103, kGpuA)};
-  const std::string why = timeSlicedPeers(peers, 0, false);
+  const std::string why = device::timeSlicedPeers(peers, 0, false);
   EXPECT_NE(why.find("rank 0 shares its GPU (PCI 0000:1b:00) with ranks 1, 3"), std::string::npos) << why;
-  EXPECT_EQ(timeSlicedPeers(peers, 2, false), "") << "rank 2 has its GPU to itself";
-  EXPECT_EQ(timeSlicedPeers(peers, 0, true), "") << "MPS runs their kernels together";
+  EXPECT_EQ(device::timeSlicedPeers(peers, 2, false), "") << "rank 2 has its GPU to itself";
+  EXPECT_EQ(device::timeSlicedPeers(peers, 0, true), "") << "MPS runs their kernels together";
 }
 
 TEST(TimeSlicedPeers, RanksOfOneProcessOtherHostsAndUnknownGpusDoNot) {
   // One process (ranks as threads): their lanes share one launch.
-  EXPECT_EQ(timeSlicedPeers({rankOn(0, 1, 100, kGpuA), rankOn(1, 1, 100, kGpuA)}, 0, false), "");
+  EXPECT_EQ(device::timeSlicedPeers({rankOn(0, 1, 100, kGpuA), rankOn(1, 1, 100, kGpuA)}, 0, false), "");
   // Another host's GPU at the same PCI address is another GPU.
-  EXPECT_EQ(timeSlicedPeers({rankOn(0, 1, 100, kGpuA), rankOn(1, 2, 101, kGpuA)}, 0, false), "");
+  EXPECT_EQ(device::timeSlicedPeers({rankOn(0, 1, 100, kGpuA), rankOn(1, 2, 101, kGpuA)}, 0, false), "");
   // CUDA not in use at creation: nothing is claimed.
-  EXPECT_EQ(timeSlicedPeers({rankOn(0, 1, 100, -1), rankOn(1, 1, 101, -1)}, 0, false), "");
+  EXPECT_EQ(device::timeSlicedPeers({rankOn(0, 1, 100, -1), rankOn(1, 1, 101, -1)}, 0, false), "");
 }
 
 TEST(MpsDaemon, SeenByItsControlSocketInThePipeDirectory) {
@@ -50,12 +50,12 @@ TEST(MpsDaemon, SeenByItsControlSocketInThePipeDirectory) {
   ASSERT_NE(mkdtemp(dir), nullptr);
   {
     braidtest::ScopedEnv env({{"CUDA_MPS_PIPE_DIRECTORY", dir}});
-    EXPECT_FALSE(mpsDaemonRunning());
+    EXPECT_FALSE(device::mpsDaemonRunning());
     const std::string control = std::string(dir) + "/control";
     FILE* f = fopen(control.c_str(), "w");
     ASSERT_NE(f, nullptr);
     fclose(f);
-    EXPECT_TRUE(mpsDaemonRunning());
+    EXPECT_TRUE(device::mpsDaemonRunning());
     unlink(control.c_str());
   }
   rmdir(dir);

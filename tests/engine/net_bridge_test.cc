@@ -45,24 +45,24 @@ const char* kindName(Kind k) {
 }
 void PrintTo(Kind k, std::ostream* os) { *os << kindName(k); }
 
-std::unique_ptr<Transport> makeTransport(Kind k) {
+std::unique_ptr<transports::Transport> makeTransport(Kind k) {
   switch (k) {
-    case Kind::kTcp: return makeTcpTransport();
+    case Kind::kTcp: return tcp::makeTcpTransport();
   }
   return nullptr;
 }
 
 struct Pair {
-  std::unique_ptr<Transport> transport;
-  std::unique_ptr<SendConnection> send;
-  std::unique_ptr<RecvConnection> recv;
+  std::unique_ptr<transports::Transport> transport;
+  std::unique_ptr<transports::SendConnection> send;
+  std::unique_ptr<transports::RecvConnection> recv;
 };
 
 Pair connectPair(Kind kind, size_t slotBytes = kSlotBytes) {
   Pair p;
   p.transport = makeTransport(kind);
   const PeerInfo r0 = braidtest::makePeer(0, 100), r1 = braidtest::makePeer(1, 101);
-  std::unique_ptr<RecvEndpoint> ep;
+  std::unique_ptr<transports::RecvEndpoint> ep;
   Result r = p.transport->listen(braidtest::makeRequest(r0, r1, slotBytes, int(kSlots)), &ep);
   if (r.ok()) r = p.transport->connect(braidtest::makeRequest(r1, r0, slotBytes, int(kSlots)), ep->blob(), &p.send);
   if (r.ok()) r = ep->accept(&p.recv);
@@ -74,17 +74,17 @@ Pair connectPair(Kind kind, size_t slotBytes = kSlotBytes) {
 // bridged FIFO.
 struct HostFifo {
   explicit HostFifo(uint64_t payloadBytes = kSlotBytes) {
-    const exec::FifoLayout layout = exec::fifoLayout(exec::Protocol::Bulk, kSlots, payloadBytes);
-    Result r = provider->create(layout.totalBytes, [&](char* image) { exec::initFifoImage(image, layout, 0); }, &memory);
+    const executor::FifoLayout layout = executor::fifoLayout(executor::Protocol::Bulk, kSlots, payloadBytes);
+    Result r = provider->create(layout.totalBytes, [&](char* image) { executor::initFifoImage(image, layout, 0); }, &memory);
     EXPECT_TRUE(r.ok()) << r.message();
-    if (r.ok()) view = exec::fifoViewAt(memory->base(), layout);
+    if (r.ok()) view = executor::fifoViewAt(memory->base(), layout);
   }
-  uint64_t head() const { return exec::loadAcquire(view.head); }
-  uint64_t tail() const { return exec::loadAcquire(view.tail); }
+  uint64_t head() const { return executor::loadAcquire(view.head); }
+  uint64_t tail() const { return executor::loadAcquire(view.tail); }
 
-  std::unique_ptr<FifoMemoryProvider> provider = makeHeapFifoProvider();
-  std::unique_ptr<FifoMemory> memory;
-  exec::FifoView view;
+  std::unique_ptr<transports::FifoMemoryProvider> provider = inproc::makeHeapFifoProvider();
+  std::unique_ptr<transports::FifoMemory> memory;
+  executor::FifoView view;
 };
 
 uint8_t patternByte(uint64_t message, size_t i) { return uint8_t(message * 37 + i * 11 + (i >> 8)); }
@@ -103,8 +103,8 @@ bool lanePost(HostFifo& f, uint64_t m, size_t bytes) {
   if (m - f.tail() > kSlots) return false;
   uint8_t* slot = reinterpret_cast<uint8_t*>(f.view.slot(m));
   for (size_t i = 0; i < bytes; ++i) slot[i] = patternByte(m, i);
-  f.view.sizes[m % kSlots] = exec::messageWord(bytes, fingerprintOf(m));
-  exec::storeRelease(f.view.head, m);
+  f.view.sizes[m % kSlots] = executor::messageWord(bytes, fingerprintOf(m));
+  executor::storeRelease(f.view.head, m);
   return true;
 }
 
@@ -113,14 +113,14 @@ bool lanePost(HostFifo& f, uint64_t m, size_t bytes) {
 bool laneConsume(HostFifo& f, uint64_t m, std::string* error) {
   if (f.head() < m) return false;
   const uint64_t word = f.view.sizes[m % kSlots];
-  const size_t bytes = exec::messageBytes(word);
+  const size_t bytes = executor::messageBytes(word);
   if (bytes != sizeOf(m)) *error = "message " + std::to_string(m) + ": " + std::to_string(bytes) + " bytes";
-  if (exec::messageFingerprint(word) != fingerprintOf(m))
-    *error = "message " + std::to_string(m) + ": fingerprint " + std::to_string(exec::messageFingerprint(word));
+  if (executor::messageFingerprint(word) != fingerprintOf(m))
+    *error = "message " + std::to_string(m) + ": fingerprint " + std::to_string(executor::messageFingerprint(word));
   const uint8_t* slot = reinterpret_cast<const uint8_t*>(f.view.slot(m));
   for (size_t i = 0; i < bytes && error->empty(); ++i)
     if (slot[i] != patternByte(m, i)) *error = "message " + std::to_string(m) + ": byte " + std::to_string(i);
-  exec::storeRelease(f.view.tail, m);
+  executor::storeRelease(f.view.tail, m);
   return true;
 }
 
@@ -181,7 +181,7 @@ TEST_P(AnyConnection, FlushedOnlyOnceEveryPostedMessageWasForwarded) {
   EXPECT_TRUE(pumpUntil({&b.sender}, [&] { return b.sender.flushed(); }));
   std::string error;
   EXPECT_TRUE(pumpUntil({&b.sender, &b.receiver}, [&] { return b.in.head() == 1; }));
-  EXPECT_EQ(b.in.view.sizes[1], exec::messageWord(100, fingerprintOf(1)));
+  EXPECT_EQ(b.in.view.sizes[1], executor::messageWord(100, fingerprintOf(1)));
 }
 
 // The receiving lane's free slots bound what is delivered; the rest waits

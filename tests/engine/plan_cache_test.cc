@@ -20,8 +20,8 @@ namespace {
 
 using lanes::LaneGroup;
 
-PlanKey key(Collective coll, size_t count, ncclDataType_t type = ncclFloat32, int root = 0) {
-  PlanKey k;
+lanes::PlanKey key(schedule::Collective coll, size_t count, ncclDataType_t type = ncclFloat32, int root = 0) {
+  lanes::PlanKey k;
   k.coll = coll;
   k.count = count;
   k.type = type;
@@ -30,8 +30,8 @@ PlanKey key(Collective coll, size_t count, ncclDataType_t type = ncclFloat32, in
 }
 
 TEST(PlanCache, FindGivesBackWhatWasInsertedForThatKeyOnly) {
-  PlanCache cache;
-  const PlanKey k = key(Collective::AllReduce, 1024);
+  lanes::PlanCache cache;
+  const lanes::PlanKey k = key(schedule::Collective::AllReduce, 1024);
   EXPECT_EQ(cache.find({k}), nullptr);
   auto owned = std::make_unique<LaneGroup>();
   LaneGroup* const group = owned.get();
@@ -42,13 +42,13 @@ TEST(PlanCache, FindGivesBackWhatWasInsertedForThatKeyOnly) {
 
 // Each field of the shape alone makes another plan.
 TEST(PlanCache, AShapeDifferingInAnyFieldMisses) {
-  PlanCache cache;
-  const PlanKey k = key(Collective::Broadcast, 1024, ncclFloat32, 1);
+  lanes::PlanCache cache;
+  const lanes::PlanKey k = key(schedule::Collective::Broadcast, 1024, ncclFloat32, 1);
   cache.insert({k}, std::make_unique<LaneGroup>());
-  EXPECT_EQ(cache.find({key(Collective::Reduce, 1024, ncclFloat32, 1)}), nullptr);
-  EXPECT_EQ(cache.find({key(Collective::Broadcast, 1025, ncclFloat32, 1)}), nullptr);
-  EXPECT_EQ(cache.find({key(Collective::Broadcast, 1024, ncclInt32, 1)}), nullptr);
-  EXPECT_EQ(cache.find({key(Collective::Broadcast, 1024, ncclFloat32, 0)}), nullptr);
+  EXPECT_EQ(cache.find({key(schedule::Collective::Reduce, 1024, ncclFloat32, 1)}), nullptr);
+  EXPECT_EQ(cache.find({key(schedule::Collective::Broadcast, 1025, ncclFloat32, 1)}), nullptr);
+  EXPECT_EQ(cache.find({key(schedule::Collective::Broadcast, 1024, ncclInt32, 1)}), nullptr);
+  EXPECT_EQ(cache.find({key(schedule::Collective::Broadcast, 1024, ncclFloat32, 0)}), nullptr);
   EXPECT_NE(cache.find({k}), nullptr);
 }
 
@@ -56,8 +56,8 @@ TEST(PlanCache, AShapeDifferingInAnyFieldMisses) {
 // they must not split the cache.
 TEST(PlanCache, KeyOfATaskIsItsShapeOnly) {
   float a[4], b[4];
-  Task t1, t2;
-  t1.coll = t2.coll = Collective::Reduce;
+  engine::Task t1, t2;
+  t1.coll = t2.coll = schedule::Collective::Reduce;
   t1.count = t2.count = 4;
   t1.type = t2.type = ncclFloat16;
   t1.root = t2.root = 2;
@@ -68,29 +68,29 @@ TEST(PlanCache, KeyOfATaskIsItsShapeOnly) {
   t1.userOp = ncclSum;
   t2.userOp = ncclMax;
   t2.sequence = 42;
-  EXPECT_TRUE(planKeyOf(t1) == planKeyOf(t2));
-  const PlanKey k = planKeyOf(t1);
-  EXPECT_EQ(k.coll, Collective::Reduce);
+  EXPECT_TRUE(lanes::planKeyOf(t1) == lanes::planKeyOf(t2));
+  const lanes::PlanKey k = lanes::planKeyOf(t1);
+  EXPECT_EQ(k.coll, schedule::Collective::Reduce);
   EXPECT_EQ(k.count, 4u);
   EXPECT_EQ(k.type, ncclFloat16);
   EXPECT_EQ(k.root, 2);
   t2.root = 1;
-  EXPECT_FALSE(planKeyOf(t1) == planKeyOf(t2));
+  EXPECT_FALSE(lanes::planKeyOf(t1) == lanes::planKeyOf(t2));
 }
 
 TEST(PlanCache, FullCacheReplacesTheLeastRecentlyUsed) {
-  PlanCache cache;
+  lanes::PlanCache cache;
   std::vector<LaneGroup*> groups;
-  for (size_t i = 0; i < PlanCache::kEntries; ++i)
-    groups.push_back(cache.insert({key(Collective::AllReduce, i + 1)}, std::make_unique<LaneGroup>()));
+  for (size_t i = 0; i < lanes::PlanCache::kEntries; ++i)
+    groups.push_back(cache.insert({key(schedule::Collective::AllReduce, i + 1)}, std::make_unique<LaneGroup>()));
   // Entry 0 is the oldest insert but was just used; entry 1 is now the least recent.
-  ASSERT_EQ(cache.find({key(Collective::AllReduce, 1)}), groups[0]);
-  LaneGroup* newest = cache.insert({key(Collective::AllGather, 7)}, std::make_unique<LaneGroup>());
-  EXPECT_EQ(cache.find({key(Collective::AllGather, 7)}), newest);
-  EXPECT_EQ(cache.find({key(Collective::AllReduce, 2)}), nullptr) << "the least recently used entry survived";
-  EXPECT_EQ(cache.find({key(Collective::AllReduce, 1)}), groups[0]) << "a recently used entry was replaced";
-  for (size_t i = 2; i < PlanCache::kEntries; ++i)
-    EXPECT_EQ(cache.find({key(Collective::AllReduce, i + 1)}), groups[i]) << "entry " << i;
+  ASSERT_EQ(cache.find({key(schedule::Collective::AllReduce, 1)}), groups[0]);
+  LaneGroup* newest = cache.insert({key(schedule::Collective::AllGather, 7)}, std::make_unique<LaneGroup>());
+  EXPECT_EQ(cache.find({key(schedule::Collective::AllGather, 7)}), newest);
+  EXPECT_EQ(cache.find({key(schedule::Collective::AllReduce, 2)}), nullptr) << "the least recently used entry survived";
+  EXPECT_EQ(cache.find({key(schedule::Collective::AllReduce, 1)}), groups[0]) << "a recently used entry was replaced";
+  for (size_t i = 2; i < lanes::PlanCache::kEntries; ++i)
+    EXPECT_EQ(cache.find({key(schedule::Collective::AllReduce, i + 1)}), groups[i]) << "entry " << i;
 }
 
 // ---- through lone calls on real communicators -------------------------------------
@@ -118,7 +118,7 @@ class PlanCacheCalls : public ::testing::Test {
     return true;
   }
   LaneGroup* cached(int rank, size_t count) {
-    return lanes::hostLanesOf(comms_[rank]).plans.find({key(Collective::AllReduce, count)});
+    return lanes::hostLanesOf(comms_[rank]).plans.find({key(schedule::Collective::AllReduce, count)});
   }
   braidtest::LocalComms comms_{2};
 };
@@ -189,17 +189,17 @@ TEST_F(PlanCacheCalls, AGroupOfOneCommunicatorsCallsIsCachedWhole) {
     return true;
   };
   auto groupKey = [&](int rank) {
-    Task t;
+    engine::Task t;
     t.comm = comms_[rank];
     t.count = n;
     t.type = ncclFloat32;
-    t.coll = Collective::AllReduce;
-    GroupKey k = {planKeyOf(t)};
-    t.coll = Collective::Send;
+    t.coll = schedule::Collective::AllReduce;
+    lanes::GroupKey k = {lanes::planKeyOf(t)};
+    t.coll = schedule::Collective::Send;
     t.root = 1 - rank;
-    k.push_back(planKeyOf(t));
-    t.coll = Collective::Recv;
-    k.push_back(planKeyOf(t));
+    k.push_back(lanes::planKeyOf(t));
+    t.coll = schedule::Collective::Recv;
+    k.push_back(lanes::planKeyOf(t));
     return k;
   };
   std::vector<std::vector<float>> sums, got;

@@ -28,7 +28,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-PortKey portKey(int peer, bool send, exec::Protocol protocol = exec::Protocol::Bulk, int channel = 0) {
+PortKey portKey(int peer, bool send, executor::Protocol protocol = executor::Protocol::Bulk, int channel = 0) {
   PortKey k;
   k.peer = peer;
   k.channel = channel;
@@ -63,14 +63,14 @@ TEST_F(PortTableInProcess, BothEndsOfAFifoShareOneHeapFifo) {
   const PortKey in = portKey(1, false), out = portKey(0, true);
   Result r = connect({in}, {out});
   ASSERT_TRUE(r.ok()) << r.message();
-  exec::Port* receiver = tables_[0]->port(in);
-  exec::Port* sender = tables_[1]->port(out);
+  executor::Port* receiver = tables_[0]->port(in);
+  executor::Port* sender = tables_[1]->port(out);
   ASSERT_NE(receiver, nullptr);
   ASSERT_NE(sender, nullptr);
   EXPECT_NE(receiver, sender) << "each end has a port (message count) of its own";
   EXPECT_EQ(receiver->fifo.head, sender->fifo.head) << "the ends do not share the FIFO's memory";
   EXPECT_EQ(receiver->fifo.slots, sender->fifo.slots);
-  EXPECT_EQ(receiver->fifo.protocol, exec::Protocol::Bulk);
+  EXPECT_EQ(receiver->fifo.protocol, executor::Protocol::Bulk);
   EXPECT_EQ(receiver->fifo.nslots, uint32_t(comms_[0]->settings.nslots));
   EXPECT_EQ(receiver->fifo.payloadBytes, limitsOf(comms_[0]).channelPayloadBytes);
   EXPECT_FALSE(tables_[0]->isRemote(comms_[0], in));
@@ -82,19 +82,19 @@ TEST_F(PortTableInProcess, BothEndsOfAFifoShareOneHeapFifo) {
 // In shared memory each protocol keeps a FIFO of its own, its slots sized
 // for it: LL lines, and per-peer FIFOs with the per-peer slot.
 TEST_F(PortTableInProcess, EachProtocolAndThePeerChannelGetTheirOwnFifo) {
-  const PortKey bulkIn = portKey(1, false), llIn = portKey(1, false, exec::Protocol::LL),
-                peerIn = portKey(1, false, exec::Protocol::Bulk, kPeerChannel);
+  const PortKey bulkIn = portKey(1, false), llIn = portKey(1, false, executor::Protocol::LL),
+                peerIn = portKey(1, false, executor::Protocol::Bulk, schedule::kPeerChannel);
   const std::vector<PortKey> rank0 = {bulkIn, llIn, peerIn};
-  const std::vector<PortKey> rank1 = {portKey(0, true), portKey(0, true, exec::Protocol::LL),
-                                      portKey(0, true, exec::Protocol::Bulk, kPeerChannel)};
+  const std::vector<PortKey> rank1 = {portKey(0, true), portKey(0, true, executor::Protocol::LL),
+                                      portKey(0, true, executor::Protocol::Bulk, schedule::kPeerChannel)};
   Result r = connect(rank0, rank1);
   ASSERT_TRUE(r.ok()) << r.message();
   const LaneLimits limits = limitsOf(comms_[0]);
-  exec::Port* bulk = tables_[0]->port(bulkIn);
-  exec::Port* ll = tables_[0]->port(llIn);
-  exec::Port* peer = tables_[0]->port(peerIn);
+  executor::Port* bulk = tables_[0]->port(bulkIn);
+  executor::Port* ll = tables_[0]->port(llIn);
+  executor::Port* peer = tables_[0]->port(peerIn);
   ASSERT_TRUE(bulk && ll && peer);
-  EXPECT_EQ(ll->fifo.protocol, exec::Protocol::LL);
+  EXPECT_EQ(ll->fifo.protocol, executor::Protocol::LL);
   EXPECT_EQ(ll->fifo.payloadBytes, limits.llPayloadBytes);
   EXPECT_EQ(peer->fifo.payloadBytes, limits.peerPayloadBytes);
   std::set<uint64_t*> heads = {bulk->fifo.head, ll->fifo.head, peer->fifo.head};
@@ -108,9 +108,9 @@ TEST_F(PortTableInProcess, EachProtocolAndThePeerChannelGetTheirOwnFifo) {
 TEST_F(PortTableInProcess, FifosAreMadeOnceAndKept) {
   const PortKey in = portKey(1, false), out = portKey(0, true);
   ASSERT_TRUE(connect({in}, {out}).ok());
-  exec::Port* receiver = tables_[0]->port(in);
+  executor::Port* receiver = tables_[0]->port(in);
   receiver->seq = 17;
-  const PortKey in2 = portKey(1, false, exec::Protocol::Bulk, 1), out2 = portKey(0, true, exec::Protocol::Bulk, 1);
+  const PortKey in2 = portKey(1, false, executor::Protocol::Bulk, 1), out2 = portKey(0, true, executor::Protocol::Bulk, 1);
   Result r = connect({in, in2}, {out, out2});
   ASSERT_TRUE(r.ok()) << r.message();
   EXPECT_EQ(tables_[0]->port(in), receiver);
@@ -121,17 +121,17 @@ TEST_F(PortTableInProcess, FifosAreMadeOnceAndKept) {
 
 TEST_F(PortTableInProcess, SenderWhosePeerNeverOffersTimesOutNamingTheFifo) {
   comms_[1]->settings.timeoutSeconds = 0.3;
-  Result r = tables_[1]->accept(comms_[1], {portKey(0, true, exec::Protocol::LL, 2)}, limitsOf(comms_[1]));
+  Result r = tables_[1]->accept(comms_[1], {portKey(0, true, executor::Protocol::LL, 2)}, limitsOf(comms_[1]));
   EXPECT_EQ(r.code(), ncclRemoteError);
   EXPECT_TRUE(contains(r.message(), "rank 1: lane FIFO to rank 0")) << r.message();
   EXPECT_TRUE(contains(r.message(), "timed out")) << r.message();
-  EXPECT_EQ(tables_[1]->port(portKey(0, true, exec::Protocol::LL, 2)), nullptr);
+  EXPECT_EQ(tables_[1]->port(portKey(0, true, executor::Protocol::LL, 2)), nullptr);
 }
 
 // Blob sizes come off the wire and bound an allocation.
 TEST_F(PortTableInProcess, OversizedBlobIsRefused) {
   const uint32_t length = 5000;
-  ASSERT_TRUE(comms_[0]->bootstrap->send(1, kTagLaneFifo, &length, sizeof length).ok());
+  ASSERT_TRUE(comms_[0]->bootstrap->send(1, bootstrap::kTagLaneFifo, &length, sizeof length).ok());
   Result r = tables_[1]->accept(comms_[1], {portKey(0, true)}, limitsOf(comms_[1]));
   EXPECT_EQ(r.code(), ncclInternalError);
   EXPECT_TRUE(contains(r.message(), "rank 0 sent a lane FIFO blob of 5000 bytes")) << r.message();
@@ -140,11 +140,11 @@ TEST_F(PortTableInProcess, OversizedBlobIsRefused) {
 // Every bridged FIFO has a connection of its own, on a channel no plan uses.
 TEST(PortTableBridgeChannel, OnePerChannelAndProtocolPastThePlansChannels) {
   std::set<int> seen;
-  for (int channel : {0, 1, 2, 31, kPeerChannel})
-    for (exec::Protocol p : {exec::Protocol::Bulk, exec::Protocol::LL})
+  for (int channel : {0, 1, 2, 31, schedule::kPeerChannel})
+    for (executor::Protocol p : {executor::Protocol::Bulk, executor::Protocol::LL})
       for (bool send : {false, true}) {
         const int c = PortTable::bridgeChannel(portKey(3, send, p, channel));
-        EXPECT_GT(c, kPeerChannel) << "channel " << channel;
+        EXPECT_GT(c, schedule::kPeerChannel) << "channel " << channel;
         EXPECT_EQ(c, PortTable::bridgeChannel(portKey(5, !send, p, channel))) << "both ends must agree";
         if (send) seen.insert(c);
       }
@@ -165,11 +165,11 @@ constexpr size_t kMessageBytes = 3000;
 
 uint8_t messageByte(size_t i) { return uint8_t(i * 7 + 3); }
 
-void postOne(exec::Port* port) {
-  const exec::FifoView& f = port->fifo;
+void postOne(executor::Port* port) {
+  const executor::FifoView& f = port->fifo;
   for (size_t i = 0; i < kMessageBytes; ++i) reinterpret_cast<uint8_t*>(f.slot(1))[i] = messageByte(i);
   f.sizes[1 % f.nslots] = kMessageBytes;
-  exec::storeRelease(f.head, 1);
+  executor::storeRelease(f.head, 1);
 }
 
 // Pumps the bridge (if any) until done() or 5 s passed.
@@ -188,7 +188,7 @@ void twoProcessRank(int rank, int nranks, const ncclUniqueId& id, const Placemen
   MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
   const int peer = 1 - rank;
   const bool send = rank == 1;
-  const PortKey bulk = portKey(peer, send), ll = portKey(peer, send, exec::Protocol::LL);
+  const PortKey bulk = portKey(peer, send), ll = portKey(peer, send, executor::Protocol::LL);
   const std::vector<PortKey> keys = {bulk, ll};
   const LaneLimits limits = limitsOf(comm);
   auto table = std::make_unique<PortTable>(makeHostLaneMemory());
@@ -201,7 +201,7 @@ void twoProcessRank(int rank, int nranks, const ncclUniqueId& id, const Placemen
   Result r = table->offer(comm, keys, limits);
   if (r.ok()) r = table->accept(comm, keys, limits);
   MP_CHECK(r.ok(), "rank %d: offer/accept: %s", rank, r.message().c_str());
-  const std::vector<ConnectionNeed> needs = table->bridgeNeeds(comm, keys);
+  const std::vector<engine::ConnectionNeed> needs = table->bridgeNeeds(comm, keys);
   if (want.remote) {
     MP_EXPECT(table->port(bulk) == nullptr, "rank %d: a remote FIFO was put in shared memory", rank);
     // LL and bulk messages share one bulk FIFO, hence one connection.
@@ -217,15 +217,15 @@ void twoProcessRank(int rank, int nranks, const ncclUniqueId& id, const Placemen
   if (r.ok()) r = table->attachBridged(comm, keys, limits);
   MP_CHECK(r.ok(), "rank %d: bridging: %s", rank, r.message().c_str());
 
-  exec::Port* port = table->port(bulk);
+  executor::Port* port = table->port(bulk);
   MP_CHECK(port != nullptr && table->port(ll) != nullptr, "rank %d: a key has no port", rank);
   MP_EXPECT((table->bridge() != nullptr) == want.remote, "rank %d: bridge() is %p", rank,
             static_cast<void*>(table->bridge()));
   if (want.remote) {
     MP_EXPECT(table->port(ll) == port, "rank %d: a bridged LL key has a FIFO of its own", rank);
-    MP_EXPECT(port->fifo.protocol == exec::Protocol::Bulk, "rank %d: the bridged FIFO is not bulk", rank);
+    MP_EXPECT(port->fifo.protocol == executor::Protocol::Bulk, "rank %d: the bridged FIFO is not bulk", rank);
   } else {
-    MP_EXPECT(table->port(ll) != port && table->port(ll)->fifo.protocol == exec::Protocol::LL,
+    MP_EXPECT(table->port(ll) != port && table->port(ll)->fifo.protocol == executor::Protocol::LL,
               "rank %d: the LL key does not have an LL FIFO of its own", rank);
   }
 
@@ -234,7 +234,7 @@ void twoProcessRank(int rank, int nranks, const ncclUniqueId& id, const Placemen
     MP_EXPECT(pumpUntil(*table, [&] { return !table->bridge() || table->bridge()->flushed(); }),
               "rank 1: the message never left");
   } else {
-    MP_EXPECT(pumpUntil(*table, [&] { return exec::loadAcquire(port->fifo.head) == 1; }),
+    MP_EXPECT(pumpUntil(*table, [&] { return executor::loadAcquire(port->fifo.head) == 1; }),
               "rank 0: the message never arrived");
     const uint8_t* slot = reinterpret_cast<const uint8_t*>(port->fifo.slot(1));
     MP_EXPECT(port->fifo.sizes[1 % port->fifo.nslots] == kMessageBytes, "rank 0: message of %llu bytes",

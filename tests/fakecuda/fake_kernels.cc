@@ -41,7 +41,7 @@ uint32_t emulatedThreads(uint32_t requested) {
 
 // The kernel body: every lane a block of `threads` host threads, all started
 // before any is joined (they spin on each other).
-void runLanes(exec::LaneExec* lanes, uint32_t nlanes, uint32_t threads, int32_t* statuses) {
+void runLanes(executor::LaneExec* lanes, uint32_t nlanes, uint32_t threads, int32_t* statuses) {
   std::vector<std::unique_ptr<emulation::BlockShared>> blocks;
   std::vector<std::thread> workers;
   workers.reserve(size_t(nlanes) * threads);
@@ -50,7 +50,7 @@ void runLanes(exec::LaneExec* lanes, uint32_t nlanes, uint32_t threads, int32_t*
     emulation::BlockShared* block = blocks.back().get();
     for (uint32_t t = 0; t < threads; ++t)
       workers.emplace_back([=] {
-        const exec::ExecStatus st = exec::runMixedLane(emulation::ThreadBlockGroup(block, t), lanes[b]);
+        const executor::ExecStatus st = executor::runMixedLane(emulation::ThreadBlockGroup(block, t), lanes[b]);
         if (t == 0 && statuses != nullptr) statuses[b] = int32_t(st);
       });
   }
@@ -91,10 +91,13 @@ void waitFor(const volatile uint64_t* published, uint64_t target, const volatile
 Result streamWaitResult(cudaError_t err) {
   // A launch error is the thread's last error, as a real launch leaves it.
   if (err != cudaSuccess) (void)cudaGetLastError();
-  return launchResult("stream-wait kernel", err);
+  return kernels::launchResult("stream-wait kernel", err);
 }
 
 }  // namespace
+}  // namespace braid
+
+namespace braid::kernels {
 
 Result loadStreamWaitKernels() {
   streamWaitLoaded = true;
@@ -103,25 +106,27 @@ Result loadStreamWaitKernels() {
 
 Result launchStreamWait(const volatile uint64_t* published, uint64_t target, const volatile uint32_t* abortWord,
                         cudaStream_t stream) {
-  BRAID_TRY(refuseOnPendingError("stream-wait kernel"));
+  BRAID_TRY(kernels::refuseOnPendingError("stream-wait kernel"));
   loadOnLaunch(&streamWaitLoaded, "stream-wait kernel", __builtin_return_address(0));
   if (!fakecuda::deviceAddressable(const_cast<const uint64_t*>(published), 8) ||
       !fakecuda::deviceAddressable(const_cast<const uint32_t*>(abortWord), 4))
-    return launchResult("stream-wait kernel", cudaErrorInvalidValue);
+    return kernels::launchResult("stream-wait kernel", cudaErrorInvalidValue);
   return streamWaitResult(enqueueKernel("stream-wait kernel (until " + std::to_string(target) + ")", stream,
                                         [=] { waitFor(published, target, abortWord); }));
 }
 
 Result launchStreamWaitIndirect(const volatile uint64_t* published, const volatile uint64_t* target,
                                 const volatile uint32_t* abortWord, cudaStream_t stream) {
-  BRAID_TRY(refuseOnPendingError("stream-wait kernel"));
+  BRAID_TRY(kernels::refuseOnPendingError("stream-wait kernel"));
   loadOnLaunch(&streamWaitLoaded, "stream-wait kernel", __builtin_return_address(0));
   return streamWaitResult(enqueueKernel("stream-wait kernel (indirect)", stream, [=] {
     waitFor(published, __atomic_load_n(target, __ATOMIC_ACQUIRE), abortWord);
   }));
 }
 
-namespace kernels {
+}  // namespace braid::kernels
+
+namespace braid::executor {
 
 bool planKernelSupportsType(ncclDataType_t type) { return type >= 0 && type < ncclNumTypes; }
 
@@ -135,14 +140,14 @@ Result residentPlanLanes(uint32_t threadsPerLane, uint32_t* lanes) {
   loadOnLaunch(&planKernelLoaded, "plan kernel", __builtin_return_address(0));
   // Any non-null function: the emulated occupancy depends on the block size only.
   static const char kernelTag = 0;
-  return residentBlocks(&kernelTag, threadsPerLane, lanes);
+  return kernels::residentBlocks(&kernelTag, threadsPerLane, lanes);
 }
 
-Result launchPlanLanes(exec::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane, int32_t* statuses,
+Result launchPlanLanes(executor::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane, int32_t* statuses,
                        bool anyFp8, cudaStream_t stream) {
   if (nlanes == 0) return Result::success();
-  BRAID_TRY(checkThreadsPerLane(threadsPerLane));
-  BRAID_TRY(refuseOnPendingError("plan kernel"));
+  BRAID_TRY(kernels::checkThreadsPerLane(threadsPerLane));
+  BRAID_TRY(kernels::refuseOnPendingError("plan kernel"));
   loadOnLaunch(&planKernelLoaded, "plan kernel", __builtin_return_address(0));
   // A cooperative launch of more blocks than the device holds at once fails.
   uint32_t resident = 0;
@@ -152,7 +157,7 @@ Result launchPlanLanes(exec::LaneExec* lanes, uint32_t nlanes, uint32_t threadsP
                                               std::to_string(nlanes) + " lanes, " + std::to_string(resident) +
                                               " resident)");
   // The lanes must be device memory the kernel can read (the stream-ordered block).
-  if (!fakecuda::deviceAddressable(lanes, sizeof(exec::LaneExec) * nlanes) ||
+  if (!fakecuda::deviceAddressable(lanes, sizeof(executor::LaneExec) * nlanes) ||
       (statuses != nullptr && !fakecuda::deviceAddressable(statuses, sizeof(int32_t) * nlanes)))
     return Result(ncclUnhandledCudaError, "plan kernel failed to launch: its lanes or statuses are not device memory");
   const uint32_t threads = emulatedThreads(threadsPerLane);
@@ -166,7 +171,7 @@ Result launchPlanLanes(exec::LaneExec* lanes, uint32_t nlanes, uint32_t threadsP
   return Result::success();
 }
 
-Result launchPlanLanes(ncclDataType_t type, exec::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane,
+Result launchPlanLanes(ncclDataType_t type, executor::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane,
                        int32_t* statuses, cudaStream_t stream) {
   if (!planKernelSupportsType(type))
     return Result(ncclInvalidArgument, "plan kernel: invalid datatype " + std::to_string(int(type)));
@@ -174,5 +179,4 @@ Result launchPlanLanes(ncclDataType_t type, exec::LaneExec* lanes, uint32_t nlan
                          type == ncclFloat8e4m3 || type == ncclFloat8e5m2, stream);
 }
 
-}  // namespace kernels
-}  // namespace braid
+}  // namespace braid::executor

@@ -37,10 +37,10 @@ void expectRefused(const Result& r, const char* mentions) {
   EXPECT_NE(r.message().find(mentions), std::string::npos) << r.message();
 }
 
-Hello validHello(int rank, int nranks) {
-  Hello h{};
+bootstrap::Hello validHello(int rank, int nranks) {
+  bootstrap::Hello h{};
   h.magic = kMagic;
-  h.kind = kHelloCheckIn;
+  h.kind = bootstrap::kHelloCheckIn;
   h.rank = rank;
   h.nranks = nranks;
   packAddr(v4(4000), &h.addr);
@@ -50,25 +50,25 @@ Hello validHello(int rank, int nranks) {
 TEST(Decoders, AddressNeedsAFamilyItsBytesAndAPort) {
   sockaddr_storage out;
   sockaddr_storage a = v4(80);
-  EXPECT_TRUE(decodeAddr(&a, sizeof(sockaddr_in), &out).ok());
-  expectRefused(decodeAddr(&a, 1, &out), "too short");
-  expectRefused(decodeAddr(&a, sizeof(sockaddr_in) - 1, &out), "truncated");
+  EXPECT_TRUE(bootstrap::decodeAddr(&a, sizeof(sockaddr_in), &out).ok());
+  expectRefused(bootstrap::decodeAddr(&a, 1, &out), "too short");
+  expectRefused(bootstrap::decodeAddr(&a, sizeof(sockaddr_in) - 1, &out), "truncated");
   a = v4(0);
-  expectRefused(decodeAddr(&a, sizeof(a), &out), "no port");
+  expectRefused(bootstrap::decodeAddr(&a, sizeof(a), &out), "no port");
   a.ss_family = AF_UNIX;
-  expectRefused(decodeAddr(&a, sizeof(a), &out), "family");
-  expectRefused(decodeAddr(nullptr, 0, &out), "too short");
+  expectRefused(bootstrap::decodeAddr(&a, sizeof(a), &out), "family");
+  expectRefused(bootstrap::decodeAddr(nullptr, 0, &out), "too short");
 }
 
 TEST(Decoders, UniqueId) {
-  UniqueIdContents c{};
-  c.version = kUniqueIdVersion;
-  c.flags = kIdRootRunning;
+  bootstrap::UniqueIdContents c{};
+  c.version = bootstrap::kUniqueIdVersion;
+  c.flags = bootstrap::kIdRootRunning;
   c.magic = kMagic;
   packAddr(v4(1234), &c.root);
   ncclUniqueId id;
   encodeUniqueId(c, &id);
-  UniqueIdContents out;
+  bootstrap::UniqueIdContents out;
   ASSERT_TRUE(decodeUniqueIdBytes(&id, sizeof(id), &out).ok());
   EXPECT_EQ(out.magic, kMagic);
   expectRefused(decodeUniqueIdBytes(&id, sizeof(id) - 1, &out), "bytes");
@@ -85,8 +85,8 @@ TEST(Decoders, UniqueId) {
 }
 
 TEST(Decoders, RootHello) {
-  HelloMessage m;
-  Hello h = validHello(2, 4);
+  bootstrap::HelloMessage m;
+  bootstrap::Hello h = validHello(2, 4);
   ASSERT_TRUE(decodeHello(&h, sizeof(h), kMagic, 0, &m).ok());
   EXPECT_EQ(m.rank, 2);
   EXPECT_EQ(m.nranks, 4);
@@ -109,26 +109,26 @@ TEST(Decoders, RootHello) {
 }
 
 TEST(Decoders, RootReplyAndItsPayloads) {
-  RootReply r{kMagic, kReplyTable, 3}, out;
+  bootstrap::RootReply r{kMagic, bootstrap::kReplyTable, 3}, out;
   ASSERT_TRUE(decodeRootReply(&r, sizeof(r), kMagic, 3, &out).ok());
-  EXPECT_EQ(rootReplyPayloadBytes(out), 3 * sizeof(WireAddr));
+  EXPECT_EQ(rootReplyPayloadBytes(out), 3 * sizeof(bootstrap::WireAddr));
   expectRefused(decodeRootReply(&r, sizeof(r), kMagic, 4, &out), "table of 3 ranks");
   expectRefused(decodeRootReply(&r, sizeof(r), kMagic + 1, 3, &out), "wrong magic");
-  r = {kMagic, kReplyMissing, UINT32_MAX};
+  r = {kMagic, bootstrap::kReplyMissing, UINT32_MAX};
   expectRefused(decodeRootReply(&r, sizeof(r), kMagic, 3, &out), "corrupt status");
   r = {kMagic, 99, 0};
   expectRefused(decodeRootReply(&r, sizeof(r), kMagic, 3, &out), "unknown reply");
 
-  std::vector<WireAddr> table(3);
+  std::vector<bootstrap::WireAddr> table(3);
   for (auto& w : table) packAddr(v4(5000), &w);
   std::vector<sockaddr_storage> addrs;
-  EXPECT_TRUE(decodeAddressTable(table.data(), 3 * sizeof(WireAddr), 3, &addrs).ok());
+  EXPECT_TRUE(decodeAddressTable(table.data(), 3 * sizeof(bootstrap::WireAddr), 3, &addrs).ok());
   EXPECT_EQ(addrs.size(), 3u);
-  expectRefused(decodeAddressTable(table.data(), 2 * sizeof(WireAddr), 3, &addrs), "must be");
-  memset(&table[1], 0, sizeof(WireAddr));
-  expectRefused(decodeAddressTable(table.data(), 3 * sizeof(WireAddr), 3, &addrs), "rank 1");
+  expectRefused(decodeAddressTable(table.data(), 2 * sizeof(bootstrap::WireAddr), 3, &addrs), "must be");
+  memset(&table[1], 0, sizeof(bootstrap::WireAddr));
+  expectRefused(decodeAddressTable(table.data(), 3 * sizeof(bootstrap::WireAddr), 3, &addrs), "rank 1");
 
-  MissingRanks miss;
+  bootstrap::MissingRanks miss;
   const int32_t ok[] = {0, -3};  // rank 0 never came, rank 2 came and left
   ASSERT_TRUE(decodeMissingRanks(ok, sizeof(ok), 3, &miss).ok());
   EXPECT_EQ(miss.never, std::vector<int>{0});
@@ -142,17 +142,17 @@ TEST(Decoders, RootReplyAndItsPayloads) {
 }
 
 TEST(Decoders, PointToPointHeaders) {
-  ConnHeader c{kMagic, 2, 0}, cout;
+  bootstrap::ConnHeader c{kMagic, 2, 0}, cout;
   EXPECT_TRUE(decodeConnHeader(&c, sizeof(c), kMagic, 0, 4, &cout).ok());
   expectRefused(decodeConnHeader(&c, sizeof(c), kMagic, 2, 4, &cout), "claims to be rank 2");
   expectRefused(decodeConnHeader(&c, sizeof(c), kMagic, 0, 2, &cout), "claims to be rank 2");
   expectRefused(decodeConnHeader(&c, sizeof(c), kMagic ^ 4, 0, 4, &cout), "wrong magic");
   expectRefused(decodeConnHeader(&c, 15, kMagic, 0, 4, &cout), "truncated");
 
-  FrameHeader f{frameCheck(kMagic), 9, 100}, fout;
+  bootstrap::FrameHeader f{bootstrap::frameCheck(kMagic), 9, 100}, fout;
   EXPECT_TRUE(decodeFrameHeader(&f, sizeof(f), kMagic, &fout).ok());
   expectRefused(decodeFrameHeader(&f, sizeof(f), kMagic + 1, &fout), "frame check");
-  f.size = kMaxMessageBytes + 1;
+  f.size = bootstrap::kMaxMessageBytes + 1;
   expectRefused(decodeFrameHeader(&f, sizeof(f), kMagic, &fout), "exceeds");
   expectRefused(decodeFrameHeader(&f, sizeof(f) + 1, kMagic, &fout), "too long");
 }

@@ -6,8 +6,8 @@
 #include "fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  braid::ConnHeader h;
-  braid::Result r = braid::decodeConnHeader(data, size, fuzzcfg::kMagic, fuzzcfg::kSelfRank,
+  braid::bootstrap::ConnHeader h;
+  braid::Result r = braid::bootstrap::decodeConnHeader(data, size, fuzzcfg::kMagic, fuzzcfg::kSelfRank,
                                             fuzzcfg::kNranks, &h);
   if (!r.ok()) {
     fuzzCheckRefusal(r);

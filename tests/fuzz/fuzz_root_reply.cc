@@ -9,9 +9,9 @@
 namespace {
 
 void decodeFor(const uint8_t* data, size_t size, int nranks) {
-  braid::RootReply reply;
+  braid::bootstrap::RootReply reply;
   const size_t head = size < sizeof(reply) ? size : sizeof(reply);
-  braid::Result r = braid::decodeRootReply(data, head, fuzzcfg::kMagic, nranks, &reply);
+  braid::Result r = braid::bootstrap::decodeRootReply(data, head, fuzzcfg::kMagic, nranks, &reply);
   if (!r.ok()) {
     fuzzCheckRefusal(r);
     return;
@@ -19,11 +19,11 @@ void decodeFor(const uint8_t* data, size_t size, int nranks) {
   FUZZ_CHECK(reply.magic == fuzzcfg::kMagic);
   const uint8_t* payload = data + head;
   const size_t len = size - head;
-  const size_t want = braid::rootReplyPayloadBytes(reply);
-  if (reply.kind == braid::kReplyTable) {
+  const size_t want = braid::bootstrap::rootReplyPayloadBytes(reply);
+  if (reply.kind == braid::bootstrap::kReplyTable) {
     FUZZ_CHECK(reply.count == static_cast<uint32_t>(nranks));
     std::vector<sockaddr_storage> table;
-    braid::Result t = braid::decodeAddressTable(payload, len, nranks, &table);
+    braid::Result t = braid::bootstrap::decodeAddressTable(payload, len, nranks, &table);
     if (!t.ok()) {
       fuzzCheckRefusal(t);
       return;
@@ -32,10 +32,10 @@ void decodeFor(const uint8_t* data, size_t size, int nranks) {
     FUZZ_CHECK(table.size() == static_cast<size_t>(nranks));
     for (const auto& a : table) FUZZ_CHECK(fuzzAddrValid(a));
   } else {
-    FUZZ_CHECK(reply.kind == braid::kReplyMissing);
+    FUZZ_CHECK(reply.kind == braid::bootstrap::kReplyMissing);
     FUZZ_CHECK(reply.count <= static_cast<uint32_t>(nranks));
-    braid::MissingRanks miss;
-    braid::Result m = braid::decodeMissingRanks(payload, len, nranks, &miss);
+    braid::bootstrap::MissingRanks miss;
+    braid::Result m = braid::bootstrap::decodeMissingRanks(payload, len, nranks, &miss);
     if (!m.ok()) {
       fuzzCheckRefusal(m);
       return;

@@ -127,20 +127,20 @@ bool hungUp(const UniqueFd& s, double seconds) {
   }
 }
 
-braid::Hello rootHello(uint64_t magic, int rank, int nranks, const sockaddr_storage& addr) {
-  braid::Hello h{};
+braid::bootstrap::Hello rootHello(uint64_t magic, int rank, int nranks, const sockaddr_storage& addr) {
+  braid::bootstrap::Hello h{};
   h.magic = magic;
-  h.kind = braid::kHelloCheckIn;
+  h.kind = braid::bootstrap::kHelloCheckIn;
   h.rank = rank;
   h.nranks = nranks;
-  braid::packAddr(addr, &h.addr);
+  braid::bootstrap::packAddr(addr, &h.addr);
   return h;
 }
 
 void attackRoot(std::vector<Intrusion>* log, const sockaddr_storage& root, uint64_t magic) {
   const auto junk = randomBytes(100, 1);
   attack(log, root, "garbage to the root", junk.data(), junk.size(), true);
-  braid::Hello h = rootHello(magic ^ 0x5a5a, 0, 2, root);
+  braid::bootstrap::Hello h = rootHello(magic ^ 0x5a5a, 0, 2, root);
   attack(log, root, "hello with a wrong magic", &h, sizeof(h), true);
   h = rootHello(magic, 1, INT_MAX, root);
   attack(log, root, "hello with a huge nranks", &h, sizeof(h), true);
@@ -160,13 +160,13 @@ void attackBootstrapPort(std::vector<Intrusion>* log, const sockaddr_storage& po
   const auto junk = randomBytes(64, 2 + self);
   attack(log, port, "garbage to a rank", junk.data(), junk.size(), true);
   struct {
-    braid::ConnHeader conn;
-    braid::FrameHeader frame;
-  } m{{magic ^ 1, other, 0}, {braid::frameCheck(magic ^ 1), 1, ~0ull}};
+    braid::bootstrap::ConnHeader conn;
+    braid::bootstrap::FrameHeader frame;
+  } m{{magic ^ 1, other, 0}, {braid::bootstrap::frameCheck(magic ^ 1), 1, ~0ull}};
   attack(log, port, "wrong magic and a huge frame", &m, sizeof(m), true);
-  m = {{magic, self, 0}, {braid::frameCheck(magic), 1, 8}};
+  m = {{magic, self, 0}, {braid::bootstrap::frameCheck(magic), 1, 8}};
   attack(log, port, "a connection claiming the rank itself", &m, sizeof(m), true);
-  m = {{magic, 7, 0}, {braid::frameCheck(magic), 1, 8}};
+  m = {{magic, 7, 0}, {braid::bootstrap::frameCheck(magic), 1, 8}};
   attack(log, port, "a rank outside the job", &m, sizeof(m), true);
   attack(log, port, "truncated header", &m, 6, false);  // waits, harmless, until destroy
   attack(log, port, "silent connection", nullptr, 0, false);
@@ -178,9 +178,9 @@ void attackImpostor(std::vector<Intrusion>* log, const sockaddr_storage& port, u
   // The real peer is connected since init: a second "rank realPeer" is refused
   // before its huge frame is believed.
   struct {
-    braid::ConnHeader conn;
-    braid::FrameHeader frame;
-  } m{{magic, realPeer, 0}, {braid::frameCheck(magic), 1, braid::kMaxMessageBytes + 1}};
+    braid::bootstrap::ConnHeader conn;
+    braid::bootstrap::FrameHeader frame;
+  } m{{magic, realPeer, 0}, {braid::bootstrap::frameCheck(magic), 1, braid::bootstrap::kMaxMessageBytes + 1}};
   attack(log, port, "an impostor of a connected rank with a huge frame", &m, sizeof(m), true);
 }
 
@@ -223,11 +223,11 @@ std::set<unsigned long> inodes(pid_t pid) {
 }
 
 void runIntruder(Shared* s, const ncclUniqueId& id) {
-  braid::UniqueIdContents c;
-  braid::Result r = braid::decodeUniqueId(id, &c);
+  braid::bootstrap::UniqueIdContents c;
+  braid::Result r = braid::bootstrap::decodeUniqueId(id, &c);
   MP_CHECK(r.ok(), "%s", r.message().c_str());
   sockaddr_storage root;
-  MP_CHECK(braid::unpackAddr(c.root, &root));
+  MP_CHECK(braid::bootstrap::unpackAddr(c.root, &root));
   std::vector<Intrusion> log;
 
   mptest::progress("attacking the root");

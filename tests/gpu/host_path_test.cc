@@ -43,15 +43,15 @@ TEST(HostPath, HostCollectivesMakeNoCudaCall) {
   }
   if (loadedBefore) GTEST_SKIP() << "libcuda.so.1 was loaded before the test: cannot check the driver stays unloaded";
   EXPECT_FALSE(driverLoaded()) << "host collectives loaded the CUDA driver";
-  EXPECT_FALSE(braid::isDeviceMemory(bufs[0].data()));
+  EXPECT_FALSE(braid::device::isDeviceMemory(bufs[0].data()));
 }
 
 TEST(HostPath, SupportsDeviceBuffersMatchesTheMachine) {
   const std::string noGpu = gputest::noGpuReasonForked();
   EXPECT_EQ(braidSupportsDeviceBuffers(), noGpu.empty() ? 1 : 0) << (noGpu.empty() ? "GPU present" : noGpu);
   std::vector<float> host(16, 1.0f);
-  EXPECT_FALSE(braid::isDeviceMemory(host.data()));
-  EXPECT_FALSE(braid::isDeviceMemory(nullptr));
+  EXPECT_FALSE(braid::device::isDeviceMemory(host.data()));
+  EXPECT_FALSE(braid::device::isDeviceMemory(nullptr));
 }
 
 }  // namespace

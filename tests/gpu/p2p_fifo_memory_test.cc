@@ -28,17 +28,17 @@
 #include "transports/p2p/p2p_fifo_memory.h"
 
 namespace braid {
-namespace exec {
+namespace executor {
 // Test names under CTest: "Bulk"/"LL" rather than the enum's bytes.
 void PrintTo(Protocol p, std::ostream* os) { *os << (p == Protocol::LL ? "LL" : "Bulk"); }
-}  // namespace exec
+}  // namespace executor
 }  // namespace braid
 
 namespace {
 
-using braid::exec::FifoLayout;
-using braid::exec::Protocol;
-using braid::FifoMemory;
+using braid::executor::FifoLayout;
+using braid::executor::Protocol;
+using braid::transports::FifoMemory;
 
 // The tests build blobs as text; the providers take bytes.
 braid::Blob bytesOf(const std::string& s) { return braid::Blob(s.begin(), s.end()); }
@@ -54,16 +54,16 @@ std::string noGpuHere() {
 // Initial counters near 2^32 so that LL flags are not zero.
 constexpr uint64_t kBase = (uint64_t(1) << 32) - 1;
 
-FifoLayout testLayout(Protocol proto) { return braid::exec::fifoLayout(proto, 3, 1000); }
+FifoLayout testLayout(Protocol proto) { return braid::executor::fifoLayout(proto, 3, 1000); }
 
 std::vector<char> expectedImage(const FifoLayout& l) {
   std::vector<char> image(l.totalBytes);
-  braid::exec::initFifoImage(image.data(), l, kBase);
+  braid::executor::initFifoImage(image.data(), l, kBase);
   return image;
 }
 
-braid::Result createFifo(braid::FifoMemoryProvider& provider, const FifoLayout& l, std::unique_ptr<FifoMemory>* out) {
-  return provider.create(l.totalBytes, [&](char* image) { braid::exec::initFifoImage(image, l, kBase); }, out);
+braid::Result createFifo(braid::transports::FifoMemoryProvider& provider, const FifoLayout& l, std::unique_ptr<FifoMemory>* out) {
+  return provider.create(l.totalBytes, [&](char* image) { braid::executor::initFifoImage(image, l, kBase); }, out);
 }
 
 uint8_t patternByte(uint64_t i) { return uint8_t(i * 131 + 7); }
@@ -156,7 +156,7 @@ std::string childWritesPattern(int blobFd) {
   if (!receiveMessage(blobFd, &blob)) return "no blob from the parent";
   cudaError_t err = cudaSetDevice(0);
   if (err != cudaSuccess) return cudaError("cudaSetDevice(0)", err);
-  auto provider = braid::makeCudaFifoProvider(0);
+  auto provider = braid::p2p::makeCudaFifoProvider(0);
   std::unique_ptr<FifoMemory> mem;
   const braid::Result r = provider->open(bytesOf(blob), l.totalBytes, &mem);
   if (!r.ok()) return "open: " + r.message();
@@ -213,7 +213,7 @@ TEST(CudaFifoMemoryIpc, ChildProcessWritesParentReads) {
   gCudaUsedHere = true;
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   const FifoLayout l = testLayout(Protocol::LL);
-  auto provider = braid::makeCudaFifoProvider(0);
+  auto provider = braid::p2p::makeCudaFifoProvider(0);
   std::unique_ptr<FifoMemory> mem;
   const braid::Result created = createFifo(*provider, l, &mem);
   ASSERT_TRUE(created.ok()) << created.message();
@@ -234,8 +234,8 @@ TEST(CudaFifoMemoryIpc, ChildProcessWritesParentReads) {
 
 // ---- the blob, without CUDA --------------------------------------------------
 
-braid::CudaFifoBlob sampleBlob() {
-  braid::CudaFifoBlob b;
+braid::p2p::CudaFifoBlob sampleBlob() {
+  braid::p2p::CudaFifoBlob b;
   b.pid = 1234;
   b.processToken = 0x1122334455667788ull;
   b.device = 3;
@@ -248,17 +248,17 @@ braid::CudaFifoBlob sampleBlob() {
 
 // The refusal's message, or "" when the blob was accepted.
 std::string refusal(const std::string& blob) {
-  braid::CudaFifoBlob b;
-  const braid::Result r = braid::decodeCudaFifoBlob(bytesOf(blob), &b);
+  braid::p2p::CudaFifoBlob b;
+  const braid::Result r = braid::p2p::decodeCudaFifoBlob(bytesOf(blob), &b);
   if (r.ok()) return "";
   EXPECT_EQ(r.code(), ncclInvalidArgument);
   return r.message();
 }
 
 TEST(CudaFifoBlob, RoundTrips) {
-  const braid::CudaFifoBlob in = sampleBlob();
-  braid::CudaFifoBlob out;
-  const braid::Result r = braid::decodeCudaFifoBlob(braid::encodeCudaFifoBlob(in), &out);
+  const braid::p2p::CudaFifoBlob in = sampleBlob();
+  braid::p2p::CudaFifoBlob out;
+  const braid::Result r = braid::p2p::decodeCudaFifoBlob(braid::p2p::encodeCudaFifoBlob(in), &out);
   ASSERT_TRUE(r.ok()) << r.message();
   EXPECT_EQ(out.pid, in.pid);
   EXPECT_EQ(out.processToken, in.processToken);
@@ -270,7 +270,7 @@ TEST(CudaFifoBlob, RoundTrips) {
 }
 
 TEST(CudaFifoBlob, RefusesCorruptedBlobs) {
-  const std::string good = textOf(braid::encodeCudaFifoBlob(sampleBlob()));
+  const std::string good = textOf(braid::p2p::encodeCudaFifoBlob(sampleBlob()));
   EXPECT_EQ(refusal(good), "");
   EXPECT_NE(refusal(good.substr(0, good.size() - 1)).find("expected"), std::string::npos);
   EXPECT_NE(refusal(good + "x").find("expected"), std::string::npos);
@@ -281,31 +281,31 @@ TEST(CudaFifoBlob, RefusesCorruptedBlobs) {
   std::string badVersion = good;
   badVersion[4] = 9;
   EXPECT_NE(refusal(badVersion).find("version"), std::string::npos);
-  braid::CudaFifoBlob b = sampleBlob();
+  braid::p2p::CudaFifoBlob b = sampleBlob();
   b.device = -1;
-  EXPECT_NE(refusal(textOf(braid::encodeCudaFifoBlob(b))).find("device"), std::string::npos);
+  EXPECT_NE(refusal(textOf(braid::p2p::encodeCudaFifoBlob(b))).find("device"), std::string::npos);
   b = sampleBlob();
   b.address = 0;
-  EXPECT_NE(refusal(textOf(braid::encodeCudaFifoBlob(b))).find("null address"), std::string::npos);
+  EXPECT_NE(refusal(textOf(braid::p2p::encodeCudaFifoBlob(b))).find("null address"), std::string::npos);
   b = sampleBlob();
   b.bytes = 0;
-  EXPECT_NE(refusal(textOf(braid::encodeCudaFifoBlob(b))).find("0 bytes"), std::string::npos);
+  EXPECT_NE(refusal(textOf(braid::p2p::encodeCudaFifoBlob(b))).find("0 bytes"), std::string::npos);
 }
 
 // A blob's checks come before any CUDA call, so a provider refuses garbage
 // even where no GPU exists.
 TEST(CudaFifoBlob, ProviderRefusesGarbageAndZeroBytes) {
-  auto provider = braid::makeCudaFifoProvider(0);
+  auto provider = braid::p2p::makeCudaFifoProvider(0);
   EXPECT_STREQ(provider->name(), "cuda");
   std::unique_ptr<FifoMemory> mem;
   braid::Result r = provider->open(bytesOf("not a blob"), 4096, &mem);
   EXPECT_EQ(r.code(), ncclInvalidArgument);
   EXPECT_NE(r.message().find("opening a CUDA FIFO of 4096 bytes on device 0"), std::string::npos) << r.message();
   EXPECT_EQ(mem, nullptr);
-  r = provider->open(braid::encodeCudaFifoBlob(sampleBlob()), 0, &mem);
+  r = provider->open(braid::p2p::encodeCudaFifoBlob(sampleBlob()), 0, &mem);
   EXPECT_EQ(r.code(), ncclInvalidArgument);
   EXPECT_NE(r.message().find("0 bytes"), std::string::npos) << r.message();
-  r = provider->open(braid::encodeCudaFifoBlob(sampleBlob()), 4097, &mem);
+  r = provider->open(braid::p2p::encodeCudaFifoBlob(sampleBlob()), 4097, &mem);
   EXPECT_EQ(r.code(), ncclInvalidArgument);
   EXPECT_NE(r.message().find("disagree"), std::string::npos) << r.message();
 }
@@ -322,7 +322,7 @@ class CudaFifoMemory : public ::testing::TestWithParam<Protocol> {
 
 TEST_P(CudaFifoMemory, CreateUploadsTheInitialImage) {
   const FifoLayout l = testLayout(GetParam());
-  auto provider = braid::makeCudaFifoProvider(0);
+  auto provider = braid::p2p::makeCudaFifoProvider(0);
   std::unique_ptr<FifoMemory> mem;
   const braid::Result r = createFifo(*provider, l, &mem);
   ASSERT_TRUE(r.ok()) << r.message();
@@ -334,11 +334,11 @@ TEST_P(CudaFifoMemory, CreateUploadsTheInitialImage) {
   ASSERT_EQ(readBack(*mem, l.totalBytes, &got), "");
   EXPECT_EQ(got, expectedImage(l));
 
-  braid::CudaFifoBlob b;
-  const braid::Result decoded = braid::decodeCudaFifoBlob(mem->blob(), &b);
+  braid::p2p::CudaFifoBlob b;
+  const braid::Result decoded = braid::p2p::decodeCudaFifoBlob(mem->blob(), &b);
   ASSERT_TRUE(decoded.ok()) << decoded.message();
   EXPECT_EQ(b.pid, int32_t(getpid()));
-  EXPECT_EQ(b.processToken, braid::cudaFifoProcessToken());
+  EXPECT_EQ(b.processToken, braid::p2p::cudaFifoProcessToken());
   EXPECT_EQ(b.device, 0);
   EXPECT_EQ(b.address, uint64_t(reinterpret_cast<uintptr_t>(mem->base())));
   EXPECT_EQ(b.bytes, l.totalBytes);
@@ -347,7 +347,7 @@ TEST_P(CudaFifoMemory, CreateUploadsTheInitialImage) {
 
 TEST_P(CudaFifoMemory, OpenInTheSameProcessUsesThePointer) {
   const FifoLayout l = testLayout(GetParam());
-  auto provider = braid::makeCudaFifoProvider(0);
+  auto provider = braid::p2p::makeCudaFifoProvider(0);
   std::unique_ptr<FifoMemory> mem, opened;
   braid::Result r = createFifo(*provider, l, &mem);
   ASSERT_TRUE(r.ok()) << r.message();
@@ -363,7 +363,7 @@ TEST_P(CudaFifoMemory, OpenInTheSameProcessUsesThePointer) {
 
 TEST_P(CudaFifoMemory, RefusesCorruptedBlobs) {
   const FifoLayout l = testLayout(GetParam());
-  auto provider = braid::makeCudaFifoProvider(0);
+  auto provider = braid::p2p::makeCudaFifoProvider(0);
   std::unique_ptr<FifoMemory> mem, opened;
   braid::Result r = createFifo(*provider, l, &mem);
   ASSERT_TRUE(r.ok()) << r.message();
@@ -392,9 +392,9 @@ TEST_P(CudaFifoMemory, OpenFromAnotherDeviceEnablesPeerAccess) {
   if (n < 2) GTEST_SKIP() << "needs two CUDA devices, found " << n;
   const FifoLayout l = testLayout(GetParam());
   std::unique_ptr<FifoMemory> mem, opened, again;
-  braid::Result r = createFifo(*braid::makeCudaFifoProvider(1), l, &mem);
+  braid::Result r = createFifo(*braid::p2p::makeCudaFifoProvider(1), l, &mem);
   ASSERT_TRUE(r.ok()) << r.message();
-  auto provider = braid::makeCudaFifoProvider(0);
+  auto provider = braid::p2p::makeCudaFifoProvider(0);
   int can = 0;
   ASSERT_EQ(cudaDeviceCanAccessPeer(&can, 0, 1), cudaSuccess);
   r = provider->open(mem->blob(), l.totalBytes, &opened);

@@ -23,7 +23,7 @@
 namespace exectest {
 namespace {
 
-using namespace braid::exec;
+using namespace braid::executor;
 
 struct CudaFree {
   void operator()(void* p) const { cudaFree(p); }
@@ -49,11 +49,11 @@ class DeviceArena {
   }
   // The ports in device memory, and the device array of pointers to them
   // that a LaneExec holds.
-  Port* const* uploadPorts(const std::vector<Port>& ports) {
+  braid::executor::Port* const* uploadPorts(const std::vector<braid::executor::Port>& ports) {
     if (ports.empty()) return nullptr;
-    Port* d = upload(ports.data(), ports.size());
+    braid::executor::Port* d = upload(ports.data(), ports.size());
     if (d == nullptr) return nullptr;
-    std::vector<Port*> pointers;
+    std::vector<braid::executor::Port*> pointers;
     for (size_t i = 0; i < ports.size(); ++i) pointers.push_back(d + i);
     return upload(pointers.data(), pointers.size());
   }
@@ -63,16 +63,16 @@ class DeviceArena {
 };
 
 // Runs every rank's plan in one launch, one block per lane; "" or an error.
-std::string runOnDevice(const CollCase& c, Protocol proto, uint32_t nslots, const std::vector<braid::Plan>& plans,
+std::string runOnDevice(const CollCase& c, braid::executor::Protocol proto, uint32_t nslots, const std::vector<braid::schedule::Plan>& plans,
                         std::vector<RankData>* data) {
   DeviceArena arena;
-  const size_t esize = braid::typeSize(c.type);
+  const size_t esize = braid::reduce::typeSize(c.type);
   const uint64_t payload = uint64_t(c.chunkElems) * esize;
-  const FifoLayout layout = fifoLayout(proto, nslots, payload);
+  const braid::executor::FifoLayout layout = fifoLayout(proto, nslots, payload);
   std::map<std::tuple<int, int, int>, char*> fifos;
   std::vector<char> image(layout.totalBytes);
   initFifoImage(image.data(), layout, 0);
-  auto fifo = [&](int from, int to, int channel) -> FifoView {
+  auto fifo = [&](int from, int to, int channel) -> braid::executor::FifoView {
     char*& f = fifos[std::make_tuple(from, to, channel)];
     if (f == nullptr) f = arena.upload(image.data(), image.size());
     return fifoViewAt(f, layout);
@@ -80,7 +80,7 @@ std::string runOnDevice(const CollCase& c, Protocol proto, uint32_t nslots, cons
   uint32_t* abortWord = arena.alloc<uint32_t>(sizeof(uint32_t));
   if (abortWord == nullptr || cudaMemset(abortWord, 0, sizeof(uint32_t)) != cudaSuccess) return "abort word";
 
-  std::vector<LaneExec> lanes;
+  std::vector<braid::executor::LaneExec> lanes;
   std::vector<std::pair<char*, size_t>> outputs;  // device output per rank
   for (int r = 0; r < c.nranks; ++r) {
     RankData& d = (*data)[size_t(r)];
@@ -88,21 +88,21 @@ std::string runOnDevice(const CollCase& c, Protocol proto, uint32_t nslots, cons
     const char* in = c.inPlace ? out : arena.upload(reinterpret_cast<const char*>(d.input.data()), d.input.size());
     char* scratch = arena.upload(reinterpret_cast<const char*>(d.scratch.data()), d.scratch.size());
     outputs.emplace_back(out, d.output.size());
-    OpBuffers op;
+    braid::executor::OpBuffers op;
     op.input = in;
     op.output = out;
     op.scratch = scratch;
-    op.op = braid::makeBuiltinOp(c.op, c.type, c.nranks);
-    const OpBuffers* dOp = arena.upload(&op, 1);
+    op.op = braid::reduce::makeBuiltinOp(c.op, c.type, c.nranks);
+    const braid::executor::OpBuffers* dOp = arena.upload(&op, 1);
     if (dOp == nullptr) return "device allocation failed";
-    for (const braid::Lane& lane : plans[size_t(r)].lanes) {
-      BoundLane b;
+    for (const braid::schedule::Lane& lane : plans[size_t(r)].lanes) {
+      braid::executor::BoundLane b;
       const std::string err = bindLane(lane, proto, esize, payload, &b);
       if (!err.empty()) return err;
-      std::vector<Port> sendPorts, recvPorts;
-      for (int32_t peer : b.sendPeers) sendPorts.push_back(Port{fifo(r, peer, lane.channel), 0});
-      for (int32_t peer : b.recvPeers) recvPorts.push_back(Port{fifo(peer, r, lane.channel), 0});
-      LaneExec L;
+      std::vector<braid::executor::Port> sendPorts, recvPorts;
+      for (int32_t peer : b.sendPeers) sendPorts.push_back(braid::executor::Port{fifo(r, peer, lane.channel), 0});
+      for (int32_t peer : b.recvPeers) recvPorts.push_back(braid::executor::Port{fifo(peer, r, lane.channel), 0});
+      braid::executor::LaneExec L;
       L.steps = arena.upload(b.steps.data(), b.steps.size());
       L.nsteps = uint32_t(b.steps.size());
       L.sendPorts = arena.uploadPorts(sendPorts);
@@ -119,11 +119,11 @@ std::string runOnDevice(const CollCase& c, Protocol proto, uint32_t nslots, cons
       lanes.push_back(L);
     }
   }
-  LaneExec* dLanes = arena.upload(lanes.data(), lanes.size());
+  braid::executor::LaneExec* dLanes = arena.upload(lanes.data(), lanes.size());
   int32_t* dStatus = arena.alloc<int32_t>(lanes.size() * sizeof(int32_t));
   if (dLanes == nullptr || dStatus == nullptr) return "device allocation failed";
   const braid::Result launched =
-      braid::kernels::launchPlanLanes(c.type, dLanes, uint32_t(lanes.size()), 128, dStatus, nullptr);
+      braid::executor::launchPlanLanes(c.type, dLanes, uint32_t(lanes.size()), 128, dStatus, nullptr);
   if (!launched.ok()) return launched.message();
   cudaError_t err = cudaDeviceSynchronize();
   if (err != cudaSuccess) return std::string("kernel failed: ") + cudaGetErrorString(err);
@@ -132,7 +132,7 @@ std::string runOnDevice(const CollCase& c, Protocol proto, uint32_t nslots, cons
     return "status copy failed";
   std::string failures;
   for (size_t i = 0; i < status.size(); ++i)
-    if (status[i] != 0) failures += "lane " + std::to_string(i) + ": " + execStatusName(ExecStatus(status[i])) + "; ";
+    if (status[i] != 0) failures += "lane " + std::to_string(i) + ": " + execStatusName(braid::executor::ExecStatus(status[i])) + "; ";
   if (!failures.empty()) return failures;
   for (int r = 0; r < c.nranks; ++r) {
     RankData& d = (*data)[size_t(r)];
@@ -142,7 +142,7 @@ std::string runOnDevice(const CollCase& c, Protocol proto, uint32_t nslots, cons
   return "";
 }
 
-CollCase rankPair(braid::Algorithm algo, ncclDataType_t type, ncclRedOp_t op) {
+CollCase rankPair(braid::schedule::Algorithm algo, ncclDataType_t type, ncclRedOp_t op) {
   CollCase c;
   c.algorithm = algo;
   c.nranks = 2;
@@ -156,15 +156,15 @@ CollCase rankPair(braid::Algorithm algo, ncclDataType_t type, ncclRedOp_t op) {
 
 // Both protocols, ring and tree, each against the host reference.
 void expectRankPairMatchesHost(ncclDataType_t type, ncclRedOp_t op) {
-  for (Protocol proto : {Protocol::Bulk, Protocol::LL}) {
-    for (braid::Algorithm algo : {braid::Algorithm::Ring, braid::Algorithm::Tree}) {
+  for (braid::executor::Protocol proto : {braid::executor::Protocol::Bulk, braid::executor::Protocol::LL}) {
+    for (braid::schedule::Algorithm algo : {braid::schedule::Algorithm::Ring, braid::schedule::Algorithm::Tree}) {
       const CollCase c = rankPair(algo, type, op);
       const auto plans = makePlans(c);
       auto want = makeData(c, plans, 21);
       auto got = want;
       ASSERT_EQ(runReference(c, plans, &want), "");
-      ASSERT_EQ(runOnDevice(c, proto, 2, plans, &got), "") << describe(c) << (proto == Protocol::LL ? " LL" : " bulk");
-      EXPECT_EQ(compareOutputs(c, want, got), "") << describe(c) << (proto == Protocol::LL ? " LL" : " bulk");
+      ASSERT_EQ(runOnDevice(c, proto, 2, plans, &got), "") << describe(c) << (proto == braid::executor::Protocol::LL ? " LL" : " bulk");
+      EXPECT_EQ(compareOutputs(c, want, got), "") << describe(c) << (proto == braid::executor::Protocol::LL ? " LL" : " bulk");
     }
   }
 }
@@ -178,12 +178,12 @@ int computeCapabilityMajor() {
 
 // No CUDA call: type support and argument checks are host decisions.
 TEST(PlanKernel, SupportsEveryDatatype) {
-  for (int t = 0; t < ncclNumTypes; ++t) EXPECT_TRUE(braid::kernels::planKernelSupportsType(ncclDataType_t(t))) << t;
-  EXPECT_FALSE(braid::kernels::planKernelSupportsType(ncclNumTypes));
-  const braid::Result r = braid::kernels::launchPlanLanes(ncclNumTypes, nullptr, 1, 32, nullptr, nullptr);
+  for (int t = 0; t < ncclNumTypes; ++t) EXPECT_TRUE(braid::executor::planKernelSupportsType(ncclDataType_t(t))) << t;
+  EXPECT_FALSE(braid::executor::planKernelSupportsType(ncclNumTypes));
+  const braid::Result r = braid::executor::launchPlanLanes(ncclNumTypes, nullptr, 1, 32, nullptr, nullptr);
   EXPECT_EQ(r.code(), ncclInvalidArgument);
   EXPECT_NE(r.message().find("invalid datatype"), std::string::npos) << r.message();
-  const braid::Result threads = braid::kernels::launchPlanLanes(ncclFloat32, nullptr, 1, 0, nullptr, nullptr);
+  const braid::Result threads = braid::executor::launchPlanLanes(ncclFloat32, nullptr, 1, 0, nullptr, nullptr);
   EXPECT_EQ(threads.code(), ncclInvalidArgument);
 }
 
@@ -212,10 +212,10 @@ TEST(PlanKernel, Fp8OnSm90OrRefused) {
     expectRankPairMatchesHost(ncclFloat8e5m2, ncclMax);
     return;
   }
-  const CollCase c = rankPair(braid::Algorithm::Ring, ncclFloat8e4m3, ncclSum);
+  const CollCase c = rankPair(braid::schedule::Algorithm::Ring, ncclFloat8e4m3, ncclSum);
   const auto plans = makePlans(c);
   auto got = makeData(c, plans, 21);
-  const std::string err = runOnDevice(c, Protocol::Bulk, 2, plans, &got);
+  const std::string err = runOnDevice(c, braid::executor::Protocol::Bulk, 2, plans, &got);
   EXPECT_NE(err.find("compute capability 9.0"), std::string::npos) << err;
 }
 

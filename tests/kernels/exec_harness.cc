@@ -18,19 +18,19 @@
 
 namespace exectest {
 
-using braid::Buffer;
-using braid::Collective;
-using braid::Lane;
-using braid::Plan;
-using braid::Step;
-using braid::StepKind;
-namespace exec = braid::exec;
+using braid::schedule::Buffer;
+using braid::schedule::Collective;
+using braid::schedule::Lane;
+using braid::schedule::Plan;
+using braid::schedule::Step;
+using braid::schedule::StepKind;
+namespace executor = braid::executor;
 
 std::string describe(const CollCase& c) {
   std::ostringstream o;
-  o << braid::collectiveName(c.coll) << "/" << braid::algorithmName(c.algorithm) << " P=" << c.nranks
+  o << braid::schedule::collectiveName(c.coll) << "/" << braid::schedule::algorithmName(c.algorithm) << " P=" << c.nranks
     << " count=" << c.count << " root=" << c.root << " chunk=" << c.chunkElems << " ch=" << c.nchannels
-    << " type=" << braid::typeName(c.type) << " op=" << int(c.op) << (c.inPlace ? " in-place" : "");
+    << " type=" << braid::reduce::typeName(c.type) << " op=" << int(c.op) << (c.inPlace ? " in-place" : "");
   return o.str();
 }
 
@@ -58,8 +58,8 @@ size_t outputElems(const CollCase& c, int r) {
   }
 }
 
-braid::CollShape shapeOf(const CollCase& c, int r) {
-  braid::CollShape s;
+braid::schedule::CollShape shapeOf(const CollCase& c, int r) {
+  braid::schedule::CollShape s;
   s.coll = c.coll;
   s.algorithm = c.algorithm;
   s.rank = r;
@@ -74,19 +74,19 @@ braid::CollShape shapeOf(const CollCase& c, int r) {
 // Floating values: mostly moderate (sums stay meaningful), 1 in 16 arbitrary
 // bits (NaN, infinity, subnormals, extremes).
 void fillRandom(ncclDataType_t type, uint8_t* p, size_t n, std::mt19937_64& rng) {
-  const size_t size = braid::typeSize(type);
+  const size_t size = braid::reduce::typeSize(type);
   std::uniform_real_distribution<float> moderate(-4.0f, 4.0f);
   for (size_t i = 0; i < n; ++i) {
     uint64_t bits = rng();
     const bool special = (bits & 15) == 0;
     bits = rng();
-    if (braid::isFloatingType(type) && !special) {
+    if (braid::reduce::isFloatingType(type) && !special) {
       const float f = moderate(rng);
       switch (type) {
-        case ncclFloat16: bits = braid::toHalf(f).bits; break;
-        case ncclBfloat16: bits = braid::toBFloat16(f).bits; break;
-        case ncclFloat8e4m3: bits = braid::toFp8E4M3(f).bits; break;
-        case ncclFloat8e5m2: bits = braid::toFp8E5M2(f).bits; break;
+        case ncclFloat16: bits = braid::reduce::toHalf(f).bits; break;
+        case ncclBfloat16: bits = braid::reduce::toBFloat16(f).bits; break;
+        case ncclFloat8e4m3: bits = braid::reduce::toFp8E4M3(f).bits; break;
+        case ncclFloat8e5m2: bits = braid::reduce::toFp8E5M2(f).bits; break;
         case ncclFloat32: std::memcpy(&bits, &f, 4); break;
         default: {
           const double d = double(f) / 3.0;
@@ -98,7 +98,7 @@ void fillRandom(ncclDataType_t type, uint8_t* p, size_t n, std::mt19937_64& rng)
   }
 }
 
-braid::RedOp redOpOf(const CollCase& c) { return braid::makeBuiltinOp(c.op, c.type, c.nranks); }
+braid::reduce::RedOp redOpOf(const CollCase& c) { return braid::reduce::makeBuiltinOp(c.op, c.type, c.nranks); }
 
 struct Buffers {
   const char* input = nullptr;
@@ -123,17 +123,17 @@ std::vector<Plan> makePlans(const CollCase& c) {
   for (int r = 0; r < c.nranks; ++r) {
     if (c.coll == Collective::Send) {
       // Rank r sends to r+1 and receives from r-1: the two halves of a group.
-      braid::CollShape s = shapeOf(c, r);
+      braid::schedule::CollShape s = shapeOf(c, r);
       s.root = (r + 1) % c.nranks;
-      Plan plan = braid::generatePlan(s);
+      Plan plan = braid::schedule::generatePlan(s);
       s.coll = Collective::Recv;
       s.root = (r + c.nranks - 1) % c.nranks;
-      Plan recv = braid::generatePlan(s);
+      Plan recv = braid::schedule::generatePlan(s);
       for (Lane& l : recv.lanes) plan.lanes.push_back(std::move(l));
       plan.scratchElems = std::max(plan.scratchElems, recv.scratchElems);
       plans.push_back(std::move(plan));
     } else {
-      plans.push_back(braid::generatePlan(shapeOf(c, r)));
+      plans.push_back(braid::schedule::generatePlan(shapeOf(c, r)));
     }
   }
   return plans;
@@ -141,7 +141,7 @@ std::vector<Plan> makePlans(const CollCase& c) {
 
 std::vector<RankData> makeData(const CollCase& c, const std::vector<Plan>& plans, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  const size_t size = braid::typeSize(c.type);
+  const size_t size = braid::reduce::typeSize(c.type);
   std::vector<RankData> data(size_t(c.nranks));
   for (int r = 0; r < c.nranks; ++r) {
     RankData& d = data[size_t(r)];
@@ -162,8 +162,8 @@ std::vector<RankData> makeData(const CollCase& c, const std::vector<Plan>& plans
 // ---- the reference: each step's arithmetic over unbounded queues ----
 
 std::string runReference(const CollCase& c, const std::vector<Plan>& plans, std::vector<RankData>* data) {
-  const braid::RedOp op = redOpOf(c);
-  const size_t esize = braid::typeSize(c.type);
+  const braid::reduce::RedOp op = redOpOf(c);
+  const size_t esize = braid::reduce::typeSize(c.type);
   std::map<FifoKey, std::deque<std::vector<char>>> queues;
   std::vector<std::vector<size_t>> next(plans.size());
   for (size_t r = 0; r < plans.size(); ++r) next[r].assign(plans[r].lanes.size(), 0);
@@ -172,7 +172,7 @@ std::string runReference(const CollCase& c, const std::vector<Plan>& plans, std:
     progress = false;
     for (int r = 0; r < c.nranks; ++r) {
       const Buffers b = buffersOf((*data)[size_t(r)], c);
-      auto at = [&](braid::BufferRef ref) -> char* {
+      auto at = [&](braid::schedule::BufferRef ref) -> char* {
         char* base = ref.buffer == Buffer::Input ? const_cast<char*>(b.input)
                      : ref.buffer == Buffer::Output ? b.output
                                                     : b.scratch;
@@ -186,25 +186,25 @@ std::string runReference(const CollCase& c, const std::vector<Plan>& plans, std:
           const Step& s = lane.steps[k];
           const size_t bytes = s.count * esize;
           std::deque<std::vector<char>>* q = nullptr;
-          if (braid::stepReceives(s.kind)) {
+          if (braid::schedule::stepReceives(s.kind)) {
             q = &queues[FifoKey(s.recvPeer, r, lane.channel)];
             if (q->empty()) break;
             if (q->front().size() != bytes) return "reference: message size mismatch at rank " + std::to_string(r);
           }
           const char* in = q ? q->front().data() : nullptr;
-          std::vector<char> msg(braid::stepSends(s.kind) ? bytes : 0);
+          std::vector<char> msg(braid::schedule::stepSends(s.kind) ? bytes : 0);
           char* out = msg.data();
           switch (s.kind) {
-            case StepKind::Send: braid::hostCopy(op, out, at(s.src), s.count, s.srcIsContribution, false); break;
+            case StepKind::Send: braid::reduce::hostCopy(op, out, at(s.src), s.count, s.srcIsContribution, false); break;
             case StepKind::Recv: std::memcpy(at(s.dst), in, bytes); break;
             case StepKind::RecvReduceSend:
-              braid::hostReduce(op, out, in, at(s.src), s.count, s.srcIsContribution, s.final);
+              braid::reduce::hostReduce(op, out, in, at(s.src), s.count, s.srcIsContribution, s.final);
               break;
             case StepKind::RecvReduceCopy:
-              braid::hostReduce(op, at(s.dst), in, at(s.src), s.count, s.srcIsContribution, s.final);
+              braid::reduce::hostReduce(op, at(s.dst), in, at(s.src), s.count, s.srcIsContribution, s.final);
               break;
             case StepKind::RecvReduceCopySend:
-              braid::hostReduce(op, at(s.dst), in, at(s.src), s.count, s.srcIsContribution, s.final);
+              braid::reduce::hostReduce(op, at(s.dst), in, at(s.src), s.count, s.srcIsContribution, s.final);
               std::memcpy(out, at(s.dst), bytes);
               break;
             case StepKind::RecvCopySend:
@@ -213,10 +213,10 @@ std::string runReference(const CollCase& c, const std::vector<Plan>& plans, std:
               break;
             case StepKind::Copy:
               if (s.srcIsContribution || s.final || at(s.src) != at(s.dst))
-                braid::hostCopy(op, at(s.dst), at(s.src), s.count, s.srcIsContribution, s.final);
+                braid::reduce::hostCopy(op, at(s.dst), at(s.src), s.count, s.srcIsContribution, s.final);
               break;
           }
-          if (braid::stepSends(s.kind)) queues[FifoKey(r, s.sendPeer, lane.channel)].push_back(std::move(msg));
+          if (braid::schedule::stepSends(s.kind)) queues[FifoKey(r, s.sendPeer, lane.channel)].push_back(std::move(msg));
           if (q) q->pop_front();
           ++k;
           progress = true;
@@ -238,19 +238,19 @@ std::string runReference(const CollCase& c, const std::vector<Plan>& plans, std:
 namespace {
 
 struct FifoMemory {
-  exec::FifoLayout layout;
+  braid::executor::FifoLayout layout;
   std::vector<uint64_t> words;  // 8-byte aligned backing
-  exec::FifoView view() { return exec::fifoViewAt(reinterpret_cast<char*>(words.data()), layout); }
+  braid::executor::FifoView view() { return braid::executor::fifoViewAt(reinterpret_cast<char*>(words.data()), layout); }
 };
 
 struct LaneRun {
-  exec::BoundLane bound;
-  std::vector<exec::Port> sendPorts, recvPorts;
-  std::vector<exec::Port*> sendPtrs, recvPtrs;
+  braid::executor::BoundLane bound;
+  std::vector<braid::executor::Port> sendPorts, recvPorts;
+  std::vector<braid::executor::Port*> sendPtrs, recvPtrs;
   std::vector<uint64_t> recvStage, sendStage;
-  exec::OpBuffers op;
-  exec::LaneExec exec;
-  exec::ExecStatus status = exec::ExecStatus::Ok;
+  braid::executor::OpBuffers op;
+  braid::executor::LaneExec exec;
+  braid::executor::ExecStatus status = braid::executor::ExecStatus::Ok;
   int rank = 0;
 };
 
@@ -265,9 +265,9 @@ void runInTurns(std::vector<std::unique_ptr<LaneRun>>& runs, uint64_t maxRounds)
     for (size_t i = 0; i < runs.size(); ++i) {
       if (done[i]) continue;
       bool lane = false;
-      runs[i]->status = exec::runLaneTurn(runs[i]->exec, &lane);
+      runs[i]->status = braid::executor::runLaneTurn(runs[i]->exec, &lane);
       moved = moved || lane;
-      if (runs[i]->status != exec::ExecStatus::WouldBlock) {
+      if (runs[i]->status != braid::executor::ExecStatus::WouldBlock) {
         done[i] = true;
         --remaining;
       }
@@ -275,14 +275,14 @@ void runInTurns(std::vector<std::unique_ptr<LaneRun>>& runs, uint64_t maxRounds)
     idle = moved ? 0 : idle + 1;
   }
   for (size_t i = 0; i < runs.size(); ++i)
-    if (!done[i]) runs[i]->status = exec::ExecStatus::TimedOut;
+    if (!done[i]) runs[i]->status = braid::executor::ExecStatus::TimedOut;
 }
 
 }  // namespace
 
 const std::vector<CollAlgo>& everySchedule() {
-  using braid::Algorithm;
-  using braid::Collective;
+  using braid::schedule::Algorithm;
+  using ::exectest::Collective;
   static const std::vector<CollAlgo> all = {
       {Collective::AllReduce, Algorithm::Ring},          {Collective::AllReduce, Algorithm::Tree},
       {Collective::AllReduce, Algorithm::RecursiveDoubling}, {Collective::AllReduce, Algorithm::HalvingDoubling},
@@ -297,21 +297,21 @@ const std::vector<CollAlgo>& everySchedule() {
 }
 
 std::string scheduleName(const CollAlgo& ca) {
-  return std::string(braid::collectiveName(ca.coll)) + braid::algorithmName(ca.algorithm);
+  return std::string(braid::schedule::collectiveName(ca.coll)) + braid::schedule::algorithmName(ca.algorithm);
 }
 
 std::string runInterpreter(const CollCase& c, const RunConfig& cfg, const std::vector<Plan>& plans,
-                           std::vector<RankData>* data, std::vector<exec::ExecStatus>* statuses) {
-  const size_t esize = braid::typeSize(c.type);
+                           std::vector<RankData>* data, std::vector<braid::executor::ExecStatus>* statuses) {
+  const size_t esize = braid::reduce::typeSize(c.type);
   const uint64_t payload = uint64_t(c.chunkElems) * esize;
   std::map<FifoKey, std::unique_ptr<FifoMemory>> fifos;
   auto fifo = [&](int from, int to, int channel) {
     auto& f = fifos[FifoKey(from, to, channel)];
     if (!f) {
       f = std::make_unique<FifoMemory>();
-      f->layout = exec::fifoLayout(cfg.protocol, cfg.nslots, payload);
+      f->layout = braid::executor::fifoLayout(cfg.protocol, cfg.nslots, payload);
       f->words.resize(f->layout.totalBytes / 8);
-      exec::initFifoImage(reinterpret_cast<char*>(f->words.data()), f->layout, cfg.fifoBase);
+      braid::executor::initFifoImage(reinterpret_cast<char*>(f->words.data()), f->layout, cfg.fifoBase);
     }
     return f->view();
   };
@@ -323,16 +323,16 @@ std::string runInterpreter(const CollCase& c, const RunConfig& cfg, const std::v
     for (const Lane& lane : plans[size_t(r)].lanes) {
       auto run = std::make_unique<LaneRun>();
       run->rank = r;
-      const std::string err = exec::bindLane(lane, cfg.protocol, esize, payload, &run->bound);
+      const std::string err = braid::executor::bindLane(lane, cfg.protocol, esize, payload, &run->bound);
       if (!err.empty()) return "rank " + std::to_string(r) + ": " + err;
       for (int32_t peer : run->bound.sendPeers) {
-        exec::Port p;
+        braid::executor::Port p;
         p.fifo = fifo(r, peer, lane.channel);
         p.seq = p.seen = cfg.fifoBase;
         run->sendPorts.push_back(p);
       }
       for (int32_t peer : run->bound.recvPeers) {
-        exec::Port p;
+        braid::executor::Port p;
         p.fifo = fifo(peer, r, lane.channel);
         p.seq = p.seen = cfg.fifoBase;
         run->recvPorts.push_back(p);
@@ -340,11 +340,11 @@ std::string runInterpreter(const CollCase& c, const RunConfig& cfg, const std::v
       const uint64_t stageWords = (payload + 7) / 8;
       run->recvStage.assign(stageWords, 0);
       run->sendStage.assign(stageWords, 0);
-      exec::LaneExec& L = run->exec;
+      braid::executor::LaneExec& L = run->exec;
       L.steps = run->bound.steps.data();
       L.nsteps = uint32_t(run->bound.steps.size());
-      for (exec::Port& p : run->sendPorts) run->sendPtrs.push_back(&p);
-      for (exec::Port& p : run->recvPorts) run->recvPtrs.push_back(&p);
+      for (braid::executor::Port& p : run->sendPorts) run->sendPtrs.push_back(&p);
+      for (braid::executor::Port& p : run->recvPorts) run->recvPtrs.push_back(&p);
       L.sendPorts = run->sendPtrs.data();
       L.nsendPorts = uint32_t(run->sendPtrs.size());
       L.recvPorts = run->recvPtrs.data();
@@ -383,7 +383,7 @@ std::string runInterpreter(const CollCase& c, const RunConfig& cfg, const std::v
       LaneRun* lr = order[i];
       threads.emplace_back([lr, &gpu, i] {
         gpu.dispatch(i);
-        lr->status = exec::runLaneOnHost(lr->exec);
+        lr->status = braid::executor::runLaneOnHost(lr->exec);
         gpu.retire();
       });
     }
@@ -393,7 +393,7 @@ std::string runInterpreter(const CollCase& c, const RunConfig& cfg, const std::v
     threads.reserve(runs.size());
     for (auto& run : runs) {
       LaneRun* lr = run.get();
-      threads.emplace_back([lr] { lr->status = exec::runLaneOnHost(lr->exec); });
+      threads.emplace_back([lr] { lr->status = braid::executor::runLaneOnHost(lr->exec); });
     }
     for (std::thread& t : threads) t.join();
   } else {
@@ -407,7 +407,7 @@ std::string runInterpreter(const CollCase& c, const RunConfig& cfg, const std::v
       LaneRun* lr = run.get();
       for (uint32_t t = 0; t < cfg.threadsPerLane; ++t)
         threads.emplace_back([lr, block, t] {
-          const exec::ExecStatus st = exec::runMixedLane(emulation::ThreadBlockGroup(block, t), lr->exec);
+          const braid::executor::ExecStatus st = braid::executor::runMixedLane(emulation::ThreadBlockGroup(block, t), lr->exec);
           if (t == 0) lr->status = st;
         });
     }
@@ -419,9 +419,9 @@ std::string runInterpreter(const CollCase& c, const RunConfig& cfg, const std::v
   if (statuses) statuses->clear();
   for (auto& run : runs) {
     if (statuses) statuses->push_back(run->status);
-    if (run->status != exec::ExecStatus::Ok)
+    if (run->status != braid::executor::ExecStatus::Ok)
       err += "rank " + std::to_string(run->rank) + " channel " + std::to_string(run->bound.channel) + ": " +
-             exec::execStatusName(run->status) + " at step " + std::to_string(run->exec.failedStep) + "; ";
+             braid::executor::execStatusName(run->status) + " at step " + std::to_string(run->exec.failedStep) + "; ";
   }
   return err;
 }
@@ -447,7 +447,7 @@ bool isNaN(ncclDataType_t type, uint64_t bits) {
 }  // namespace
 
 std::string compareOutputs(const CollCase& c, const std::vector<RankData>& want, const std::vector<RankData>& got) {
-  const size_t esize = braid::typeSize(c.type);
+  const size_t esize = braid::reduce::typeSize(c.type);
   std::ostringstream o;
   int reported = 0;
   for (size_t r = 0; r < want.size() && reported < 4; ++r) {
@@ -481,7 +481,7 @@ std::string runAndCompare(const CollCase& c, const RunConfig& cfg, uint64_t seed
   err = runInterpreter(c, cfg, plans, &got);
   if (!err.empty()) return describe(c) + ": interpreter: " + err;
   err = compareOutputs(c, want, got);
-  if (!err.empty()) return describe(c) + (cfg.protocol == exec::Protocol::LL ? " LL" : " bulk") +
+  if (!err.empty()) return describe(c) + (cfg.protocol == braid::executor::Protocol::LL ? " LL" : " bulk") +
                             " nslots=" + std::to_string(cfg.nslots) + ": " + err;
   return "";
 }

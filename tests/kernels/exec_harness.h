@@ -20,8 +20,8 @@
 namespace exectest {
 
 struct CollCase {
-  braid::Collective coll = braid::Collective::AllReduce;
-  braid::Algorithm algorithm = braid::Algorithm::Ring;
+  braid::schedule::Collective coll = braid::schedule::Collective::AllReduce;
+  braid::schedule::Algorithm algorithm = braid::schedule::Algorithm::Ring;
   int nranks = 2;
   size_t count = 0;  // CollShape's meaning; Send: the message (rank r sends to r+1 mod P)
   int root = 0;
@@ -34,8 +34,8 @@ struct CollCase {
 
 // One schedule generatePlan has: a collective and an algorithm.
 struct CollAlgo {
-  braid::Collective coll;
-  braid::Algorithm algorithm;
+  braid::schedule::Collective coll;
+  braid::schedule::Algorithm algorithm;
 };
 
 // Every schedule generatePlan has.
@@ -45,7 +45,7 @@ const std::vector<CollAlgo>& everySchedule();
 std::string scheduleName(const CollAlgo& ca);
 
 struct RunConfig {
-  braid::exec::Protocol protocol = braid::exec::Protocol::Bulk;
+  braid::executor::Protocol protocol = braid::executor::Protocol::Bulk;
   uint32_t nslots = 2;
   uint64_t fifoBase = 0;  // where every FIFO's counters start
   // Safety net of every wait: a broken plan or interpreter fails the test
@@ -91,20 +91,20 @@ struct RankData {
 std::string describe(const CollCase& c);
 
 // Every rank's plan.
-std::vector<braid::Plan> makePlans(const CollCase& c);
+std::vector<braid::schedule::Plan> makePlans(const CollCase& c);
 
 // Buffers of every rank, inputs filled from `seed` (moderate values plus some
 // NaN, infinities and other bit patterns for floating types).
-std::vector<RankData> makeData(const CollCase& c, const std::vector<braid::Plan>& plans, uint64_t seed);
+std::vector<RankData> makeData(const CollCase& c, const std::vector<braid::schedule::Plan>& plans, uint64_t seed);
 
 // Runs the plans through the reference; "" or what went wrong.
-std::string runReference(const CollCase& c, const std::vector<braid::Plan>& plans, std::vector<RankData>* data);
+std::string runReference(const CollCase& c, const std::vector<braid::schedule::Plan>& plans, std::vector<RankData>* data);
 
 // Runs the plans through the interpreter; "" when every lane returned Ok,
 // otherwise each failed lane's status and step. `statuses` (optional) gets
 // every lane's status, rank by rank.
-std::string runInterpreter(const CollCase& c, const RunConfig& cfg, const std::vector<braid::Plan>& plans,
-                           std::vector<RankData>* data, std::vector<braid::exec::ExecStatus>* statuses = nullptr);
+std::string runInterpreter(const CollCase& c, const RunConfig& cfg, const std::vector<braid::schedule::Plan>& plans,
+                           std::vector<RankData>* data, std::vector<braid::executor::ExecStatus>* statuses = nullptr);
 
 // "" when the outputs are equal bit for bit, else the first differences.
 std::string compareOutputs(const CollCase& c, const std::vector<RankData>& want, const std::vector<RankData>& got);

@@ -13,9 +13,9 @@
 namespace exectest {
 namespace {
 
-using braid::Algorithm;
-using braid::Collective;
-using braid::exec::Protocol;
+using braid::schedule::Algorithm;
+using braid::schedule::Collective;
+using braid::executor::Protocol;
 
 const ncclDataType_t kAllTypes[] = {ncclInt8,    ncclUint8,    ncclInt32,      ncclUint32,
                                     ncclInt64,   ncclUint64,   ncclFloat16,    ncclFloat32,
@@ -121,7 +121,7 @@ TEST_P(AllReduceTypes, EveryOpMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, AllReduceTypes, ::testing::ValuesIn(kAllTypes),
                          [](const ::testing::TestParamInfo<ncclDataType_t>& info) {
-                           return std::string(braid::typeName(info.param));
+                           return std::string(braid::reduce::typeName(info.param));
                          });
 
 // The reduced collectives other than allreduce, for every type with avg (the

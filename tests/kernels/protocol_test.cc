@@ -17,16 +17,16 @@
 namespace exectest {
 namespace {
 
-using braid::Algorithm;
-using braid::Collective;
-using namespace braid::exec;
+using braid::schedule::Algorithm;
+using braid::schedule::Collective;
+using namespace braid::executor;
 
 // A FIFO in heap memory with its two ports.
 struct TestFifo {
-  FifoLayout layout;
+  braid::executor::FifoLayout layout;
   std::vector<uint64_t> words;
-  Port send, recv;
-  TestFifo(Protocol proto, uint32_t nslots, uint64_t payload, uint64_t base) {
+  braid::executor::Port send, recv;
+  TestFifo(braid::executor::Protocol proto, uint32_t nslots, uint64_t payload, uint64_t base) {
     layout = fifoLayout(proto, nslots, payload);
     words.resize(layout.totalBytes / 8);
     initFifoImage(reinterpret_cast<char*>(words.data()), layout, base);
@@ -43,14 +43,14 @@ struct TestFifo {
 TEST(Protocol, SequenceWrapAndSlotReuse) {
   const uint64_t bases[] = {(uint64_t(1) << 32) - 3, ~uint64_t(0) - 6};
   for (uint64_t base : bases) {
-    for (Protocol proto : {Protocol::LL, Protocol::Bulk}) {
+    for (braid::executor::Protocol proto : {braid::executor::Protocol::LL, braid::executor::Protocol::Bulk}) {
       for (uint32_t nslots : {1u, 2u}) {
         CollCase c;
         c.nranks = 3;
         c.count = 997;
         c.chunkElems = 7;  // ~100 messages per FIFO through 1 or 2 slots
         c.type = ncclFloat32;
-        if (proto == Protocol::Bulk && nslots == 1) {  // bulk needs 2 slots for a ring
+        if (proto == braid::executor::Protocol::Bulk && nslots == 1) {  // bulk needs 2 slots for a ring
           c.coll = Collective::AllToAll;
           c.algorithm = Algorithm::Direct;
         }
@@ -82,7 +82,7 @@ TEST(Protocol, LLOneSlotEverySchedule) {
     c.chunkElems = 9;
     c.type = ncclBfloat16;
     RunConfig cfg;
-    cfg.protocol = Protocol::LL;
+    cfg.protocol = braid::executor::Protocol::LL;
     cfg.nslots = 1;
     EXPECT_EQ(runAndCompare(c, cfg, 3), "");
   }
@@ -98,15 +98,15 @@ TEST(Protocol, BulkOneSlotRingEndsByWaitBound) {
   c.count = 40;
   c.chunkElems = 10;
   RunConfig cfg;
-  cfg.protocol = Protocol::Bulk;
+  cfg.protocol = braid::executor::Protocol::Bulk;
   cfg.nslots = 1;
   cfg.maxPolls = 2000;
   const auto plans = makePlans(c);
   auto data = makeData(c, plans, 1);
-  std::vector<ExecStatus> statuses;
+  std::vector<braid::executor::ExecStatus> statuses;
   const std::string err = runInterpreter(c, cfg, plans, &data, &statuses);
   EXPECT_NE(err.find("timed out"), std::string::npos) << err;
-  for (ExecStatus s : statuses) EXPECT_EQ(s, ExecStatus::TimedOut);
+  for (braid::executor::ExecStatus s : statuses) EXPECT_EQ(s, braid::executor::ExecStatus::TimedOut);
 }
 
 // A line is consumed only when its flag is the message's: lines holding the
@@ -115,26 +115,26 @@ TEST(Protocol, BulkOneSlotRingEndsByWaitBound) {
 // once every line carries its flag.
 TEST(Protocol, LLLineConsumedOnlyWithItsFlag) {
   const uint64_t base = 41;
-  TestFifo f(Protocol::LL, 2, 64, base);
+  TestFifo f(braid::executor::Protocol::LL, 2, 64, base);
   const uint64_t m = base + 1;
   const uint32_t flag = uint32_t(m);
-  const uint64_t lines = llLinesFor(24);
+  const uint64_t lines = braid::executor::llLinesFor(24);
   const uint32_t fp = 0x5eed;
-  *f.line(m, 0) = llLine(fp, flag);  // the header
+  *f.line(m, 0) = braid::executor::llLine(fp, flag);  // the header
   for (uint64_t i = 1; i <= lines; ++i) {
     // Every other line: new data but a stale flag (what a receiver would
     // see if data and flag were stored separately and the flag lagged).
-    *f.line(m, i) = llLine(1000 + uint32_t(i), i % 2 == 0 ? flag : uint32_t(base));
+    *f.line(m, i) = braid::executor::llLine(1000 + uint32_t(i), i % 2 == 0 ? flag : uint32_t(base));
   }
   std::vector<uint32_t> stage(lines, 0);
-  WaitControl w;
+  braid::executor::WaitControl w;
   w.maxPolls = 500;
-  HostGroup g;
-  EXPECT_EQ(llRecv(f.recv, 24, fp, stage.data(), g, w), ExecStatus::TimedOut);
+  braid::executor::HostGroup g;
+  EXPECT_EQ(llRecv(f.recv, 24, fp, stage.data(), g, w), braid::executor::ExecStatus::TimedOut);
   EXPECT_EQ(f.recv.seq, base);        // nothing consumed
   EXPECT_EQ(*f.recv.fifo.tail, base);  // slot not released
-  for (uint64_t i = 1; i <= lines; ++i) *f.line(m, i) = llLine(2000 + uint32_t(i), flag);
-  ASSERT_EQ(llRecv(f.recv, 24, fp, stage.data(), g, w), ExecStatus::Ok);
+  for (uint64_t i = 1; i <= lines; ++i) *f.line(m, i) = braid::executor::llLine(2000 + uint32_t(i), flag);
+  ASSERT_EQ(llRecv(f.recv, 24, fp, stage.data(), g, w), braid::executor::ExecStatus::Ok);
   for (uint64_t i = 0; i < lines; ++i) EXPECT_EQ(stage[i], 2001 + i);
   EXPECT_EQ(f.recv.seq, m);
   EXPECT_EQ(*f.recv.fifo.tail, m);
@@ -147,24 +147,24 @@ TEST(Protocol, LLLineConsumedOnlyWithItsFlag) {
 TEST(Protocol, LLStressNoStaleLines) {
   const uint64_t base = (uint64_t(1) << 32) - 1000;
   const uint64_t payload = 4 * 37;
-  TestFifo f(Protocol::LL, 2, payload, base);
+  TestFifo f(braid::executor::Protocol::LL, 2, payload, base);
   const int kMessages = 3000;
-  WaitControl w;
+  braid::executor::WaitControl w;
   w.maxPolls = uint64_t(1) << 22;
   std::thread sender([&] {
-    HostGroup g;
+    braid::executor::HostGroup g;
     std::vector<uint32_t> stage(37);
     for (int k = 0; k < kMessages; ++k) {
       for (uint32_t i = 0; i < 37; ++i) stage[i] = uint32_t(k) * 64 + i;
-      if (waitCredit(f.send, g, w) != ExecStatus::Ok) return;
+      if (waitCredit(f.send, g, w) != braid::executor::ExecStatus::Ok) return;
       llSend(f.send, payload, uint32_t(k), stage.data(), g);
     }
   });
-  HostGroup g;
+  braid::executor::HostGroup g;
   std::vector<uint32_t> stage(37);
   int bad = 0;
   for (int k = 0; k < kMessages; ++k) {
-    ASSERT_EQ(llRecv(f.recv, payload, uint32_t(k), stage.data(), g, w), ExecStatus::Ok) << "message " << k;
+    ASSERT_EQ(llRecv(f.recv, payload, uint32_t(k), stage.data(), g, w), braid::executor::ExecStatus::Ok) << "message " << k;
     for (uint32_t i = 0; i < 37; ++i) bad += stage[i] != uint32_t(k) * 64 + i;
   }
   sender.join();
@@ -176,38 +176,38 @@ TEST(Protocol, LLStressNoStaleLines) {
 // and a sender waiting for a slot that is never freed, both protocols,
 // without any wait bound.
 TEST(Protocol, AbortReleasesWaiters) {
-  for (Protocol proto : {Protocol::Bulk, Protocol::LL}) {
+  for (braid::executor::Protocol proto : {braid::executor::Protocol::Bulk, braid::executor::Protocol::LL}) {
     TestFifo f(proto, 1, 64, 0);
     uint32_t abortWord = 0;
-    WaitControl w;
+    braid::executor::WaitControl w;
     w.abortFlag = &abortWord;
     // Fill the only slot so that a second send must wait.
-    HostGroup g0;
+    braid::executor::HostGroup g0;
     std::vector<uint32_t> stage(16, 7);
-    ASSERT_EQ(waitCredit(f.send, g0, w), ExecStatus::Ok);
-    if (proto == Protocol::LL) {
+    ASSERT_EQ(waitCredit(f.send, g0, w), braid::executor::ExecStatus::Ok);
+    if (proto == braid::executor::Protocol::LL) {
       llSend(f.send, 64, 0, stage.data(), g0);
     } else {
       bulkPost(f.send, 64, 0, g0);
     }
     TestFifo empty(proto, 2, 64, 0);
-    ExecStatus recvStatus = ExecStatus::Ok, sendStatus = ExecStatus::Ok;
+    braid::executor::ExecStatus recvStatus = braid::executor::ExecStatus::Ok, sendStatus = braid::executor::ExecStatus::Ok;
     std::thread receiver([&] {
-      HostGroup g;
+      braid::executor::HostGroup g;
       std::vector<uint32_t> st(16);
       const char* data = nullptr;
-      recvStatus = proto == Protocol::LL ? llRecv(empty.recv, 64, 0, st.data(), g, w)
+      recvStatus = proto == braid::executor::Protocol::LL ? llRecv(empty.recv, 64, 0, st.data(), g, w)
                                          : bulkWaitRecv(empty.recv, 64, 0, &data, g, w);
     });
     std::thread sender([&] {
-      HostGroup g;
+      braid::executor::HostGroup g;
       sendStatus = waitCredit(f.send, g, w);
     });
     __atomic_store_n(&abortWord, 1u, __ATOMIC_RELEASE);
     receiver.join();
     sender.join();
-    EXPECT_EQ(recvStatus, ExecStatus::Aborted);
-    EXPECT_EQ(sendStatus, ExecStatus::Aborted);
+    EXPECT_EQ(recvStatus, braid::executor::ExecStatus::Aborted);
+    EXPECT_EQ(sendStatus, braid::executor::ExecStatus::Aborted);
   }
 }
 
@@ -227,71 +227,71 @@ TEST(Protocol, AbortStopsLanesOfACollective) {
   cfg.maxPolls = 0;
   cfg.abortFlag = &abortWord;
   std::string err;
-  std::vector<ExecStatus> statuses;
+  std::vector<braid::executor::ExecStatus> statuses;
   std::thread run([&] { err = runInterpreter(c, cfg, plans, &data, &statuses); });
   __atomic_store_n(&abortWord, 1u, __ATOMIC_RELEASE);
   run.join();
   ASSERT_EQ(statuses.size(), plans[0].lanes.size());
-  for (ExecStatus s : statuses) EXPECT_EQ(s, ExecStatus::Aborted);
+  for (braid::executor::ExecStatus s : statuses) EXPECT_EQ(s, braid::executor::ExecStatus::Aborted);
 }
 
 // Bulk carries each message's size; a receiver expecting another size fails.
 TEST(Protocol, BulkSizeMismatch) {
-  TestFifo f(Protocol::Bulk, 2, 64, 0);
-  HostGroup g;
-  WaitControl w;
-  ASSERT_EQ(waitCredit(f.send, g, w), ExecStatus::Ok);
+  TestFifo f(braid::executor::Protocol::Bulk, 2, 64, 0);
+  braid::executor::HostGroup g;
+  braid::executor::WaitControl w;
+  ASSERT_EQ(waitCredit(f.send, g, w), braid::executor::ExecStatus::Ok);
   bulkPost(f.send, 40, 7, g);
   const char* data = nullptr;
-  EXPECT_EQ(bulkWaitRecv(f.recv, 48, 7, &data, g, w), ExecStatus::SizeMismatch);
-  EXPECT_EQ(bulkWaitRecv(f.recv, 40, 7, &data, g, w), ExecStatus::Ok);
+  EXPECT_EQ(bulkWaitRecv(f.recv, 48, 7, &data, g, w), braid::executor::ExecStatus::SizeMismatch);
+  EXPECT_EQ(bulkWaitRecv(f.recv, 40, 7, &data, g, w), braid::executor::ExecStatus::Ok);
 }
 
 // Bulk carries each message's fingerprint: a receiver of another operation
 // fails and learns the one the message carried, before any size check.
 TEST(Protocol, BulkFingerprintMismatch) {
-  TestFifo f(Protocol::Bulk, 2, 64, 0);
-  HostGroup g;
-  WaitControl w;
-  ASSERT_EQ(waitCredit(f.send, g, w), ExecStatus::Ok);
+  TestFifo f(braid::executor::Protocol::Bulk, 2, 64, 0);
+  braid::executor::HostGroup g;
+  braid::executor::WaitControl w;
+  ASSERT_EQ(waitCredit(f.send, g, w), braid::executor::ExecStatus::Ok);
   bulkPost(f.send, 40, 0xabcdef01u, g);
   const char* data = nullptr;
   uint64_t word = 0;
-  EXPECT_EQ(bulkWaitRecv(f.recv, 48, 0xabcdef02u, &data, g, w, &word), ExecStatus::FingerprintMismatch);
-  EXPECT_EQ(messageFingerprint(word), 0xabcdef01u);
-  EXPECT_EQ(messageBytes(word), 40u);
+  EXPECT_EQ(bulkWaitRecv(f.recv, 48, 0xabcdef02u, &data, g, w, &word), braid::executor::ExecStatus::FingerprintMismatch);
+  EXPECT_EQ(braid::executor::messageFingerprint(word), 0xabcdef01u);
+  EXPECT_EQ(braid::executor::messageBytes(word), 40u);
   EXPECT_EQ(f.recv.seq, 0u);  // nothing consumed
-  EXPECT_EQ(bulkWaitRecv(f.recv, 40, 0xabcdef01u, &data, g, w), ExecStatus::Ok);
+  EXPECT_EQ(bulkWaitRecv(f.recv, 40, 0xabcdef01u, &data, g, w), braid::executor::ExecStatus::Ok);
 }
 
 // LL carries the fingerprint in a header line read before any data line:
 // a receiver of another operation fails at once, even when the message is
 // shorter than the one it expects (no wait for lines that never come).
 TEST(Protocol, LLFingerprintMismatchBeforeData) {
-  TestFifo f(Protocol::LL, 2, 64, 0);
-  HostGroup g;
-  WaitControl w;
+  TestFifo f(braid::executor::Protocol::LL, 2, 64, 0);
+  braid::executor::HostGroup g;
+  braid::executor::WaitControl w;
   w.maxPolls = 1000;
   std::vector<uint32_t> stage(16, 3);
-  ASSERT_EQ(waitCredit(f.send, g, w), ExecStatus::Ok);
+  ASSERT_EQ(waitCredit(f.send, g, w), braid::executor::ExecStatus::Ok);
   llSend(f.send, 4, 0x1111u, stage.data(), g);  // one data line
   uint32_t got = 0;
-  EXPECT_EQ(llRecv(f.recv, 64, 0x2222u, stage.data(), g, w, nullptr, &got), ExecStatus::FingerprintMismatch);
+  EXPECT_EQ(llRecv(f.recv, 64, 0x2222u, stage.data(), g, w, nullptr, &got), braid::executor::ExecStatus::FingerprintMismatch);
   EXPECT_EQ(got, 0x1111u);
   EXPECT_EQ(f.recv.seq, 0u);
-  EXPECT_EQ(llRecv(f.recv, 4, 0x1111u, stage.data(), g, w), ExecStatus::Ok);
+  EXPECT_EQ(llRecv(f.recv, 4, 0x1111u, stage.data(), g, w), braid::executor::ExecStatus::Ok);
 }
 
 // The LL line: data and flag in one 8-byte word.
 TEST(Protocol, LLLinePacking) {
-  const uint64_t v = llLine(0xdeadbeefu, 0x01234567u);
-  EXPECT_EQ(llData(v), 0xdeadbeefu);
-  EXPECT_EQ(llFlag(v), 0x01234567u);
-  EXPECT_EQ(llLinesFor(0), 0u);
-  EXPECT_EQ(llLinesFor(5), 2u);
-  EXPECT_EQ(llMessageLines(5), 3u);  // the header and two data lines
-  EXPECT_EQ(fifoLayout(Protocol::LL, 2, 20).slotStride, 64u);  // 6 lines, padded to a cache line
-  EXPECT_EQ(fifoLayout(Protocol::LL, 2, 32).slotStride, 128u);  // 9 lines
+  const uint64_t v = braid::executor::llLine(0xdeadbeefu, 0x01234567u);
+  EXPECT_EQ(braid::executor::llData(v), 0xdeadbeefu);
+  EXPECT_EQ(braid::executor::llFlag(v), 0x01234567u);
+  EXPECT_EQ(braid::executor::llLinesFor(0), 0u);
+  EXPECT_EQ(braid::executor::llLinesFor(5), 2u);
+  EXPECT_EQ(braid::executor::llMessageLines(5), 3u);  // the header and two data lines
+  EXPECT_EQ(fifoLayout(braid::executor::Protocol::LL, 2, 20).slotStride, 64u);  // 6 lines, padded to a cache line
+  EXPECT_EQ(fifoLayout(braid::executor::Protocol::LL, 2, 32).slotStride, 128u);  // 9 lines
 }
 
 // The reference's arithmetic: check it against the real engine

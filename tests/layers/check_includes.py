@@ -7,7 +7,10 @@ library's sources:
   - it names "<folder>/<path>" of a declared folder (or nccl.h / braid.h);
   - the folder is in the including file's layer or in a layer below it;
   - the folders (src/engine/lanes, transports/tcp, ...) include each other
-    without a cycle, inside a layer as well as across layers.
+    without a cycle, inside a layer as well as across layers;
+  - every file puts its code in its folder's namespace, braid::<folder name>
+    (src/base: braid), and opens another folder's namespace only in a header
+    and only to declare (no function bodies there).
 Exits 1 and lists every violation otherwise.
 
   check_includes.py --manifest build/layers/manifest.txt --root .
@@ -20,6 +23,9 @@ import sys
 import tempfile
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+NAMESPACE_OPEN = re.compile(r'^namespace (braid(?:::\w+)*) \{', re.M)
+FUNCTION_BODY = re.compile(r'\)\s*(?:const\s*)?(?:override\s*)?\{')
+BASE_FOLDER = "src/base"
 PUBLIC_HEADERS = {"nccl.h", "braid.h"}
 SOURCE_SUFFIXES = (".h", ".cc", ".cu", ".cuh", ".inc")
 
@@ -75,6 +81,7 @@ def check(root, layers):
                     continue
                 rel = os.path.relpath(os.path.join(dirpath, f), root)
                 text = open(os.path.join(root, rel), errors="replace").read()
+                problems += namespace_problems(rel, text)
                 for inc in INCLUDE.findall(text):
                     if inc in PUBLIC_HEADERS:
                         continue
@@ -96,6 +103,30 @@ def check(root, layers):
                     if a != b:
                         edges.setdefault(a, {}).setdefault(b, rel + " -> " + target)
     problems += cycles(edges)
+    return problems
+
+
+def own_namespace(rel):
+    """braid::<name of the file's folder>; src/base is braid itself."""
+    folder = os.path.dirname(rel)
+    return "braid" if folder == BASE_FOLDER else "braid::" + os.path.basename(folder)
+
+
+def namespace_problems(rel, text):
+    own = own_namespace(rel)
+    opened = list(NAMESPACE_OPEN.finditer(text))
+    problems = []
+    if opened and not any(m.group(1) == own or m.group(1).startswith(own + "::") for m in opened):
+        problems.append(f"{rel}: its code is not in its folder's namespace {own}")
+    for m in opened:
+        name = m.group(1)
+        if name == own or name.startswith(own + "::"):
+            continue
+        close = text.find("}  // namespace " + name, m.end())
+        block = text[m.end():close if close >= 0 else len(text)]
+        if not rel.endswith(".h") or FUNCTION_BODY.search(block):
+            problems.append(f"{rel}: opens namespace {name}, which is not its folder's ({own}); "
+                            f"only a header may, and only to declare")
     return problems
 
 
@@ -144,6 +175,12 @@ def self_test():
             "src/high/x/d.h": '#include "high/y/e.h"\n',       # cycle x <-> y
             "src/high/y/e.h": '#include "high/x/d.h"\n',
             "src/high/f.cc": '#include "../low/a.h"\n#include "nccl.h"\n',  # not "<folder>/..."
+            "src/high/g.cc": 'namespace braid::high {\n}  // namespace braid::high\n',
+            "src/high/x/h.h": 'namespace braid::y {\nstruct E;\n}  // namespace braid::y\n'
+                              'namespace braid::x {\n}  // namespace braid::x\n',  # declares only: fine
+            "src/high/x/i.cc": 'namespace braid::high {\nint f() { return 1; }\n}  // namespace braid::high\n',
+            "src/low/j.h": 'namespace braid::low {\n}  // namespace braid::low\n'
+                           'namespace braid::high {\nint g() { return 2; }\n}  // namespace braid::high\n',
         }
         for rel, text in files.items():
             os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
@@ -151,7 +188,10 @@ def self_test():
         layers = {"low": {"dirs": ["src/low"], "deps": []}, "high": {"dirs": ["src/high"], "deps": ["low"]}}
         found = check(root, layers)
         expected = ["src/low/b.h (layer low) includes src/high/c.h", "include cycle among src/high/x, src/high/y",
-                    'src/high/f.cc: #include "../low/a.h" does not name a layer folder']
+                    'src/high/f.cc: #include "../low/a.h" does not name a layer folder',
+                    "src/high/x/i.cc: its code is not in its folder's namespace braid::x",
+                    "src/high/x/i.cc: opens namespace braid::high",
+                    "src/low/j.h: opens namespace braid::high"]
         missing = [e for e in expected if not any(p.startswith(e) for p in found)]
         if missing or len(found) != len(expected):
             print("self-test FAILED: expected", expected, "got", found)
@@ -160,11 +200,14 @@ def self_test():
         open(os.path.join(root, "src/low/b.h"), "w").write("\n")
         for rel in ("src/high/x/d.h", "src/high/f.cc"):
             open(os.path.join(root, rel), "w").write('#include "low/a.h"\n')
+        for rel in ("src/high/x/i.cc", "src/low/j.h"):
+            os.remove(os.path.join(root, rel))
         found = check(root, layers)
         if found:
             print("self-test FAILED: a clean tree reported", found)
             return 1
-    print("self-test passed: an upward include, a folder cycle and a relative include are caught")
+    print("self-test passed: an upward include, a folder cycle, a relative include and code in another "
+          "folder's namespace are caught")
     return 0
 
 
@@ -181,9 +224,9 @@ def main():
     for line in problems:
         print(line)
     if problems:
-        print(f"{len(problems)} include(s) break the layers declared in CMakeLists.txt")
+        print(f"{len(problems)} problem(s) with the layers declared in CMakeLists.txt")
         return 1
-    print(f"include graph: {len(layers)} layers, one-way, no folder cycle")
+    print(f"include graph: {len(layers)} layers, one-way, no folder cycle; every file in its folder's namespace")
     return 0
 
 

@@ -26,7 +26,7 @@
 
 namespace {
 
-namespace rep = braid::reproducible;
+namespace rep = braid::core::reproducible;
 
 constexpr size_t kCount = 1031;  // five blocks, the last one short
 constexpr int kMaxRanks = 8;
@@ -53,8 +53,8 @@ template <class T>
 std::vector<T> convert(const std::vector<float>& v, ncclDataType_t type) {
   std::vector<T> out(v.size());
   for (size_t i = 0; i < v.size(); ++i) {
-    if constexpr (std::is_same_v<T, braid::Half>) out[i] = braid::toHalf(v[i]);
-    else if constexpr (std::is_same_v<T, braid::BFloat16>) out[i] = braid::toBFloat16(v[i]);
+    if constexpr (std::is_same_v<T, braid::reduce::Half>) out[i] = braid::reduce::toHalf(v[i]);
+    else if constexpr (std::is_same_v<T, braid::reduce::BFloat16>) out[i] = braid::reduce::toBFloat16(v[i]);
     else out[i] = T(v[i]);
   }
   (void)type;
@@ -78,7 +78,7 @@ std::vector<unsigned char> reference(const std::vector<std::vector<unsigned char
     rep::specialCodes(c.data(), type, all, codes.data());
     for (size_t i = 0; i < all; ++i) sums[i] += fixed[i], codeSums[i] += codes[i];
   }
-  std::vector<unsigned char> out(results * braid::typeSize(type));
+  std::vector<unsigned char> out(results * braid::reduce::typeSize(type));
   rep::fromFixed(sums.data() + first, codeSums.data() + first, type, results, first, words.data(), n, divisor,
                  out.data());
   return out;
@@ -103,12 +103,12 @@ std::vector<int> holdings(const Config& c) {
 }
 
 std::vector<unsigned char> bytesOf(const std::vector<float>& v, ncclDataType_t type) {
-  std::vector<unsigned char> out(v.size() * braid::typeSize(type));
+  std::vector<unsigned char> out(v.size() * braid::reduce::typeSize(type));
   switch (type) {
     case ncclFloat32: std::memcpy(out.data(), v.data(), out.size()); break;
     case ncclFloat64: { auto d = convert<double>(v, type); std::memcpy(out.data(), d.data(), out.size()); break; }
-    case ncclFloat16: { auto h = convert<braid::Half>(v, type); std::memcpy(out.data(), h.data(), out.size()); break; }
-    default: { auto b = convert<braid::BFloat16>(v, type); std::memcpy(out.data(), b.data(), out.size()); break; }
+    case ncclFloat16: { auto h = convert<braid::reduce::Half>(v, type); std::memcpy(out.data(), h.data(), out.size()); break; }
+    default: { auto b = convert<braid::reduce::BFloat16>(v, type); std::memcpy(out.data(), b.data(), out.size()); break; }
   }
   return out;
 }

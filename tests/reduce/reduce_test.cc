@@ -129,17 +129,17 @@ const RefRounder& rounderFor(const Spec& s) {
 }
 
 uint32_t implFromFloat(const Spec& s, float f) {
-  if (s.m == 10) return toHalf(f).bits;
-  if (s.m == 7) return toBFloat16(f).bits;
-  if (s.m == 3) return toFp8E4M3(f).bits;
-  return toFp8E5M2(f).bits;
+  if (s.m == 10) return reduce::toHalf(f).bits;
+  if (s.m == 7) return reduce::toBFloat16(f).bits;
+  if (s.m == 3) return reduce::toFp8E4M3(f).bits;
+  return reduce::toFp8E5M2(f).bits;
 }
 
 float implToFloat(const Spec& s, uint32_t c) {
-  if (s.m == 10) return toFloat(Half{uint16_t(c)});
-  if (s.m == 7) return toFloat(BFloat16{uint16_t(c)});
-  if (s.m == 3) return toFloat(Fp8E4M3{uint8_t(c)});
-  return toFloat(Fp8E5M2{uint8_t(c)});
+  if (s.m == 10) return toFloat(reduce::Half{uint16_t(c)});
+  if (s.m == 7) return toFloat(reduce::BFloat16{uint16_t(c)});
+  if (s.m == 3) return toFloat(reduce::Fp8E4M3{uint8_t(c)});
+  return toFloat(reduce::Fp8E5M2{uint8_t(c)});
 }
 
 float floatFromBits(uint32_t u) {
@@ -244,23 +244,23 @@ TEST(Numeric, Fp8E5M2MatchesReference) { checkFormatAgainstReference(kE5M2Spec, 
 
 TEST(Numeric, Fp8SaturationFacts) {
   const float inf = std::numeric_limits<float>::infinity();
-  EXPECT_EQ(toFp8E4M3(448.0f).bits, 0x7e);
-  EXPECT_EQ(toFp8E4M3(463.9f).bits, 0x7e);
-  EXPECT_EQ(toFp8E4M3(464.0f).bits, 0x7e);  // tie with 480 (the NaN code) goes to even 448
-  EXPECT_EQ(toFp8E4M3(1e6f).bits, 0x7e);
-  EXPECT_EQ(toFp8E4M3(inf).bits, 0x7e);
-  EXPECT_EQ(toFp8E4M3(-inf).bits, 0xfe);
-  EXPECT_EQ(toFp8E5M2(57344.0f).bits, 0x7b);
-  EXPECT_EQ(toFp8E5M2(61440.0f).bits, 0x7b);
-  EXPECT_EQ(toFp8E5M2(inf).bits, 0x7b);
-  EXPECT_EQ(toFp8E5M2(-inf).bits, 0xfb);
-  EXPECT_EQ(toFp8E5M2(std::nanf("")).bits, 0x7f);
-  EXPECT_EQ(toFp8E4M3(-std::nanf("")).bits, 0x7f);
-  EXPECT_TRUE(std::isinf(toFloat(Fp8E5M2{0x7c})));  // e5m2 can still hold inf as input
-  EXPECT_TRUE(std::isnan(toFloat(Fp8E4M3{0xff})));
-  EXPECT_EQ(toHalf(65520.0f).bits, 0x7c00);  // float16 overflows to inf instead
-  EXPECT_EQ(toHalf(65519.99f).bits, 0x7bff);
-  EXPECT_EQ(toBFloat16(std::numeric_limits<float>::max()).bits, 0x7f80);
+  EXPECT_EQ(reduce::toFp8E4M3(448.0f).bits, 0x7e);
+  EXPECT_EQ(reduce::toFp8E4M3(463.9f).bits, 0x7e);
+  EXPECT_EQ(reduce::toFp8E4M3(464.0f).bits, 0x7e);  // tie with 480 (the NaN code) goes to even 448
+  EXPECT_EQ(reduce::toFp8E4M3(1e6f).bits, 0x7e);
+  EXPECT_EQ(reduce::toFp8E4M3(inf).bits, 0x7e);
+  EXPECT_EQ(reduce::toFp8E4M3(-inf).bits, 0xfe);
+  EXPECT_EQ(reduce::toFp8E5M2(57344.0f).bits, 0x7b);
+  EXPECT_EQ(reduce::toFp8E5M2(61440.0f).bits, 0x7b);
+  EXPECT_EQ(reduce::toFp8E5M2(inf).bits, 0x7b);
+  EXPECT_EQ(reduce::toFp8E5M2(-inf).bits, 0xfb);
+  EXPECT_EQ(reduce::toFp8E5M2(std::nanf("")).bits, 0x7f);
+  EXPECT_EQ(reduce::toFp8E4M3(-std::nanf("")).bits, 0x7f);
+  EXPECT_TRUE(std::isinf(toFloat(reduce::Fp8E5M2{0x7c})));  // e5m2 can still hold inf as input
+  EXPECT_TRUE(std::isnan(toFloat(reduce::Fp8E4M3{0xff})));
+  EXPECT_EQ(reduce::toHalf(65520.0f).bits, 0x7c00);  // float16 overflows to inf instead
+  EXPECT_EQ(reduce::toHalf(65519.99f).bits, 0x7bff);
+  EXPECT_EQ(reduce::toBFloat16(std::numeric_limits<float>::max()).bits, 0x7f80);
 }
 
 TEST(Numeric, Float16MatchesCompilerFloat16) {
@@ -271,7 +271,7 @@ TEST(Numeric, Float16MatchesCompilerFloat16) {
     const uint16_t bits = uint16_t(c);
     std::memcpy(&h, &bits, sizeof h);
     const float want = float(h);
-    const float got = toFloat(Half{bits});
+    const float got = toFloat(reduce::Half{bits});
     if (std::isnan(want)) {
       ASSERT_TRUE(std::isnan(got));
     } else {
@@ -283,7 +283,7 @@ TEST(Numeric, Float16MatchesCompilerFloat16) {
     const _Float16 h = _Float16(f);
     uint16_t want;
     std::memcpy(&want, &h, sizeof want);
-    const uint16_t got = toHalf(f).bits;
+    const uint16_t got = reduce::toHalf(f).bits;
     if (std::isnan(f)) {
       ASSERT_TRUE(kHalfSpec.isNaN(got));
     } else {
@@ -347,8 +347,8 @@ struct Elt {
 
 Elt load(ncclDataType_t t, const uint8_t* p) {
   Elt e;
-  const size_t n = typeSize(t);
-  if (isFloatingType(t)) {
+  const size_t n = reduce::typeSize(t);
+  if (reduce::isFloatingType(t)) {
     if (t == ncclFloat32) {
       float f;
       std::memcpy(&f, p, 4);
@@ -371,13 +371,13 @@ Elt load(ncclDataType_t t, const uint8_t* p) {
 
 // Stores v rounded (floating) or truncated (integer) to the type.
 void store(ncclDataType_t t, Elt v, uint8_t* p) {
-  const size_t n = typeSize(t);
+  const size_t n = reduce::typeSize(t);
   if (t == ncclFloat32) {
     const float f = float(v.f);  // one correct rounding from double
     std::memcpy(p, &f, 4);
   } else if (t == ncclFloat64) {
     std::memcpy(p, &v.f, 8);
-  } else if (isFloatingType(t)) {
+  } else if (reduce::isFloatingType(t)) {
     const uint32_t c = rounderFor(*specOf(t)).round(v.f);
     std::memcpy(p, &c, n);
   } else {
@@ -395,7 +395,7 @@ enum class Base { Sum, Prod, Max, Min };
 
 Elt refCombine(ncclDataType_t t, Base op, Elt a, Elt b) {
   Elt r;
-  const bool fl = isFloatingType(t);
+  const bool fl = reduce::isFloatingType(t);
   switch (op) {
     case Base::Sum:
       if (fl) r.f = a.f + b.f; else r.i = a.i + b.i;
@@ -430,27 +430,27 @@ Elt refDivide(ncclDataType_t t, Elt x, uint64_t n) {
 }
 
 bool sameElt(ncclDataType_t t, const uint8_t* got, const uint8_t* want) {
-  if (isFloatingType(t)) {
+  if (reduce::isFloatingType(t)) {
     const Elt g = load(t, got), w = load(t, want);
     if (std::isnan(w.f) || std::isnan(g.f)) return std::isnan(w.f) && std::isnan(g.f);
   }
-  return std::memcmp(got, want, typeSize(t)) == 0;
+  return std::memcmp(got, want, reduce::typeSize(t)) == 0;
 }
 
 std::string describe(ncclDataType_t t, const uint8_t* p) {
   const Elt e = load(t, p);
-  return isFloatingType(t) ? std::to_string(e.f) : std::to_string(int64_t(e.i));
+  return reduce::isFloatingType(t) ? std::to_string(e.f) : std::to_string(int64_t(e.i));
 }
 
 // Random data: integers over their whole range (so sums wrap), floats mostly in
 // a modest range with a sprinkle of zeros, huge values, infinities and NaNs.
 std::vector<uint8_t> randomData(ncclDataType_t t, size_t count, std::mt19937_64& rng) {
-  const size_t n = typeSize(t);
+  const size_t n = reduce::typeSize(t);
   std::vector<uint8_t> out(count * n);
   for (size_t i = 0; i < count; ++i) {
     uint8_t* p = &out[i * n];
     const uint64_t r = rng();
-    if (!isFloatingType(t)) {
+    if (!reduce::isFloatingType(t)) {
       std::memcpy(p, &r, n);
       continue;
     }
@@ -503,7 +503,7 @@ RefOp refOpFor(ncclDataType_t t, const OpCase& oc, int nranks, const uint8_t* pr
     case ncclMax: r.base = Base::Max; break;
     case ncclMin: r.base = Base::Min; break;
     case ncclAvg:
-      if (isFloatingType(t)) {
+      if (reduce::isFloatingType(t)) {
         r.hasScalar = true;
         Elt s;
         // NCCL: 1.0/n in double, narrowed to float first for all but float64.
@@ -528,14 +528,14 @@ Elt refPost(const RefOp& op, Elt x, bool final) {
   return refDivide(op.type, x, op.divisor);
 }
 
-RedOp implOpFor(ncclDataType_t t, const OpCase& oc, int nranks, const uint8_t* premulScalar) {
-  return oc.premul ? makePreMulSum(t, premulScalar) : makeBuiltinOp(oc.op, t, nranks);
+reduce::RedOp implOpFor(ncclDataType_t t, const OpCase& oc, int nranks, const uint8_t* premulScalar) {
+  return oc.premul ? reduce::makePreMulSum(t, premulScalar) : reduce::makeBuiltinOp(oc.op, t, nranks);
 }
 
 std::vector<uint8_t> randomScalar(ncclDataType_t t, std::mt19937_64& rng) {
   std::vector<uint8_t> s(8, 0);
   Elt e;
-  if (isFloatingType(t)) {
+  if (reduce::isFloatingType(t)) {
     e.f = double(int(rng() % 13) - 6) / 4.0 + 0.1;  // not a power of two: rounding happens
   } else {
     e.i = uint64_t(int64_t(rng() % 11) - 5);
@@ -549,41 +549,41 @@ TEST(HostReduce, TypeTable) {
   const char* names[] = {"int8",    "uint8",   "int32",    "uint32",     "int64",     "uint64",
                          "float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
   for (int t = 0; t < 12; ++t) {
-    EXPECT_EQ(typeSize(ncclDataType_t(t)), sizes[t]) << t;
-    EXPECT_STREQ(typeName(ncclDataType_t(t)), names[t]);
-    EXPECT_EQ(isFloatingType(ncclDataType_t(t)), t >= 6) << t;
+    EXPECT_EQ(reduce::typeSize(ncclDataType_t(t)), sizes[t]) << t;
+    EXPECT_STREQ(reduce::typeName(ncclDataType_t(t)), names[t]);
+    EXPECT_EQ(reduce::isFloatingType(ncclDataType_t(t)), t >= 6) << t;
   }
-  EXPECT_EQ(typeSize(ncclDataType_t(12)), 0u);
-  EXPECT_STREQ(typeName(ncclDataType_t(-1)), "invalid");
-  EXPECT_FALSE(isFloatingType(ncclDataType_t(99)));
+  EXPECT_EQ(reduce::typeSize(ncclDataType_t(12)), 0u);
+  EXPECT_STREQ(reduce::typeName(ncclDataType_t(-1)), "invalid");
+  EXPECT_FALSE(reduce::isFloatingType(ncclDataType_t(99)));
 }
 
 TEST(HostReduce, BuiltinOps) {
-  EXPECT_EQ(makeBuiltinOp(ncclSum, ncclFloat32, 4).kind, RedKind::Sum);
-  EXPECT_EQ(makeBuiltinOp(ncclProd, ncclInt8, 4).kind, RedKind::Prod);
-  EXPECT_EQ(makeBuiltinOp(ncclMax, ncclUint64, 4).kind, RedKind::Max);
-  EXPECT_EQ(makeBuiltinOp(ncclMin, ncclBfloat16, 4).kind, RedKind::Min);
+  EXPECT_EQ(reduce::makeBuiltinOp(ncclSum, ncclFloat32, 4).kind, reduce::RedKind::Sum);
+  EXPECT_EQ(reduce::makeBuiltinOp(ncclProd, ncclInt8, 4).kind, reduce::RedKind::Prod);
+  EXPECT_EQ(reduce::makeBuiltinOp(ncclMax, ncclUint64, 4).kind, reduce::RedKind::Max);
+  EXPECT_EQ(reduce::makeBuiltinOp(ncclMin, ncclBfloat16, 4).kind, reduce::RedKind::Min);
   for (ncclDataType_t t : kAllTypes) {
-    const RedOp op = makeBuiltinOp(ncclAvg, t, 3);
+    const reduce::RedOp op = reduce::makeBuiltinOp(ncclAvg, t, 3);
     EXPECT_EQ(op.type, t);
-    if (isFloatingType(t)) {
-      EXPECT_EQ(op.kind, RedKind::PreMulSum) << typeName(t);
+    if (reduce::isFloatingType(t)) {
+      EXPECT_EQ(op.kind, reduce::RedKind::PreMulSum) << reduce::typeName(t);
       Elt s;
       s.f = t == ncclFloat64 ? 1.0 / 3 : double(float(1.0 / 3));
       uint8_t want[8] = {};
       store(t, s, want);
-      EXPECT_EQ(std::memcmp(op.scalar, want, typeSize(t)), 0) << typeName(t);
+      EXPECT_EQ(std::memcmp(op.scalar, want, reduce::typeSize(t)), 0) << reduce::typeName(t);
     } else {
-      EXPECT_EQ(op.kind, RedKind::SumPostDiv) << typeName(t);
+      EXPECT_EQ(op.kind, reduce::RedKind::SumPostDiv) << reduce::typeName(t);
       EXPECT_EQ(op.divisor, 3u);
     }
   }
   const double d = 2.5;
-  const RedOp pm = makePreMulSum(ncclFloat64, &d);
-  EXPECT_EQ(pm.kind, RedKind::PreMulSum);
+  const reduce::RedOp pm = reduce::makePreMulSum(ncclFloat64, &d);
+  EXPECT_EQ(pm.kind, reduce::RedKind::PreMulSum);
   EXPECT_EQ(std::memcmp(pm.scalar, &d, 8), 0);
   const uint16_t h = 0x3c00;
-  const RedOp pmh = makePreMulSum(ncclFloat16, &h);
+  const reduce::RedOp pmh = reduce::makePreMulSum(ncclFloat16, &h);
   EXPECT_EQ(pmh.scalar[0], 0x00);
   EXPECT_EQ(pmh.scalar[1], 0x3c);
   EXPECT_EQ(pmh.scalar[2], 0x00);  // only typeSize bytes are read
@@ -593,9 +593,9 @@ TEST(HostReduce, BuiltinOps) {
 // schedule does (accumulating in place), and compares with the reference.
 void checkFold(ncclDataType_t t, const OpCase& oc, int nranks, size_t count, size_t offset,
                bool fast, std::mt19937_64& rng) {
-  const size_t sz = typeSize(t);
+  const size_t sz = reduce::typeSize(t);
   const std::vector<uint8_t> scalar = randomScalar(t, rng);
-  const RedOp op = implOpFor(t, oc, nranks, scalar.data());
+  const reduce::RedOp op = implOpFor(t, oc, nranks, scalar.data());
   const RefOp ref = refOpFor(t, oc, nranks, scalar.data());
   std::vector<std::vector<uint8_t>> in;
   for (int r = 0; r < nranks; ++r) in.push_back(randomData(t, count + offset, rng));
@@ -618,7 +618,7 @@ void checkFold(ncclDataType_t t, const OpCase& oc, int nranks, size_t count, siz
     uint8_t want[8];
     store(t, e, want);
     ASSERT_TRUE(sameElt(t, accp + i * sz, want))
-        << typeName(t) << " " << oc.name << " nranks " << nranks << " count " << count << " i " << i
+        << reduce::typeName(t) << " " << oc.name << " nranks " << nranks << " count " << count << " i " << i
         << (fast ? " fast paths" : " portable loops")
         << ": got " << describe(t, accp + i * sz) << " want " << describe(t, want);
   }
@@ -650,21 +650,21 @@ INSTANTIATE_TEST_SUITE_P(Paths, HostReducePaths, ::testing::Values(true, false),
 // One hostReduce with every flag combination and every aliasing pattern.
 TEST_P(HostReducePaths, FlagsAndAliasing) {
   const bool fast = GetParam();
-  auto hostReduce = [fast](const RedOp& op, void* dst, const void* a, const void* b, size_t n,
+  auto hostReduce = [fast](const reduce::RedOp& op, void* dst, const void* a, const void* b, size_t n,
                            bool contribution, bool final) {
     reduce::hostReduceWith(op, dst, a, b, n, contribution, final, fast);
   };
-  auto hostCopy = [fast](const RedOp& op, void* dst, const void* src, size_t n, bool contribution,
+  auto hostCopy = [fast](const reduce::RedOp& op, void* dst, const void* src, size_t n, bool contribution,
                          bool final) {
     reduce::hostCopyWith(op, dst, src, n, contribution, final, fast);
   };
   std::mt19937_64 rng(7);
   const size_t count = 1001;
   for (ncclDataType_t t : kAllTypes) {
-    const size_t sz = typeSize(t);
+    const size_t sz = reduce::typeSize(t);
     for (const OpCase& oc : kOps) {
       const std::vector<uint8_t> scalar = randomScalar(t, rng);
-      const RedOp op = implOpFor(t, oc, 3, scalar.data());
+      const reduce::RedOp op = implOpFor(t, oc, 3, scalar.data());
       const RefOp ref = refOpFor(t, oc, 3, scalar.data());
       const std::vector<uint8_t> a = randomData(t, count, rng), b = randomData(t, count, rng);
       for (int flags = 0; flags < 4; ++flags) {
@@ -680,7 +680,7 @@ TEST_P(HostReducePaths, FlagsAndAliasing) {
                              const char* how) {
           for (size_t i = 0; i < count; ++i) {
             ASSERT_TRUE(sameElt(t, &got[i * sz], &w[i * sz]))
-                << typeName(t) << " " << oc.name << " contrib " << contrib << " final " << final
+                << reduce::typeName(t) << " " << oc.name << " contrib " << contrib << " final " << final
                 << " " << how << " i " << i << ": got " << describe(t, &got[i * sz]) << " want "
                 << describe(t, &w[i * sz]);
           }
@@ -712,7 +712,7 @@ TEST_P(HostReducePaths, FlagsAndAliasing) {
       std::vector<uint8_t> self = a;
       hostReduce(op, self.data(), self.data(), self.data(), count, true, false);
       for (size_t i = 0; i < count; ++i) {
-        ASSERT_TRUE(sameElt(t, &self[i * sz], &want[i * sz])) << typeName(t) << " " << oc.name;
+        ASSERT_TRUE(sameElt(t, &self[i * sz], &want[i * sz])) << reduce::typeName(t) << " " << oc.name;
       }
     }
   }
@@ -724,42 +724,42 @@ TEST(HostReduce, PlainCopyIsExactForAllBytes) {
   for (size_t i = 0; i < src.size(); ++i) src[i] = uint8_t(i * 131 + 7);
   for (ncclDataType_t t : kAllTypes) {
     std::fill(dst.begin(), dst.end(), 0);
-    const size_t n = src.size() / typeSize(t);
-    hostCopy(makeBuiltinOp(ncclAvg, t, 4), dst.data(), src.data(), n, false, false);
-    EXPECT_EQ(dst, src) << typeName(t);
+    const size_t n = src.size() / reduce::typeSize(t);
+    hostCopy(reduce::makeBuiltinOp(ncclAvg, t, 4), dst.data(), src.data(), n, false, false);
+    EXPECT_EQ(dst, src) << reduce::typeName(t);
   }
-  hostCopy(makeBuiltinOp(ncclSum, ncclFloat32, 2), nullptr, nullptr, 0, true, true);
-  hostReduce(makeBuiltinOp(ncclSum, ncclFloat32, 2), nullptr, nullptr, nullptr, 0, true, true);
+  hostCopy(reduce::makeBuiltinOp(ncclSum, ncclFloat32, 2), nullptr, nullptr, 0, true, true);
+  hostReduce(reduce::makeBuiltinOp(ncclSum, ncclFloat32, 2), nullptr, nullptr, nullptr, 0, true, true);
 }
 
 TEST(HostReduce, SignedIntegerSpecifics) {
   const int8_t a8[] = {-128, -5, 127, -1, 100, -7};
   const int8_t b8[] = {-1, -6, 1, -128, 100, 0};
   int8_t out8[6];
-  hostReduce(makeBuiltinOp(ncclMax, ncclInt8, 2), out8, a8, b8, 6, true, true);
+  hostReduce(reduce::makeBuiltinOp(ncclMax, ncclInt8, 2), out8, a8, b8, 6, true, true);
   EXPECT_EQ(std::vector<int>(out8, out8 + 6), (std::vector<int>{-1, -5, 127, -1, 100, 0}));
-  hostReduce(makeBuiltinOp(ncclMin, ncclInt8, 2), out8, a8, b8, 6, true, true);
+  hostReduce(reduce::makeBuiltinOp(ncclMin, ncclInt8, 2), out8, a8, b8, 6, true, true);
   EXPECT_EQ(std::vector<int>(out8, out8 + 6), (std::vector<int>{-128, -6, 1, -128, 100, -7}));
-  hostReduce(makeBuiltinOp(ncclSum, ncclInt8, 2), out8, a8, b8, 6, true, true);
+  hostReduce(reduce::makeBuiltinOp(ncclSum, ncclInt8, 2), out8, a8, b8, 6, true, true);
   EXPECT_EQ(std::vector<int>(out8, out8 + 6), (std::vector<int>{127, -11, -128, 127, -56, -7}));
   // Avg truncates toward zero, after the (wrapping) sum.
   const int32_t a32[] = {-7, 7, -1, 5, INT32_MIN};
   const int32_t b32[] = {0, 0, 0, 0, 0};
   int32_t out32[5];
-  hostReduce(makeBuiltinOp(ncclAvg, ncclInt32, 2), out32, a32, b32, 5, true, true);
+  hostReduce(reduce::makeBuiltinOp(ncclAvg, ncclInt32, 2), out32, a32, b32, 5, true, true);
   EXPECT_EQ(std::vector<int32_t>(out32, out32 + 5),
             (std::vector<int32_t>{-3, 3, 0, 2, INT32_MIN / 2}));
   const int64_t a64[] = {INT64_MIN, -9, INT64_MAX};
   const int64_t b64[] = {-1, 0, 1};
   int64_t out64[3];
-  hostReduce(makeBuiltinOp(ncclAvg, ncclInt64, 4), out64, a64, b64, 3, true, true);
+  hostReduce(reduce::makeBuiltinOp(ncclAvg, ncclInt64, 4), out64, a64, b64, 3, true, true);
   EXPECT_EQ(out64[0], INT64_MAX / 4);  // wrapped to INT64_MAX, then divided
   EXPECT_EQ(out64[1], -2);
   EXPECT_EQ(out64[2], INT64_MIN / 4);
   const uint8_t au[] = {255, 3};
   const uint8_t bu[] = {2, 0};
   uint8_t outu[2];
-  hostReduce(makeBuiltinOp(ncclAvg, ncclUint8, 3), outu, au, bu, 2, true, true);
+  hostReduce(reduce::makeBuiltinOp(ncclAvg, ncclUint8, 3), outu, au, bu, 2, true, true);
   EXPECT_EQ(outu[0], 0);  // 257 wraps to 1, 1/3 = 0
   EXPECT_EQ(outu[1], 1);
 }
@@ -769,12 +769,12 @@ TEST(HostReduce, FloatMaxMinIgnoreNaN) {
   const float a[] = {nan, 1.0f, nan, -3.0f};
   const float b[] = {2.0f, nan, nan, -4.0f};
   float out[4];
-  hostReduce(makeBuiltinOp(ncclMax, ncclFloat32, 2), out, a, b, 4, true, true);
+  hostReduce(reduce::makeBuiltinOp(ncclMax, ncclFloat32, 2), out, a, b, 4, true, true);
   EXPECT_EQ(out[0], 2.0f);
   EXPECT_EQ(out[1], 1.0f);
   EXPECT_TRUE(std::isnan(out[2]));
   EXPECT_EQ(out[3], -3.0f);
-  hostReduce(makeBuiltinOp(ncclMin, ncclFloat32, 2), out, a, b, 4, true, true);
+  hostReduce(reduce::makeBuiltinOp(ncclMin, ncclFloat32, 2), out, a, b, 4, true, true);
   EXPECT_EQ(out[0], 2.0f);
   EXPECT_EQ(out[1], 1.0f);
   EXPECT_EQ(out[3], -4.0f);
@@ -782,16 +782,16 @@ TEST(HostReduce, FloatMaxMinIgnoreNaN) {
 
 TEST(HostReduce, NarrowSumRoundsOncePerStep) {
   // 2048 + 1 in float16 is a tie that rounds to even (2048); 2050 + 1 to 2052.
-  const Half a[] = {toHalf(2048.0f), toHalf(2050.0f)};
-  const Half b[] = {toHalf(1.0f), toHalf(1.0f)};
-  Half out[2];
-  hostReduce(makeBuiltinOp(ncclSum, ncclFloat16, 2), out, a, b, 2, true, true);
-  EXPECT_EQ(toFloat(out[0]), 2048.0f);
-  EXPECT_EQ(toFloat(out[1]), 2052.0f);
+  const reduce::Half a[] = {reduce::toHalf(2048.0f), reduce::toHalf(2050.0f)};
+  const reduce::Half b[] = {reduce::toHalf(1.0f), reduce::toHalf(1.0f)};
+  reduce::Half out[2];
+  hostReduce(reduce::makeBuiltinOp(ncclSum, ncclFloat16, 2), out, a, b, 2, true, true);
+  EXPECT_EQ(reduce::toFloat(out[0]), 2048.0f);
+  EXPECT_EQ(reduce::toFloat(out[1]), 2052.0f);
   // fp8 e4m3 sums saturate instead of becoming NaN.
-  const Fp8E4M3 c[] = {toFp8E4M3(448.0f)};
-  Fp8E4M3 o8[1];
-  hostReduce(makeBuiltinOp(ncclSum, ncclFloat8e4m3, 2), o8, c, c, 1, true, true);
+  const reduce::Fp8E4M3 c[] = {reduce::toFp8E4M3(448.0f)};
+  reduce::Fp8E4M3 o8[1];
+  hostReduce(reduce::makeBuiltinOp(ncclSum, ncclFloat8e4m3, 2), o8, c, c, 1, true, true);
   EXPECT_EQ(o8[0].bits, 0x7e);
 }
 

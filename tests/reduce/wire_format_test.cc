@@ -14,38 +14,38 @@
 namespace braid {
 namespace {
 
-const WireType kTypes[] = {WireType::BFloat16, WireType::Float16, WireType::Fp8E4M3, WireType::Fp8E5M2};
+const reduce::WireType kTypes[] = {reduce::WireType::BFloat16, reduce::WireType::Float16, reduce::WireType::Fp8E4M3, reduce::WireType::Fp8E5M2};
 
 // u and q of the header comment: relative and (over the group's largest) absolute error.
-double unitRoundoff(WireType w) {
+double unitRoundoff(reduce::WireType w) {
   switch (w) {
-    case WireType::BFloat16: return std::ldexp(1.0, -8);
-    case WireType::Float16: return std::ldexp(1.0, -11);
-    case WireType::Fp8E4M3: return std::ldexp(1.0, -4);
+    case reduce::WireType::BFloat16: return std::ldexp(1.0, -8);
+    case reduce::WireType::Float16: return std::ldexp(1.0, -11);
+    case reduce::WireType::Fp8E4M3: return std::ldexp(1.0, -4);
     default: return std::ldexp(1.0, -3);
   }
 }
-double floorOverLargest(WireType w) {
+double floorOverLargest(reduce::WireType w) {
   switch (w) {
-    case WireType::Float16: return std::ldexp(1.0, -24) / 65504;
-    case WireType::Fp8E4M3: return std::ldexp(1.0, -9) / 448;
-    case WireType::Fp8E5M2: return std::ldexp(1.0, -16) / 57344;
+    case reduce::WireType::Float16: return std::ldexp(1.0, -24) / 65504;
+    case reduce::WireType::Fp8E4M3: return std::ldexp(1.0, -9) / 448;
+    case reduce::WireType::Fp8E5M2: return std::ldexp(1.0, -16) / 57344;
     default: return 0;
   }
 }
 
-std::vector<float> roundTrip(WireType w, const std::vector<float>& v) {
+std::vector<float> roundTrip(reduce::WireType w, const std::vector<float>& v) {
   std::vector<uint8_t> msg(wireBytes(w, v.size()));
   std::vector<float> out(v.size());
-  for (uint64_t g = 0; g < wireGroups(v.size()); ++g) {
-    const uint32_t n = uint32_t(std::min<uint64_t>(kWireGroup, v.size() - g * kWireGroup));
-    wireEncodeGroup(w, v.data() + g * kWireGroup, n, wireCodesOf(w, msg.data(), v.size(), g),
-                    wireHeaderOf(msg.data(), g));
+  for (uint64_t g = 0; g < reduce::wireGroups(v.size()); ++g) {
+    const uint32_t n = uint32_t(std::min<uint64_t>(reduce::kWireGroup, v.size() - g * reduce::kWireGroup));
+    wireEncodeGroup(w, v.data() + g * reduce::kWireGroup, n, wireCodesOf(w, msg.data(), v.size(), g),
+                    reduce::wireHeaderOf(msg.data(), g));
   }
-  for (uint64_t g = 0; g < wireGroups(v.size()); ++g) {
-    const uint32_t n = uint32_t(std::min<uint64_t>(kWireGroup, v.size() - g * kWireGroup));
-    wireDecodeGroup(w, wireCodesOf(w, msg.data(), v.size(), g), wireHeaderOf(msg.data(), g), n,
-                    out.data() + g * kWireGroup);
+  for (uint64_t g = 0; g < reduce::wireGroups(v.size()); ++g) {
+    const uint32_t n = uint32_t(std::min<uint64_t>(reduce::kWireGroup, v.size() - g * reduce::kWireGroup));
+    wireDecodeGroup(w, wireCodesOf(w, msg.data(), v.size(), g), reduce::wireHeaderOf(msg.data(), g), n,
+                    out.data() + g * reduce::kWireGroup);
   }
   return out;
 }
@@ -57,12 +57,12 @@ uint32_t bitsOf(float f) {
 }
 
 TEST(WireFormat, MessageSizes) {
-  EXPECT_EQ(wireBytes(WireType::BFloat16, 100), 200u);
-  EXPECT_EQ(wireBytes(WireType::Float16, 100), 16u + 200u);      // 4 groups: 8 header bytes, padded
-  EXPECT_EQ(wireBytes(WireType::Fp8E4M3, 64), 16u + 64u);
-  EXPECT_EQ(wireBytes(WireType::Fp8E5M2, 1 << 20), 65536u + (1u << 20));  // 2 bytes per 32 values
-  EXPECT_EQ(wireBytes(WireType::Fp8E4M3, 0), 0u);
-  EXPECT_EQ(wireBytes(WireType::None, 10), 40u);
+  EXPECT_EQ(wireBytes(reduce::WireType::BFloat16, 100), 200u);
+  EXPECT_EQ(wireBytes(reduce::WireType::Float16, 100), 16u + 200u);      // 4 groups: 8 header bytes, padded
+  EXPECT_EQ(wireBytes(reduce::WireType::Fp8E4M3, 64), 16u + 64u);
+  EXPECT_EQ(wireBytes(reduce::WireType::Fp8E5M2, 1 << 20), 65536u + (1u << 20));  // 2 bytes per 32 values
+  EXPECT_EQ(wireBytes(reduce::WireType::Fp8E4M3, 0), 0u);
+  EXPECT_EQ(wireBytes(reduce::WireType::None, 10), 40u);
 }
 
 // Values spread over 2^-40 .. 2^40 within a message, each group's largest
@@ -76,7 +76,7 @@ TEST(WireFormat, EveryValueWithinTheStatedBound) {
     v[i] = std::ldexp(rng() % 2 ? mant : -mant, groupExp - int(rng() % 12));
     if (rng() % 9 == 0) v[i] = 0;
   }
-  for (WireType w : kTypes) {
+  for (reduce::WireType w : kTypes) {
     SCOPED_TRACE(wireTypeName(w));
     const std::vector<float> r = roundTrip(w, v);
     for (size_t g = 0; g * 32 < v.size(); ++g) {
@@ -98,8 +98,8 @@ TEST(WireFormat, EveryValueWithinTheStatedBound) {
 TEST(WireFormat, SmallValuesAreScaledNotFlushed) {
   std::vector<float> v(64);
   for (size_t i = 0; i < v.size(); ++i) v[i] = std::ldexp(float(int(i % 15) - 7), -30 - int(i / 32) * 60);
-  for (WireType w : kTypes) {
-    if (w == WireType::Fp8E5M2) continue;  // 2 mantissa bits: 5 and 7 round
+  for (reduce::WireType w : kTypes) {
+    if (w == reduce::WireType::Fp8E5M2) continue;  // 2 mantissa bits: 5 and 7 round
     SCOPED_TRACE(wireTypeName(w));
     EXPECT_EQ(roundTrip(w, v), v);
   }
@@ -114,7 +114,7 @@ TEST(WireFormat, NarrowingANarrowedValueChangesNothing) {
   std::mt19937 rng(3);
   std::vector<float> v(32 * 40);
   for (float& x : v) x = std::ldexp(float(int(rng() % 2001) - 1000) / 1000.0f, int(rng() % 40) - 20);
-  for (WireType w : kTypes) {
+  for (reduce::WireType w : kTypes) {
     SCOPED_TRACE(wireTypeName(w));
     const std::vector<float> once = roundTrip(w, v);
     EXPECT_EQ(roundTrip(w, once), once);
@@ -126,7 +126,7 @@ TEST(WireFormat, NarrowingANarrowedValueChangesNothing) {
 
 TEST(WireFormat, NonFiniteValuesStayWhatTheyAre) {
   const float inf = INFINITY;
-  for (WireType w : kTypes) {
+  for (reduce::WireType w : kTypes) {
     SCOPED_TRACE(wireTypeName(w));
     std::vector<float> v(40, 1.5f);
     v[3] = inf;
@@ -150,7 +150,7 @@ TEST(WireFormat, NonFiniteValuesStayWhatTheyAre) {
 TEST(WireFormat, FiniteValuesNeverBecomeInfinite) {
   const float big = std::nextafter(3.4028235e38f, 0.0f);
   std::vector<float> v = {big, -big, 3.39e38f, 1e38f, 1.0f};
-  for (WireType w : kTypes) {
+  for (reduce::WireType w : kTypes) {
     SCOPED_TRACE(wireTypeName(w));
     for (float r : roundTrip(w, v)) EXPECT_TRUE(std::isfinite(r)) << r;
     const std::vector<float> r = roundTrip(w, v);
@@ -164,13 +164,13 @@ TEST(WireFormat, FiniteValuesNeverBecomeInfinite) {
 TEST(WireFormat, AnE4M3GroupWithAnInfinitySwitchesToE5M2Alone) {
   std::vector<float> v(64, 1.0f + 1.0f / 8);  // exact in e4m3, rounds in e5m2
   v[40] = INFINITY;
-  std::vector<uint8_t> msg(wireBytes(WireType::Fp8E4M3, v.size()));
+  std::vector<uint8_t> msg(wireBytes(reduce::WireType::Fp8E4M3, v.size()));
   for (uint64_t g = 0; g < 2; ++g)
-    wireEncodeGroup(WireType::Fp8E4M3, v.data() + g * 32, 32, wireCodesOf(WireType::Fp8E4M3, msg.data(), 64, g),
-                    wireHeaderOf(msg.data(), g));
+    wireEncodeGroup(reduce::WireType::Fp8E4M3, v.data() + g * 32, 32, wireCodesOf(reduce::WireType::Fp8E4M3, msg.data(), 64, g),
+                    reduce::wireHeaderOf(msg.data(), g));
   EXPECT_EQ(msg[1], 0);                // group 0: e4m3
-  EXPECT_EQ(msg[3], kWireGroupSlow | kWireGroupE5M2);   // group 1: e5m2
-  const std::vector<float> r = roundTrip(WireType::Fp8E4M3, v);
+  EXPECT_EQ(msg[3], reduce::kWireGroupSlow | reduce::kWireGroupE5M2);   // group 1: e5m2
+  const std::vector<float> r = roundTrip(reduce::WireType::Fp8E4M3, v);
   EXPECT_EQ(r[0], 1.125f);
   EXPECT_EQ(r[40], INFINITY);
   EXPECT_NE(r[41], 1.125f);  // e5m2 has two mantissa bits
@@ -181,14 +181,14 @@ TEST(WireFormat, TheGroupsLargestLandsInTheTopBinade) {
   for (int k : {-140, -100, -3, 0, 5, 100, 119}) {
     std::vector<float> v(32, 0.0f);
     v[0] = std::ldexp(448.0f, k);
-    std::vector<uint8_t> msg(wireBytes(WireType::Fp8E4M3, 32));
-    wireEncodeGroup(WireType::Fp8E4M3, v.data(), 32, wireCodesOf(WireType::Fp8E4M3, msg.data(), 32, 0),
+    std::vector<uint8_t> msg(wireBytes(reduce::WireType::Fp8E4M3, 32));
+    wireEncodeGroup(reduce::WireType::Fp8E4M3, v.data(), 32, wireCodesOf(reduce::WireType::Fp8E4M3, msg.data(), 32, 0),
                     msg.data());
     if (k >= -128 + 0 && std::isnormal(v[0])) {
       EXPECT_EQ(int(int8_t(msg[0])), k) << k;
       EXPECT_EQ(msg[16], 0x7e) << k;  // e4m3's largest finite
     }
-    EXPECT_EQ(bitsOf(roundTrip(WireType::Fp8E4M3, v)[0]), bitsOf(v[0])) << k;
+    EXPECT_EQ(bitsOf(roundTrip(reduce::WireType::Fp8E4M3, v)[0]), bitsOf(v[0])) << k;
   }
 }
 
@@ -203,26 +203,26 @@ void expectFastPathMatches(float largest) {
     if ((bits & 0x7fffffffu) > top) return;  // past the largest finite (or a wrapped 0 - 1)
     float x;
     std::memcpy(&x, &bits, 4);
-    for (float y : {x, -x}) ASSERT_EQ(wire::encodeFinite<F>(y), numeric::fromFloat<F>(y)) << y;
+    for (float y : {x, -x}) ASSERT_EQ(reduce::wire::encodeFinite<F>(y), reduce::numeric::fromFloat<F>(y)) << y;
   };
   for (uint32_t b = 0; b <= top; b += 97) check(b);
   for (uint32_t code = 0; code <= F::kMaxFinite; ++code) {
-    const float v = numeric::toFloat<F>(code);
-    ASSERT_EQ(bitsOf(wire::decodeFinite<F>(code)), bitsOf(v)) << code;
-    ASSERT_EQ(bitsOf(wire::decodeFinite<F>(code | F::kSign)), bitsOf(-v)) << code;
+    const float v = reduce::numeric::toFloat<F>(code);
+    ASSERT_EQ(bitsOf(reduce::wire::decodeFinite<F>(code)), bitsOf(v)) << code;
+    ASSERT_EQ(bitsOf(reduce::wire::decodeFinite<F>(code | F::kSign)), bitsOf(-v)) << code;
     const uint32_t vb = bitsOf(v);
     for (uint32_t near : {vb - 1, vb, vb + 1}) check(near);
     if (code < F::kMaxFinite) {  // the tie halfway to the next code
-      const float mid = (v + numeric::toFloat<F>(code + 1)) / 2;
+      const float mid = (v + reduce::numeric::toFloat<F>(code + 1)) / 2;
       for (uint32_t near : {bitsOf(mid) - 1, bitsOf(mid), bitsOf(mid) + 1}) check(near);
     }
   }
 }
 
 TEST(WireFormat, FastPathGivesTheConvertersCodes) {
-  expectFastPathMatches<numeric::E4M3Format>(448.0f);
-  expectFastPathMatches<numeric::E5M2Format>(57344.0f);
-  expectFastPathMatches<numeric::HalfFormat>(65504.0f);
+  expectFastPathMatches<reduce::numeric::E4M3Format>(448.0f);
+  expectFastPathMatches<reduce::numeric::E5M2Format>(57344.0f);
+  expectFastPathMatches<reduce::numeric::HalfFormat>(65504.0f);
 }
 
 }  // namespace

@@ -182,18 +182,18 @@ static_assert(sizeof(Value) == 12, "keep Value small");
 struct KindTraits {
   bool sends = false, receives = false, readsSrc = false, writesDst = false;
 };
-constexpr int kNumStepKinds = static_cast<int>(StepKind::Copy) + 1;
+constexpr int kNumStepKinds = static_cast<int>(schedule::StepKind::Copy) + 1;
 
 std::array<KindTraits, kNumStepKinds> makeTraits() {
   std::array<KindTraits, kNumStepKinds> t{};
   for (int i = 0; i < kNumStepKinds; ++i) {
-    const StepKind k = static_cast<StepKind>(i);
+    const schedule::StepKind k = static_cast<schedule::StepKind>(i);
     t[i] = {stepSends(k), stepReceives(k), stepReadsSrc(k), stepWritesDst(k)};
   }
   return t;
 }
 const std::array<KindTraits, kNumStepKinds> kTraits = makeTraits();
-const KindTraits& traits(StepKind k) { return kTraits[static_cast<size_t>(k)]; }
+const KindTraits& traits(schedule::StepKind k) { return kTraits[static_cast<size_t>(k)]; }
 
 constexpr uint8_t kContribution = 1, kFinalStep = 2;
 constexpr uint32_t kNoFifo = UINT32_MAX;
@@ -212,8 +212,8 @@ constexpr int kCountShift = 10;
 constexpr uint32_t kMaxNarrowCount = (1u << (32 - kCountShift)) - 1;
 
 struct CStep {
-  StepKind kind = StepKind::Copy;
-  Buffer srcBuf = Buffer::Input, dstBuf = Buffer::Output;
+  schedule::StepKind kind = schedule::StepKind::Copy;
+  schedule::Buffer srcBuf = schedule::Buffer::Input, dstBuf = schedule::Buffer::Output;
   uint8_t flags = 0;
   uint32_t count = 0, srcOff = 0, dstOff = 0;
   uint32_t recvFifo = kNoFifo, sendFifo = kNoFifo;
@@ -221,12 +221,12 @@ struct CStep {
   uint32_t recvWord = 0, sendWord = 0;  // where the FIFO words are in the encoding
 };
 
-uint32_t encodedWords(const Step& st) {
+uint32_t encodedWords(const schedule::Step& st) {
   const KindTraits& t = traits(st.kind);
   return 1 + (st.count > kMaxNarrowCount) + t.readsSrc + t.writesDst + t.receives + t.sends;
 }
 
-void encodeStep(const Step& st, uint32_t recvKey, uint32_t sendKey, std::vector<uint32_t>* code) {
+void encodeStep(const schedule::Step& st, uint32_t recvKey, uint32_t sendKey, std::vector<uint32_t>* code) {
   const KindTraits& t = traits(st.kind);
   const bool wide = st.count > kMaxNarrowCount;
   const uint32_t flags = (st.srcIsContribution ? kContribution : 0) | (st.final ? kFinalStep : 0);
@@ -243,9 +243,9 @@ void encodeStep(const Step& st, uint32_t recvKey, uint32_t sendKey, std::vector<
 CStep decodeStep(const uint32_t* w) {
   CStep s;
   const uint32_t h = w[0];
-  s.kind = static_cast<StepKind>(h & 7);
-  s.srcBuf = static_cast<Buffer>((h >> 3) & 3);
-  s.dstBuf = static_cast<Buffer>((h >> 5) & 3);
+  s.kind = static_cast<schedule::StepKind>(h & 7);
+  s.srcBuf = static_cast<schedule::Buffer>((h >> 3) & 3);
+  s.dstBuf = static_cast<schedule::Buffer>((h >> 5) & 3);
   s.flags = static_cast<uint8_t>((h >> 7) & 3);
   uint32_t n = 1;
   s.count = (h & kWide) ? w[n++] : h >> kCountShift;
@@ -326,8 +326,8 @@ struct alignas(64) FifoRecord {
 };
 static_assert(sizeof(FifoRecord) == 64, "one cache line per FIFO");
 
-const char* laneKindName(LaneKind k) {
-  return k == LaneKind::Channel ? "channel" : k == LaneKind::PeerSend ? "send-to" : "recv-from";
+const char* laneKindName(schedule::LaneKind k) {
+  return k == schedule::LaneKind::Channel ? "channel" : k == schedule::LaneKind::PeerSend ? "send-to" : "recv-from";
 }
 
 template <typename T>
@@ -337,7 +337,7 @@ void release(std::vector<T>* v) {
 
 class Sim {
  public:
-  Sim(const CollShape& shape, const CheckOptions& opts)
+  Sim(const schedule::CollShape& shape, const CheckOptions& opts)
       : base_(shape), opts_(opts), ranks_(std::max(0, shape.nranks)) {}
 
   bool run(CheckStats* stats) {
@@ -364,12 +364,12 @@ class Sim {
   size_t inputSize(int r) const {
     const size_t n = base_.count, p = base_.nranks;
     switch (base_.coll) {
-      case Collective::Broadcast:
+      case schedule::Collective::Broadcast:
         return r == base_.root ? n : 0;
-      case Collective::Scatter:
+      case schedule::Collective::Scatter:
         return r == base_.root ? n * p : 0;
-      case Collective::ReduceScatter:
-      case Collective::AllToAll:
+      case schedule::Collective::ReduceScatter:
+      case schedule::Collective::AllToAll:
         return n * p;
       default:
         return n;
@@ -379,12 +379,12 @@ class Sim {
   size_t outputSize(int r) const {
     const size_t n = base_.count, p = base_.nranks;
     switch (base_.coll) {
-      case Collective::Reduce:
+      case schedule::Collective::Reduce:
         return r == base_.root ? n : 0;
-      case Collective::Gather:
+      case schedule::Collective::Gather:
         return r == base_.root ? n * p : 0;
-      case Collective::AllGather:
-      case Collective::AllToAll:
+      case schedule::Collective::AllGather:
+      case schedule::Collective::AllToAll:
         return n * p;
       default:
         return n;
@@ -396,14 +396,14 @@ class Sim {
     rs->inSize = inputSize(r);
     rs->outSize = outputSize(r);
     const size_t n = base_.count;
-    rs->aliased = opts_.inPlace && rs->inSize > 0 && rs->outSize > 0 && base_.coll != Collective::AllToAll;
+    rs->aliased = opts_.inPlace && rs->inSize > 0 && rs->outSize > 0 && base_.coll != schedule::Collective::AllToAll;
     if (!rs->aliased) {
       rs->user.assign(rs->outSize, Value{});
       return;
     }
     rs->user.assign(std::max(rs->inSize, rs->outSize), Value{});
-    if (rs->inSize > rs->outSize) rs->outBase = (base_.coll == Collective::Scatter ? base_.root : r) * n;
-    if (rs->outSize > rs->inSize) rs->inBase = (base_.coll == Collective::Gather ? base_.root : r) * n;
+    if (rs->inSize > rs->outSize) rs->outBase = (base_.coll == schedule::Collective::Scatter ? base_.root : r) * n;
+    if (rs->outSize > rs->inSize) rs->inBase = (base_.coll == schedule::Collective::Gather ? base_.root : r) * n;
     for (size_t i = 0; i < rs->inSize; ++i) rs->user[rs->inBase + i] = rawInput(r, i);
   }
 
@@ -411,8 +411,8 @@ class Sim {
     return Value{SetTable::interval(r, r + 1), static_cast<uint32_t>(i), static_cast<uint8_t>(kInit | kRaw)};
   }
 
-  size_t bufferSize(const RankState& rs, Buffer b) const {
-    return b == Buffer::Input ? rs.inSize : b == Buffer::Output ? rs.outSize : rs.scratch.size();
+  size_t bufferSize(const RankState& rs, schedule::Buffer b) const {
+    return b == schedule::Buffer::Input ? rs.inSize : b == schedule::Buffer::Output ? rs.outSize : rs.scratch.size();
   }
 
   // A FIFO seen from one end: the other end's rank and the channel, channel
@@ -434,7 +434,7 @@ class Sim {
     os << "rank " << r;
     if (lane < ranks_[r].nlanes) {
       const CLane& l = this->lane(r, lane);
-      os << " lane " << laneKindName(static_cast<LaneKind>(l.kind)) << " " << l.index << " step " << step;
+      os << " lane " << laneKindName(static_cast<schedule::LaneKind>(l.kind)) << " " << l.index << " step " << step;
     }
     return os.str();
   }
@@ -447,25 +447,25 @@ class Sim {
     return n;
   }
 
-  bool checkLane(int r, const Lane& lane) {
-    const bool peer = lane.key.kind != LaneKind::Channel;
-    if (peer ? lane.channel != kPeerChannel : (lane.channel < 0 || lane.channel >= kPeerChannel))
+  bool checkLane(int r, const schedule::Lane& lane) {
+    const bool peer = lane.key.kind != schedule::LaneKind::Channel;
+    if (peer ? lane.channel != schedule::kPeerChannel : (lane.channel < 0 || lane.channel >= schedule::kPeerChannel))
       return fail("rank " + std::to_string(r) + ": lane on channel " + std::to_string(lane.channel) +
                   (peer ? ", peer lanes use kPeerChannel" : ", channel lanes use 0..kPeerChannel-1"));
     if (lane.key.index < 0 || lane.key.index > kMaxLaneIndex)
       return fail("rank " + std::to_string(r) + ": lane index " + std::to_string(lane.key.index) +
                   " out of range 0.." + std::to_string(kMaxLaneIndex));
-    for (const Step& s : lane.steps) {
-      const bool foreign = (lane.key.kind == LaneKind::PeerSend &&
+    for (const schedule::Step& s : lane.steps) {
+      const bool foreign = (lane.key.kind == schedule::LaneKind::PeerSend &&
                             (traits(s.kind).receives || (traits(s.kind).sends && s.sendPeer != lane.key.index))) ||
-                           (lane.key.kind == LaneKind::PeerRecv &&
+                           (lane.key.kind == schedule::LaneKind::PeerRecv &&
                             (traits(s.kind).sends || (traits(s.kind).receives && s.recvPeer != lane.key.index)));
       if (foreign) return fail("rank " + std::to_string(r) + ": a peer lane uses another peer's FIFO");
     }
     return true;
   }
 
-  bool checkStatic(int r, const RankState& rs, const Step& s, size_t lane, size_t step) {
+  bool checkStatic(int r, const RankState& rs, const schedule::Step& s, size_t lane, size_t step) {
     auto bad = [&](const std::string& what) { return fail(where(r, lane, step) + ": " + what); };
     const int p = base_.nranks;
     if (s.count == 0) return bad("an empty step");
@@ -476,12 +476,12 @@ class Sim {
     if (traits(s.kind).sends && (s.sendPeer < 0 || s.sendPeer >= p)) return bad("sends to a rank out of range");
     if (traits(s.kind).receives && (s.recvPeer < 0 || s.recvPeer >= p))
       return bad("receives from a rank out of range");
-    auto inRange = [&](BufferRef ref, const char* what) {
+    auto inRange = [&](schedule::BufferRef ref, const char* what) {
       const size_t size = bufferSize(rs, ref.buffer);
       if (ref.offset <= size && s.count <= size - ref.offset) return true;
       std::ostringstream os;
-      const char* name = ref.buffer == Buffer::Input    ? "input"
-                         : ref.buffer == Buffer::Output ? "output"
+      const char* name = ref.buffer == schedule::Buffer::Input    ? "input"
+                         : ref.buffer == schedule::Buffer::Output ? "output"
                                                         : "scratch";
       os << what << " " << name << "+" << ref.offset << " n=" << s.count << " is outside the buffer of " << size
          << " elements";
@@ -500,22 +500,22 @@ class Sim {
   // Generates the rank's plan (only this rank's is alive at a time), checks
   // what can be checked without running it, and compiles it.
   bool compileRank(int r) {
-    CollShape s = base_;
+    schedule::CollShape s = base_;
     s.rank = r;
-    Plan plan = generatePlan(s);
+    schedule::Plan plan = generatePlan(s);
     if (opts_.mutate) opts_.mutate(r, &plan);
     RankState& rs = ranks_[r];
     setUpBuffers(r, &rs);
     rs.scratch.assign(plan.scratchElems, Value{});
     collectFifoKeys(plan, &rs);
     size_t words = 0;
-    for (const Lane& lane : plan.lanes)
-      for (const Step& st : lane.steps) words += encodedWords(st);
+    for (const schedule::Lane& lane : plan.lanes)
+      for (const schedule::Step& st : lane.steps) words += encodedWords(st);
     if (words > UINT32_MAX) return fail("rank " + std::to_string(r) + ": plan too large for the checker");
     rs.code.reserve(words);
     if (lanes_.size() + plan.lanes.size() > UINT32_MAX) return fail("too many lanes for the checker");
     rs.firstLane = static_cast<uint32_t>(lanes_.size());
-    for (const Lane& lane : plan.lanes)
+    for (const schedule::Lane& lane : plan.lanes)
       if (!compileLane(r, lane)) return false;
     // All ranks' lanes in one array keep those of neighbouring ranks in the
     // same cache lines, which is what the round-robin simulation visits. Most
@@ -527,15 +527,15 @@ class Sim {
   // The rank's distinct FIFO keys per direction, sorted, and where each is in
   // its list (sendAt_, recvAt_). Steps with a peer out of range are left to
   // checkStatic.
-  void collectFifoKeys(const Plan& plan, RankState* rs) {
+  void collectFifoKeys(const schedule::Plan& plan, RankState* rs) {
     auto add = [](std::vector<uint32_t>* keys, uint32_t key) {
       // Runs of one peer are common (rings use one FIFO per direction).
       if (keys->empty() || keys->back() != key) keys->push_back(key);
     };
     auto valid = [&](int peer) { return peer >= 0 && peer < base_.nranks; };
-    for (const Lane& lane : plan.lanes) {
-      if (lane.channel < 0 || lane.channel > kPeerChannel) continue;
-      for (const Step& st : lane.steps) {
+    for (const schedule::Lane& lane : plan.lanes) {
+      if (lane.channel < 0 || lane.channel > schedule::kPeerChannel) continue;
+      for (const schedule::Step& st : lane.steps) {
         if (traits(st.kind).receives && valid(st.recvPeer)) add(&rs->recvKeys, fifoKey(st.recvPeer, lane.channel));
         if (traits(st.kind).sends && valid(st.sendPeer)) add(&rs->sendKeys, fifoKey(st.sendPeer, lane.channel));
       }
@@ -564,9 +564,9 @@ class Sim {
       std::sort(v->begin(), v->end());
   }
 
-  bool distinctLaneKeys(int r, const Plan& plan) {
+  bool distinctLaneKeys(int r, const schedule::Plan& plan) {
     std::vector<uint32_t> byKind[3];
-    for (const Lane& lane : plan.lanes) byKind[static_cast<int>(lane.key.kind)].push_back(lane.key.index);
+    for (const schedule::Lane& lane : plan.lanes) byKind[static_cast<int>(lane.key.kind)].push_back(lane.key.index);
     for (std::vector<uint32_t>& keys : byKind) {
       sortRuns(&keys);
       if (std::adjacent_find(keys.begin(), keys.end()) != keys.end())
@@ -577,7 +577,7 @@ class Sim {
 
   // Compiles the lane's steps, their FIFO words holding the keys' positions in
   // the rank's lists, and proves the FIFO invariant: one lane per FIFO end.
-  bool compileLane(int r, const Lane& lane) {
+  bool compileLane(int r, const schedule::Lane& lane) {
     if (!checkLane(r, lane)) return false;
     RankState& rs = ranks_[r];
     CLane cl;
@@ -588,7 +588,7 @@ class Sim {
     const size_t laneIndex = rs.nlanes++;
     lanes_.push_back(cl);
     for (size_t k = 0; k < lane.steps.size(); ++k) {
-      const Step& st = lane.steps[k];
+      const schedule::Step& st = lane.steps[k];
       if (!checkStatic(r, rs, st, laneIndex, k)) return false;
       uint32_t recvAt = kNoFifo, sendAt = kNoFifo;
       if (traits(st.kind).sends) {
@@ -635,7 +635,7 @@ class Sim {
     fifoRecords_.resize(total);
     orphans_.clear();
     std::vector<uint32_t> cursor(ranks_.size(), 0), sent(ranks_.size(), 0);
-    for (int channel = 0; channel <= kPeerChannel; ++channel)
+    for (int channel = 0; channel <= schedule::kPeerChannel; ++channel)
       for (int q = 0; q < base_.nranks; ++q) {
         const RankState& src = ranks_[q];
         for (uint32_t& i = sent[q]; i < src.sendKeys.size() && keyChannel(src.sendKeys[i]) == channel; ++i)
@@ -695,25 +695,25 @@ class Sim {
 
   // ---- running ----
 
-  Value load(int r, Buffer b, size_t off) const {
+  Value load(int r, schedule::Buffer b, size_t off) const {
     const RankState& rs = ranks_[r];
     switch (b) {
-      case Buffer::Input:
+      case schedule::Buffer::Input:
         return rs.aliased ? rs.user[rs.inBase + off] : rawInput(r, off);
-      case Buffer::Output:
+      case schedule::Buffer::Output:
         return rs.user[rs.outBase + off];
-      case Buffer::Scratch:
+      case schedule::Buffer::Scratch:
         return rs.scratch[off];
     }
     return {};
   }
 
-  void store(int r, Buffer b, size_t off, const Value& v) {
+  void store(int r, schedule::Buffer b, size_t off, const Value& v) {
     RankState& rs = ranks_[r];
-    if (b == Buffer::Scratch)
+    if (b == schedule::Buffer::Scratch)
       rs.scratch[off] = v;
     else
-      rs.user[(b == Buffer::Input ? rs.inBase : rs.outBase) + off] = v;
+      rs.user[(b == schedule::Buffer::Input ? rs.inBase : rs.outBase) + off] = v;
   }
 
   enum class Outcome { Ran, Blocked, Failed };
@@ -975,19 +975,19 @@ class Sim {
       return Value{SetTable::interval(rank, rank + 1), static_cast<uint32_t>(index), kInit};
     };
     switch (base_.coll) {
-      case Collective::AllReduce:
-      case Collective::Reduce:
+      case schedule::Collective::AllReduce:
+      case schedule::Collective::Reduce:
         return Value{full_, static_cast<uint32_t>(i), kInit | kFinal};
-      case Collective::ReduceScatter:
+      case schedule::Collective::ReduceScatter:
         return Value{full_, static_cast<uint32_t>(r * n + i), kInit | kFinal};
-      case Collective::AllGather:
-      case Collective::Gather:
+      case schedule::Collective::AllGather:
+      case schedule::Collective::Gather:
         return one(i / n, i % n);
-      case Collective::Broadcast:
+      case schedule::Collective::Broadcast:
         return one(root, i);
-      case Collective::AllToAll:
+      case schedule::Collective::AllToAll:
         return one(i / n, r * n + i % n);
-      case Collective::Scatter:
+      case schedule::Collective::Scatter:
         return one(root, r * n + i);
       default:
         return {};
@@ -1036,7 +1036,7 @@ class Sim {
     return false;
   }
 
-  CollShape base_;
+  schedule::CollShape base_;
   CheckOptions opts_;
   SetTable sets_;
   SetId full_ = 0;
@@ -1078,7 +1078,7 @@ void keepFreedMemory() {
 
 }  // namespace
 
-std::string describeShape(const CollShape& s) {
+std::string describeShape(const schedule::CollShape& s) {
   std::ostringstream os;
   os << collectiveName(s.coll) << "/" << algorithmName(s.algorithm) << " nranks=" << s.nranks
      << " count=" << s.count << " root=" << s.root << " chunk=" << s.chunkElems << " channels=" << s.nchannels;
@@ -1089,7 +1089,7 @@ std::string describeShape(const CollShape& s) {
   return os.str();
 }
 
-std::string checkCollective(const CollShape& shape, const CheckOptions& opts, CheckStats* stats) {
+std::string checkCollective(const schedule::CollShape& shape, const CheckOptions& opts, CheckStats* stats) {
   keepFreedMemory();
   Sim sim(shape, opts);
   if (sim.run(stats)) return "";

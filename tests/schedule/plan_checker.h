@@ -48,7 +48,7 @@ struct CheckOptions {
   // Run woken lanes last-in first-out (depth first) instead of first-in first-out.
   bool lifo = false;
   // Lets a test break a generated plan to prove the checker notices.
-  std::function<void(int rank, Plan* plan)> mutate;
+  std::function<void(int rank, schedule::Plan* plan)> mutate;
 };
 
 struct CheckStats {
@@ -69,9 +69,9 @@ struct CheckStats {
 
 // Empty string: the plans of all ranks are correct. Otherwise what went wrong.
 // `shape.rank` is ignored: every rank of shape.nranks is generated and run.
-std::string checkCollective(const CollShape& shape, const CheckOptions& opts = {}, CheckStats* stats = nullptr);
+std::string checkCollective(const schedule::CollShape& shape, const CheckOptions& opts = {}, CheckStats* stats = nullptr);
 
 // "AllReduce/Ring nranks=4 count=20 root=0 chunk=2 channels=1"
-std::string describeShape(const CollShape& shape);
+std::string describeShape(const schedule::CollShape& shape);
 
 }  // namespace braid

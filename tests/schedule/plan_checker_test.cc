@@ -12,39 +12,39 @@
 namespace braid {
 namespace {
 
-const Collective kCollectives[] = {
-    Collective::AllReduce, Collective::ReduceScatter, Collective::AllGather, Collective::Broadcast,
-    Collective::Reduce,    Collective::AllToAll,      Collective::Gather,    Collective::Scatter,
+const schedule::Collective kCollectives[] = {
+    schedule::Collective::AllReduce, schedule::Collective::ReduceScatter, schedule::Collective::AllGather, schedule::Collective::Broadcast,
+    schedule::Collective::Reduce,    schedule::Collective::AllToAll,      schedule::Collective::Gather,    schedule::Collective::Scatter,
 };
-const Algorithm kAlgorithms[] = {Algorithm::Ring, Algorithm::Tree, Algorithm::RecursiveDoubling,
-                                 Algorithm::HalvingDoubling, Algorithm::Direct};
+const schedule::Algorithm kAlgorithms[] = {schedule::Algorithm::Ring, schedule::Algorithm::Tree, schedule::Algorithm::RecursiveDoubling,
+                                 schedule::Algorithm::HalvingDoubling, schedule::Algorithm::Direct};
 
 struct Schedule {
-  Algorithm algo;
-  Collective coll;
+  schedule::Algorithm algo;
+  schedule::Collective coll;
 };
 
 // Every (algorithm, collective) pair that has a schedule.
 std::vector<Schedule> allSchedules() {
   std::vector<Schedule> out;
-  for (Algorithm a : kAlgorithms)
-    for (Collective c : kCollectives)
+  for (schedule::Algorithm a : kAlgorithms)
+    for (schedule::Collective c : kCollectives)
       if (algorithmSupports(a, c)) out.push_back({a, c});
   return out;
 }
 
-bool rooted(Collective c) {
-  return c == Collective::Broadcast || c == Collective::Reduce || c == Collective::Gather ||
-         c == Collective::Scatter;
+bool rooted(schedule::Collective c) {
+  return c == schedule::Collective::Broadcast || c == schedule::Collective::Reduce || c == schedule::Collective::Gather ||
+         c == schedule::Collective::Scatter;
 }
 
 // Total elements a rank's buffers hold grows with p*count for these.
-bool quadratic(Collective c) {
-  return c == Collective::AllGather || c == Collective::ReduceScatter || c == Collective::AllToAll;
+bool quadratic(schedule::Collective c) {
+  return c == schedule::Collective::AllGather || c == schedule::Collective::ReduceScatter || c == schedule::Collective::AllToAll;
 }
 
-CollShape shape(Schedule sc, int nranks, size_t count, int root, size_t chunk, int channels) {
-  CollShape s;
+schedule::CollShape shape(Schedule sc, int nranks, size_t count, int root, size_t chunk, int channels) {
+  schedule::CollShape s;
   s.coll = sc.coll;
   s.algorithm = sc.algo;
   s.nranks = nranks;
@@ -120,12 +120,12 @@ TEST(PlanChecker, EveryScheduleOverHostOrderedRanks) {
   for (Schedule sc : allSchedules())
     for (int p = 2; p <= 24; ++p)
       for (const std::vector<uint64_t>& hosts : placements(p)) {
-        const RankOrder order = hostContiguousOrder(hosts);
+        const schedule::RankOrder order = schedule::hostContiguousOrder(hosts);
         for (const Setting& st : std::vector<Setting>{{1, 1, 1}, {7, 3, 1}, {size_t(2 * p + 5), 2, 3}})
           for (int root : {0, p / 2, p - 1})
             for (bool inPlace : {false, true}) {
               if (!rooted(sc.coll) && root != 0) continue;
-              CollShape s = shape(sc, p, st.count, root, st.chunk, st.channels);
+              schedule::CollShape s = shape(sc, p, st.count, root, st.chunk, st.channels);
               s.order = &order;
               CheckOptions opts;
               opts.inPlace = inPlace;
@@ -179,7 +179,7 @@ TEST(PlanChecker, Ranks4096) {
     if (quadratic(sc.coll)) {
       checkAll(sc, p, {{1, 1, 1}}, {0}, false);
       if (HasFatalFailure()) return;
-      if (sc.algo == Algorithm::Ring && sc.coll == Collective::AllGather) checkAll(sc, p, {{3, 1, 2}}, {0}, false);
+      if (sc.algo == schedule::Algorithm::Ring && sc.coll == schedule::Collective::AllGather) checkAll(sc, p, {{3, 1, 2}}, {0}, false);
       if (HasFatalFailure()) return;
       continue;
     }
@@ -187,7 +187,7 @@ TEST(PlanChecker, Ranks4096) {
     if (HasFatalFailure()) return;
     // Several chunks and channels (the ring allreduce generator alone costs
     // O(p) per rank and call, so it gets only the one setting).
-    if (!(sc.algo == Algorithm::Ring && sc.coll == Collective::AllReduce))
+    if (!(sc.algo == schedule::Algorithm::Ring && sc.coll == schedule::Collective::AllReduce))
       checkAll(sc, p, {{67, 16, 2}}, {17}, false);
     if (HasFatalFailure()) return;
   }
@@ -197,62 +197,62 @@ TEST(PlanChecker, OneSlotFifoDeadlocks) {
   // The executor needs two slots: a step holds a received slot and a send slot.
   CheckOptions oneSlot;
   oneSlot.nslots = 1;
-  EXPECT_NE(checkCollective(shape({Algorithm::Ring, Collective::AllReduce}, 2, 40, 0, 3, 1), oneSlot), "");
+  EXPECT_NE(checkCollective(shape({schedule::Algorithm::Ring, schedule::Collective::AllReduce}, 2, 40, 0, 3, 1), oneSlot), "");
 }
 
 TEST(Schedules, UnsupportedAlgorithmFallsBackToRing) {
-  for (Algorithm a : kAlgorithms)
-    for (Collective c : {Collective::AllReduce, Collective::ReduceScatter, Collective::AllGather,
-                         Collective::Broadcast, Collective::Reduce}) {
+  for (schedule::Algorithm a : kAlgorithms)
+    for (schedule::Collective c : {schedule::Collective::AllReduce, schedule::Collective::ReduceScatter, schedule::Collective::AllGather,
+                         schedule::Collective::Broadcast, schedule::Collective::Reduce}) {
       if (algorithmSupports(a, c)) continue;
-      CollShape s = shape({a, c}, 6, 50, 2, 4, 2);
-      CollShape ring = s;
-      ring.algorithm = Algorithm::Ring;
+      schedule::CollShape s = shape({a, c}, 6, 50, 2, 4, 2);
+      schedule::CollShape ring = s;
+      ring.algorithm = schedule::Algorithm::Ring;
       s.rank = ring.rank = 3;
       EXPECT_EQ(describePlan(generatePlan(s)), describePlan(generatePlan(ring)));
     }
-  EXPECT_TRUE(algorithmSupports(Algorithm::Tree, Collective::AllReduce));
-  EXPECT_FALSE(algorithmSupports(Algorithm::Tree, Collective::AllGather));
-  EXPECT_TRUE(algorithmSupports(Algorithm::HalvingDoubling, Collective::ReduceScatter));
-  EXPECT_TRUE(algorithmSupports(Algorithm::Direct, Collective::Send));
+  EXPECT_TRUE(algorithmSupports(schedule::Algorithm::Tree, schedule::Collective::AllReduce));
+  EXPECT_FALSE(algorithmSupports(schedule::Algorithm::Tree, schedule::Collective::AllGather));
+  EXPECT_TRUE(algorithmSupports(schedule::Algorithm::HalvingDoubling, schedule::Collective::ReduceScatter));
+  EXPECT_TRUE(algorithmSupports(schedule::Algorithm::Direct, schedule::Collective::Send));
 }
 
 // Step counts the cost model (docs/algorithms.md) relies on: one chunk of data.
 TEST(Schedules, StepCountsMatchTheDocumentedFormulas) {
-  auto stepsOf = [](Algorithm a, Collective c, int p, int rank, size_t count) {
-    CollShape s = shape({a, c}, p, count, 0, size_t(1) << 20, 1);
+  auto stepsOf = [](schedule::Algorithm a, schedule::Collective c, int p, int rank, size_t count) {
+    schedule::CollShape s = shape({a, c}, p, count, 0, size_t(1) << 20, 1);
     s.rank = rank;
     size_t n = 0;
-    for (const Lane& l : generatePlan(s).lanes) n += l.steps.size();
+    for (const schedule::Lane& l : generatePlan(s).lanes) n += l.steps.size();
     return n;
   };
   // Recursive doubling, p = 2^k: one send, then one receive-reduce per round.
-  EXPECT_EQ(stepsOf(Algorithm::RecursiveDoubling, Collective::AllReduce, 16, 5, 8), 4u + 1);
+  EXPECT_EQ(stepsOf(schedule::Algorithm::RecursiveDoubling, schedule::Collective::AllReduce, 16, 5, 8), 4u + 1);
   // Non-power of two: an extra rank sends and receives; its partner's first
   // step also folds.
-  EXPECT_EQ(stepsOf(Algorithm::RecursiveDoubling, Collective::AllReduce, 12, 9, 8), 2u);
-  EXPECT_EQ(stepsOf(Algorithm::RecursiveDoubling, Collective::AllReduce, 12, 1, 8), 3u + 1);
+  EXPECT_EQ(stepsOf(schedule::Algorithm::RecursiveDoubling, schedule::Collective::AllReduce, 12, 9, 8), 2u);
+  EXPECT_EQ(stepsOf(schedule::Algorithm::RecursiveDoubling, schedule::Collective::AllReduce, 12, 1, 8), 3u + 1);
   // Halving-doubling with p = 2^k and a count of p blocks: log2(p) halving and
   // log2(p) doubling rounds, each a send and a receive.
-  EXPECT_EQ(stepsOf(Algorithm::HalvingDoubling, Collective::AllReduce, 8, 3, 64), 2u * 2 * 3);
+  EXPECT_EQ(stepsOf(schedule::Algorithm::HalvingDoubling, schedule::Collective::AllReduce, 8, 3, 64), 2u * 2 * 3);
   // Bruck all-gather on 6 ranks: ceil(log2 6) = 3 rounds of send + receive,
   // plus the local copy (rank 0: no round's blocks wrap around the end).
-  EXPECT_EQ(stepsOf(Algorithm::RecursiveDoubling, Collective::AllGather, 6, 0, 1), 3u * 2 + 1);
+  EXPECT_EQ(stepsOf(schedule::Algorithm::RecursiveDoubling, schedule::Collective::AllGather, 6, 0, 1), 3u * 2 + 1);
   // Ring allreduce: a send, then 2(p-1) - 1 receiving steps.
-  EXPECT_EQ(stepsOf(Algorithm::Ring, Collective::AllReduce, 8, 3, 64), 2u * 7 + 1);
+  EXPECT_EQ(stepsOf(schedule::Algorithm::Ring, schedule::Collective::AllReduce, 8, 3, 64), 2u * 7 + 1);
   // Double binary tree allreduce, one chunk, so a single tree: leaves send and
   // receive, a node with two children receives twice, sends once, then
   // receives once and sends twice; the root receives twice and sends twice.
-  EXPECT_EQ(stepsOf(Algorithm::Tree, Collective::AllReduce, 7, 0, 4), 2u);
-  EXPECT_EQ(stepsOf(Algorithm::Tree, Collective::AllReduce, 7, 1, 4), 4u);
-  EXPECT_EQ(stepsOf(Algorithm::Tree, Collective::AllReduce, 7, 3, 4), 3u);
+  EXPECT_EQ(stepsOf(schedule::Algorithm::Tree, schedule::Collective::AllReduce, 7, 0, 4), 2u);
+  EXPECT_EQ(stepsOf(schedule::Algorithm::Tree, schedule::Collective::AllReduce, 7, 1, 4), 4u);
+  EXPECT_EQ(stepsOf(schedule::Algorithm::Tree, schedule::Collective::AllReduce, 7, 3, 4), 3u);
 }
 
 // The alpha terms of docs/algorithms.md: the checker's critical path (message
 // latencies on the longest chain) for count = k chunks, one channel.
-size_t criticalPath(Algorithm a, Collective c, int p, size_t k, size_t chunk = 4) {
+size_t criticalPath(schedule::Algorithm a, schedule::Collective c, int p, size_t k, size_t chunk = 4) {
   CheckStats st;
-  CollShape s = shape({a, c}, p, k * chunk, 0, chunk, 1);
+  schedule::CollShape s = shape({a, c}, p, k * chunk, 0, chunk, 1);
   EXPECT_EQ(checkCollective(s, {}, &st), "");
   return st.criticalPathSteps;
 }
@@ -267,12 +267,12 @@ TEST(Schedules, CriticalPathsMatchTheDocumentedFormulas) {
       const size_t kt = (k + 1) / 2;  // chunks per tree (both trees used from two chunks on)
       auto pieces = [&](size_t elems) { return (elems + 3) / 4; };  // chunk = 4 elements
       // Ring: 2(p-1) per slice of p chunks; a ring reduce-scatter chunk takes p-1.
-      EXPECT_EQ(criticalPath(Algorithm::Ring, Collective::AllReduce, p, k), 2 * (p - 1) * ((k + p - 1) / p));
-      EXPECT_EQ(criticalPath(Algorithm::Ring, Collective::ReduceScatter, p, k), (p - 1) * k);
-      EXPECT_EQ(criticalPath(Algorithm::Ring, Collective::Broadcast, p, k), p - 2 + k);
+      EXPECT_EQ(criticalPath(schedule::Algorithm::Ring, schedule::Collective::AllReduce, p, k), 2 * (p - 1) * ((k + p - 1) / p));
+      EXPECT_EQ(criticalPath(schedule::Algorithm::Ring, schedule::Collective::ReduceScatter, p, k), (p - 1) * k);
+      EXPECT_EQ(criticalPath(schedule::Algorithm::Ring, schedule::Collective::Broadcast, p, k), p - 2 + k);
       // Double binary tree, D = floor(log2 p); rooted: Dr = 1 + floor(log2(p-1)).
       const int D = floorLog2(p), Dr = 1 + floorLog2(p - 1);
-      const size_t treeAR = criticalPath(Algorithm::Tree, Collective::AllReduce, p, k);
+      const size_t treeAR = criticalPath(schedule::Algorithm::Tree, schedule::Collective::AllReduce, p, k);
       if (p == 2) {
         EXPECT_EQ(treeAR, 2 + (kt - 1));
       } else if (!f) {
@@ -280,18 +280,18 @@ TEST(Schedules, CriticalPathsMatchTheDocumentedFormulas) {
       } else {
         EXPECT_LE(treeAR, 3 * D + 2 * (kt - 1));
       }
-      EXPECT_EQ(criticalPath(Algorithm::Tree, Collective::Broadcast, p, k), Dr + kt - 1);
-      EXPECT_LE(criticalPath(Algorithm::Tree, Collective::Reduce, p, k),
+      EXPECT_EQ(criticalPath(schedule::Algorithm::Tree, schedule::Collective::Broadcast, p, k), Dr + kt - 1);
+      EXPECT_LE(criticalPath(schedule::Algorithm::Tree, schedule::Collective::Reduce, p, k),
                 p < 4 ? Dr + kt - 1 : 2 * Dr - 1 + 2 * (kt - 1));
       // Recursive doubling allreduce: m per chunk; with a fold m+1 per chunk, +1.
-      EXPECT_EQ(criticalPath(Algorithm::RecursiveDoubling, Collective::AllReduce, p, k),
+      EXPECT_EQ(criticalPath(schedule::Algorithm::RecursiveDoubling, schedule::Collective::AllReduce, p, k),
                 f ? (m + 1) * k + 1 : m * k);
       // Halving-doubling allreduce (n = 4k elements in P blocks): each round's
       // half, twice; exact when the blocks are equal, at most otherwise.
       size_t hd = 0;
       for (int i = 1; i <= m; ++i) hd += 2 * pieces((4 * k + (1 << i) - 1) >> i);
       hd += f ? 2 * k : 0;
-      const size_t hdGot = criticalPath(Algorithm::HalvingDoubling, Collective::AllReduce, p, k);
+      const size_t hdGot = criticalPath(schedule::Algorithm::HalvingDoubling, schedule::Collective::AllReduce, p, k);
       if ((4 * k) % P == 0) {
         EXPECT_EQ(hdGot, hd);
       } else {
@@ -301,16 +301,16 @@ TEST(Schedules, CriticalPathsMatchTheDocumentedFormulas) {
       // halving reduce-scatter.
       size_t ag = 0;
       for (int d = 1; d < p; d *= 2) ag += std::min(d, p - d) * k + (f ? 1 : 0);
-      EXPECT_LE(criticalPath(Algorithm::RecursiveDoubling, Collective::AllGather, p, k), ag);
+      EXPECT_LE(criticalPath(schedule::Algorithm::RecursiveDoubling, schedule::Collective::AllGather, p, k), ag);
       if (!f) {
-        EXPECT_EQ(criticalPath(Algorithm::RecursiveDoubling, Collective::AllGather, p, k), (p - 1) * k);
+        EXPECT_EQ(criticalPath(schedule::Algorithm::RecursiveDoubling, schedule::Collective::AllGather, p, k), (p - 1) * k);
       }
       size_t rs = 0;
       for (int i = 1; i <= m; ++i) rs += (P >> i) * k;
       if (!f) {
-        EXPECT_EQ(criticalPath(Algorithm::HalvingDoubling, Collective::ReduceScatter, p, k), rs);
+        EXPECT_EQ(criticalPath(schedule::Algorithm::HalvingDoubling, schedule::Collective::ReduceScatter, p, k), rs);
       } else {
-        EXPECT_LE(criticalPath(Algorithm::HalvingDoubling, Collective::ReduceScatter, p, k), p * k + 2 * rs + k);
+        EXPECT_LE(criticalPath(schedule::Algorithm::HalvingDoubling, schedule::Collective::ReduceScatter, p, k), p * k + 2 * rs + k);
       }
     }
 }
@@ -324,12 +324,12 @@ TEST(DoubleTree, LinksAreConsistentAndEveryRankIsALeafOnce) {
     for (int tree = 0; tree < 2; ++tree) {
       int roots = 0;
       for (int r = 0; r < p; ++r) {
-        TreeLinks t = doubleTreeLinks(p, tree, r);
+        schedule::TreeLinks t = schedule::doubleTreeLinks(p, tree, r);
         if (t.parent < 0) ++roots;
         if (t.nchildren == 0) ++leafIn[r];
-        for (int c = 0; c < t.nchildren; ++c) ASSERT_EQ(doubleTreeLinks(p, tree, t.children[c]).parent, r) << p;
+        for (int c = 0; c < t.nchildren; ++c) ASSERT_EQ(schedule::doubleTreeLinks(p, tree, t.children[c]).parent, r) << p;
         if (t.parent >= 0) {
-          TreeLinks up = doubleTreeLinks(p, tree, t.parent);
+          schedule::TreeLinks up = schedule::doubleTreeLinks(p, tree, t.parent);
           ASSERT_TRUE(std::count(up.children, up.children + up.nchildren, r) == 1) << p << " " << r;
         }
       }
@@ -337,7 +337,7 @@ TEST(DoubleTree, LinksAreConsistentAndEveryRankIsALeafOnce) {
     }
     for (int r = 0; r < p; ++r) ASSERT_GE(leafIn[r], 1) << "p=" << p << " rank " << r << " is interior in both";
     // Parent links are consistent and acyclic, so the depth is the longest chain.
-    ASSERT_LE(doubleTreeDepth(p, false), static_cast<int>(std::ceil(std::log2(p + 1))) + 1) << p;
+    ASSERT_LE(schedule::doubleTreeDepth(p, false), static_cast<int>(std::ceil(std::log2(p + 1))) + 1) << p;
   }
 }
 
@@ -345,12 +345,12 @@ TEST(DoubleTree, RootedTreesHangBelowTheRoot) {
   for (int p : {1, 2, 3, 4, 7, 8, 9, 100, 1025})
     for (int root : {0, p / 2, p - 1}) {
       for (int tree = 0; tree < 2; ++tree) {
-        TreeLinks top = rootedTreeLinks(p, root, tree, root);
+        schedule::TreeLinks top = schedule::rootedTreeLinks(p, root, tree, root);
         ASSERT_EQ(top.parent, -1);
         ASSERT_EQ(top.nchildren, p > 1 ? 1 : 0);
         int parentsAtRoot = 0;
         for (int r = 0; r < p; ++r)
-          if (r != root && rootedTreeLinks(p, root, tree, r).parent == root) ++parentsAtRoot;
+          if (r != root && schedule::rootedTreeLinks(p, root, tree, r).parent == root) ++parentsAtRoot;
         ASSERT_EQ(parentsAtRoot, p > 1 ? 1 : 0);
       }
     }
@@ -358,7 +358,7 @@ TEST(DoubleTree, RootedTreesHangBelowTheRoot) {
 
 // ---- the checker must reject plans that are wrong in each way it claims to detect ----
 
-std::string checkMutated(Schedule sc, int p, size_t count, size_t chunk, std::function<void(int, Plan*)> mutate,
+std::string checkMutated(Schedule sc, int p, size_t count, size_t chunk, std::function<void(int, schedule::Plan*)> mutate,
                          bool inPlace = false) {
   CheckOptions opts;
   opts.mutate = std::move(mutate);
@@ -367,21 +367,21 @@ std::string checkMutated(Schedule sc, int p, size_t count, size_t chunk, std::fu
 }
 
 template <typename Pred, typename Fn>
-void forSteps(Plan* p, Pred pred, Fn fn) {
-  for (Lane& l : p->lanes)
-    for (Step& s : l.steps)
+void forSteps(schedule::Plan* p, Pred pred, Fn fn) {
+  for (schedule::Lane& l : p->lanes)
+    for (schedule::Step& s : l.steps)
       if (pred(s)) fn(s);
 }
 
-const Schedule kRingAllReduce{Algorithm::Ring, Collective::AllReduce};
-const Schedule kTreeAllReduce{Algorithm::Tree, Collective::AllReduce};
-const Schedule kTreeReduce{Algorithm::Tree, Collective::Reduce};
-const Schedule kRdAllReduce{Algorithm::RecursiveDoubling, Collective::AllReduce};
-const Schedule kHdAllReduce{Algorithm::HalvingDoubling, Collective::AllReduce};
+const Schedule kRingAllReduce{schedule::Algorithm::Ring, schedule::Collective::AllReduce};
+const Schedule kTreeAllReduce{schedule::Algorithm::Tree, schedule::Collective::AllReduce};
+const Schedule kTreeReduce{schedule::Algorithm::Tree, schedule::Collective::Reduce};
+const Schedule kRdAllReduce{schedule::Algorithm::RecursiveDoubling, schedule::Collective::AllReduce};
+const Schedule kHdAllReduce{schedule::Algorithm::HalvingDoubling, schedule::Collective::AllReduce};
 
 TEST(PlanCheckerRejects, MissingStep) {
   EXPECT_NE(checkMutated(kRingAllReduce, 4, 20, 2,
-                         [](int r, Plan* p) {
+                         [](int r, schedule::Plan* p) {
                            if (r == 2) p->lanes[0].steps.pop_back();
                          }),
             "");
@@ -390,14 +390,14 @@ TEST(PlanCheckerRejects, MissingStep) {
 TEST(PlanCheckerRejects, DoubleCounting) {
   // Rank 1 adds its input again to blocks that are already complete (final
   // flags dropped everywhere, so that the count, not the flag, is caught).
-  auto err = checkMutated(kRingAllReduce, 4, 20, 2, [](int r, Plan* p) {
+  auto err = checkMutated(kRingAllReduce, 4, 20, 2, [](int r, schedule::Plan* p) {
     forSteps(
-        p, [](const Step&) { return true; }, [](Step& s) { s.final = false; });
+        p, [](const schedule::Step&) { return true; }, [](schedule::Step& s) { s.final = false; });
     forSteps(
-        p, [&](const Step& s) { return r == 1 && s.kind == StepKind::RecvCopySend; },
-        [](Step& s) {
-          s.kind = StepKind::RecvReduceSend;
-          s.src = {Buffer::Input, s.dst.offset};
+        p, [&](const schedule::Step& s) { return r == 1 && s.kind == schedule::StepKind::RecvCopySend; },
+        [](schedule::Step& s) {
+          s.kind = schedule::StepKind::RecvReduceSend;
+          s.src = {schedule::Buffer::Input, s.dst.offset};
           s.srcIsContribution = true;
         });
   });
@@ -406,7 +406,7 @@ TEST(PlanCheckerRejects, DoubleCounting) {
 
 TEST(PlanCheckerRejects, WrongPeer) {
   EXPECT_NE(checkMutated(kRingAllReduce, 4, 20, 2,
-                         [](int r, Plan* p) {
+                         [](int r, schedule::Plan* p) {
                            if (r == 0) p->lanes[0].steps[0].sendPeer = 2;
                          }),
             "");
@@ -414,9 +414,9 @@ TEST(PlanCheckerRejects, WrongPeer) {
 
 TEST(PlanCheckerRejects, MissingFinal) {
   for (Schedule sc : {kRingAllReduce, kTreeAllReduce, kRdAllReduce, kHdAllReduce}) {
-    auto err = checkMutated(sc, 5, 20, 2, [](int, Plan* p) {
+    auto err = checkMutated(sc, 5, 20, 2, [](int, schedule::Plan* p) {
       forSteps(
-          p, [](const Step&) { return true; }, [](Step& s) { s.final = false; });
+          p, [](const schedule::Step&) { return true; }, [](schedule::Step& s) { s.final = false; });
     });
     EXPECT_NE(err.find("final"), std::string::npos) << err;
   }
@@ -424,24 +424,24 @@ TEST(PlanCheckerRejects, MissingFinal) {
 
 TEST(PlanCheckerRejects, FinalTwiceOrOnPartialSums) {
   for (Schedule sc : {kRingAllReduce, kTreeAllReduce, kRdAllReduce, kHdAllReduce}) {
-    auto err = checkMutated(sc, 6, 20, 2, [](int, Plan* p) {
+    auto err = checkMutated(sc, 6, 20, 2, [](int, schedule::Plan* p) {
       forSteps(
-          p, [](const Step& s) { return stepWritesDst(s.kind); }, [](Step& s) { s.final = true; });
+          p, [](const schedule::Step& s) { return stepWritesDst(s.kind); }, [](schedule::Step& s) { s.final = true; });
     });
     EXPECT_NE(err.find("final operation"), std::string::npos) << err;
   }
 }
 
 TEST(PlanCheckerRejects, ContributionFlagWrong) {
-  auto missing = checkMutated(kTreeAllReduce, 7, 20, 2, [](int, Plan* p) {
+  auto missing = checkMutated(kTreeAllReduce, 7, 20, 2, [](int, schedule::Plan* p) {
     forSteps(
-        p, [](const Step& s) { return s.srcIsContribution; }, [](Step& s) { s.srcIsContribution = false; });
+        p, [](const schedule::Step& s) { return s.srcIsContribution; }, [](schedule::Step& s) { s.srcIsContribution = false; });
   });
   EXPECT_NE(missing.find("without the contribution flag"), std::string::npos) << missing;
-  auto extra = checkMutated(kHdAllReduce, 7, 20, 2, [](int, Plan* p) {
+  auto extra = checkMutated(kHdAllReduce, 7, 20, 2, [](int, schedule::Plan* p) {
     forSteps(
-        p, [](const Step& s) { return stepReadsSrc(s.kind) && s.src.buffer == Buffer::Output; },
-        [](Step& s) { s.srcIsContribution = true; });
+        p, [](const schedule::Step& s) { return stepReadsSrc(s.kind) && s.src.buffer == schedule::Buffer::Output; },
+        [](schedule::Step& s) { s.srcIsContribution = true; });
   });
   EXPECT_NE(extra.find("not the rank's raw input"), std::string::npos) << extra;
 }
@@ -449,8 +449,8 @@ TEST(PlanCheckerRejects, ContributionFlagWrong) {
 TEST(PlanCheckerRejects, FifoInvariant) {
   // Move the second half of a ring lane into a lane of its own on the same
   // channel: two lanes then share the FIFOs to and from the neighbours.
-  auto err = checkMutated(kRingAllReduce, 4, 40, 2, [](int, Plan* p) {
-    Lane second = p->lanes[0];
+  auto err = checkMutated(kRingAllReduce, 4, 40, 2, [](int, schedule::Plan* p) {
+    schedule::Lane second = p->lanes[0];
     const size_t half = second.steps.size() / 2;
     second.key.index = 7;
     second.steps.erase(second.steps.begin(), second.steps.begin() + half);
@@ -461,36 +461,36 @@ TEST(PlanCheckerRejects, FifoInvariant) {
 }
 
 TEST(PlanCheckerRejects, ScratchOutOfRange) {
-  auto err = checkMutated(kTreeReduce, 7, 20, 2, [](int, Plan* p) { p->scratchElems = 0; });
+  auto err = checkMutated(kTreeReduce, 7, 20, 2, [](int, schedule::Plan* p) { p->scratchElems = 0; });
   EXPECT_NE(err.find("outside the buffer"), std::string::npos) << err;
 }
 
 TEST(PlanCheckerRejects, OutputOfANonRootReduceRank) {
   // Only the root's recvbuff exists: a partial sum kept in a non-root output is an error.
-  auto err = checkMutated(kTreeReduce, 7, 20, 2, [](int, Plan* p) {
+  auto err = checkMutated(kTreeReduce, 7, 20, 2, [](int, schedule::Plan* p) {
     forSteps(
-        p, [](const Step& s) { return s.dst.buffer == Buffer::Scratch || s.src.buffer == Buffer::Scratch; },
-        [](Step& s) {
-          if (s.dst.buffer == Buffer::Scratch) s.dst.buffer = Buffer::Output;
-          if (s.src.buffer == Buffer::Scratch) s.src.buffer = Buffer::Output;
+        p, [](const schedule::Step& s) { return s.dst.buffer == schedule::Buffer::Scratch || s.src.buffer == schedule::Buffer::Scratch; },
+        [](schedule::Step& s) {
+          if (s.dst.buffer == schedule::Buffer::Scratch) s.dst.buffer = schedule::Buffer::Output;
+          if (s.src.buffer == schedule::Buffer::Scratch) s.src.buffer = schedule::Buffer::Output;
         });
   });
   EXPECT_NE(err.find("outside the buffer"), std::string::npos) << err;
 }
 
 TEST(PlanCheckerRejects, StepLargerThanAChunk) {
-  auto err = checkMutated(kRdAllReduce, 4, 20, 2, [](int, Plan* p) {
+  auto err = checkMutated(kRdAllReduce, 4, 20, 2, [](int, schedule::Plan* p) {
     forSteps(
-        p, [](const Step&) { return true; }, [](Step& s) { s.count *= 2; });
+        p, [](const schedule::Step&) { return true; }, [](schedule::Step& s) { s.count *= 2; });
   });
   EXPECT_NE(err.find("more than one chunk"), std::string::npos) << err;
 }
 
 TEST(PlanCheckerRejects, SizeMismatch) {
-  auto err = checkMutated(kHdAllReduce, 4, 20, 4, [](int r, Plan* p) {
+  auto err = checkMutated(kHdAllReduce, 4, 20, 4, [](int r, schedule::Plan* p) {
     if (r != 1) return;
     forSteps(
-        p, [](const Step& s) { return s.kind == StepKind::Send && s.count > 1; }, [](Step& s) { s.count -= 1; });
+        p, [](const schedule::Step& s) { return s.kind == schedule::StepKind::Send && s.count > 1; }, [](schedule::Step& s) { s.count -= 1; });
   });
   EXPECT_NE(err, "");
 }
@@ -498,12 +498,12 @@ TEST(PlanCheckerRejects, SizeMismatch) {
 TEST(PlanCheckerRejects, ReadBeforeWrite) {
   // Recursive doubling on an extra rank: sending from the output, which has
   // not been written yet, instead of the input.
-  auto err = checkMutated(kRdAllReduce, 5, 20, 2, [](int r, Plan* p) {
+  auto err = checkMutated(kRdAllReduce, 5, 20, 2, [](int r, schedule::Plan* p) {
     if (r != 4) return;
     forSteps(
-        p, [](const Step& s) { return s.kind == StepKind::Send; },
-        [](Step& s) {
-          s.src.buffer = Buffer::Output;
+        p, [](const schedule::Step& s) { return s.kind == schedule::StepKind::Send; },
+        [](schedule::Step& s) {
+          s.src.buffer = schedule::Buffer::Output;
           s.srcIsContribution = false;
         });
   });
@@ -514,19 +514,19 @@ TEST(PlanCheckerRejects, InPlaceOverwriteBeforeRead) {
   // An early copy into the output, overwritten later: harmless out of place,
   // but in place (recvbuff == sendbuff + rank*count) it clobbers input the
   // ring still has to read.
-  auto mutate = [](int r, Plan* p) {
+  auto mutate = [](int r, schedule::Plan* p) {
     if (r != 1) return;
     auto& steps = p->lanes[0].steps;
-    steps.insert(steps.begin(), copyStep({Buffer::Input, 0}, {Buffer::Output, 0}, 1, true, false));
+    steps.insert(steps.begin(), schedule::copyStep({schedule::Buffer::Input, 0}, {schedule::Buffer::Output, 0}, 1, true, false));
   };
-  const Schedule rs{Algorithm::Ring, Collective::ReduceScatter};
+  const Schedule rs{schedule::Algorithm::Ring, schedule::Collective::ReduceScatter};
   EXPECT_EQ(checkMutated(rs, 4, 6, 2, mutate, false), "");
   EXPECT_NE(checkMutated(rs, 4, 6, 2, mutate, true), "");
 }
 
 TEST(PlanCheckerRejects, LeftOverMessage) {
-  auto err = checkMutated(kTreeAllReduce, 4, 1, 1, [](int r, Plan* p) {
-    if (r == 2) p->lanes[0].steps.push_back(sendStep(0, {Buffer::Input, 0}, 1, true));
+  auto err = checkMutated(kTreeAllReduce, 4, 1, 1, [](int r, schedule::Plan* p) {
+    if (r == 2) p->lanes[0].steps.push_back(schedule::sendStep(0, {schedule::Buffer::Input, 0}, 1, true));
   });
   EXPECT_NE(err, "");
 }
@@ -534,14 +534,14 @@ TEST(PlanCheckerRejects, LeftOverMessage) {
 // The FIFOs of all ranks are matched end to end once every plan is compiled:
 // a receive that nobody sends waits forever, a send nobody receives is left
 // over, and a lane on the wrong channel meets the other channel's messages.
-const Schedule kAllToAll{Algorithm::Direct, Collective::AllToAll};
+const Schedule kAllToAll{schedule::Algorithm::Direct, schedule::Collective::AllToAll};
 
 TEST(PlanCheckerRejects, AllToAllReceiveThatNobodySends) {
-  auto err = checkMutated(kAllToAll, 6, 3, 2, [](int r, Plan* p) {
+  auto err = checkMutated(kAllToAll, 6, 3, 2, [](int r, schedule::Plan* p) {
     if (r != 3) return;
     auto& lanes = p->lanes;
     lanes.erase(std::remove_if(lanes.begin(), lanes.end(),
-                               [](const Lane& l) { return l.key.kind == LaneKind::PeerSend && l.key.index == 1; }),
+                               [](const schedule::Lane& l) { return l.key.kind == schedule::LaneKind::PeerSend && l.key.index == 1; }),
                 lanes.end());
   });
   EXPECT_NE(err.find("deadlock"), std::string::npos) << err;
@@ -549,21 +549,21 @@ TEST(PlanCheckerRejects, AllToAllReceiveThatNobodySends) {
 }
 
 TEST(PlanCheckerRejects, AllToAllSendThatNobodyReceives) {
-  auto err = checkMutated(kAllToAll, 6, 3, 2, [](int r, Plan* p) {
+  auto err = checkMutated(kAllToAll, 6, 3, 2, [](int r, schedule::Plan* p) {
     if (r != 3) return;
-    for (Lane& l : p->lanes)
-      if (l.key.kind == LaneKind::PeerRecv && l.key.index == 1) l.steps.clear();
+    for (schedule::Lane& l : p->lanes)
+      if (l.key.kind == schedule::LaneKind::PeerRecv && l.key.index == 1) l.steps.clear();
   });
   EXPECT_NE(err.find("rank 1 sent rank 3 on channel 63 a message that was never received"), std::string::npos)
       << err;
 }
 
 TEST(PlanCheckerRejects, AllToAllBlocksSwapped) {
-  auto err = checkMutated(kAllToAll, 5, 1, 1, [](int r, Plan* p) {
+  auto err = checkMutated(kAllToAll, 5, 1, 1, [](int r, schedule::Plan* p) {
     if (r != 2) return;
-    std::vector<Step*> recvs;
-    for (Lane& l : p->lanes)
-      if (l.key.kind == LaneKind::PeerRecv) recvs.push_back(&l.steps[0]);
+    std::vector<schedule::Step*> recvs;
+    for (schedule::Lane& l : p->lanes)
+      if (l.key.kind == schedule::LaneKind::PeerRecv) recvs.push_back(&l.steps[0]);
     std::swap(recvs[0]->dst, recvs[1]->dst);
   });
   EXPECT_NE(err.find("holds element"), std::string::npos) << err;
@@ -571,10 +571,10 @@ TEST(PlanCheckerRejects, AllToAllBlocksSwapped) {
 
 TEST(PlanCheckerRejects, LaneOnTheWrongChannel) {
   // Rank 2 runs its two ring channels' lanes on each other's FIFOs.
-  const CollShape s = shape({Algorithm::Ring, Collective::AllGather}, 5, 3, 0, 1, 2);
+  const schedule::CollShape s = shape({schedule::Algorithm::Ring, schedule::Collective::AllGather}, 5, 3, 0, 1, 2);
   ASSERT_EQ(checkCollective(s), "");
   CheckOptions opts;
-  opts.mutate = [](int r, Plan* p) {
+  opts.mutate = [](int r, schedule::Plan* p) {
     if (r == 2 && p->lanes.size() == 2) std::swap(p->lanes[0].channel, p->lanes[1].channel);
   };
   EXPECT_NE(checkCollective(s, opts), "");

@@ -53,7 +53,7 @@ bool parseInt(const char* text, long long* out) {
 }
 
 struct Args {
-  CollShape shape;
+  schedule::CollShape shape;
   CheckOptions opts;
   int rank = -1;  // -1: all ranks
   bool check = false, quiet = false, help = false;
@@ -67,10 +67,10 @@ std::string parseArgs(int argc, char** argv, Args* a) {
       return "";
     }
   if (argc < 6) return "expected COLLECTIVE ALGORITHM NRANKS RANK|all COUNT";
-  CollShape& s = a->shape;
-  if (!parseEnum<Collective>(argv[1], 10, collectiveName, &s.coll))
+  schedule::CollShape& s = a->shape;
+  if (!parseEnum<schedule::Collective>(argv[1], 10, schedule::collectiveName, &s.coll))
     return std::string("unknown collective '") + argv[1] + "'";
-  if (!parseEnum<Algorithm>(argv[2], kNumAlgorithms, algorithmName, &s.algorithm))
+  if (!parseEnum<schedule::Algorithm>(argv[2], schedule::kNumAlgorithms, schedule::algorithmName, &s.algorithm))
     return std::string("unknown algorithm '") + argv[2] + "'";
   long long nranks = 0, rank = -1, count = 0;
   if (!parseInt(argv[3], &nranks) || nranks < 1 || nranks > INT32_MAX)
@@ -120,15 +120,15 @@ int run(int argc, char** argv) {
     usage(stderr);
     return 2;
   }
-  const CollShape& s = a.shape;
+  const schedule::CollShape& s = a.shape;
   if (!algorithmSupports(s.algorithm, s.coll))
     std::printf("# %s has no %s schedule: the ring (or direct) plan is generated\n", algorithmName(s.algorithm),
                 collectiveName(s.coll));
   if (!a.quiet)
     for (int r = a.rank < 0 ? 0 : a.rank; r <= (a.rank < 0 ? s.nranks - 1 : a.rank); ++r) {
-      CollShape one = s;
+      schedule::CollShape one = s;
       one.rank = r;
-      Plan plan = generatePlan(one);
+      schedule::Plan plan = generatePlan(one);
       std::printf("== rank %d (%s), scratch %zu elements\n%s", r, describeShape(one).c_str(), plan.scratchElems,
                   describePlan(plan).c_str());
     }

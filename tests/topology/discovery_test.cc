@@ -10,7 +10,7 @@
 #include "topology/topology.h"
 
 namespace braid {
-namespace topo {
+namespace topology {
 namespace {
 
 using testing::SysfsFixture;
@@ -227,5 +227,5 @@ TEST(Discovery, MalformedFilesAreSkippedWithWarnings) {
 }
 
 }  // namespace
-}  // namespace topo
+}  // namespace topology
 }  // namespace braid

@@ -20,7 +20,7 @@
 #endif
 
 namespace braid {
-namespace topo {
+namespace topology {
 namespace {
 
 using testing::SysfsFixture;
@@ -556,5 +556,5 @@ TEST(HwlocDiscovery, XmlTwinOfTheSysfsFixtureGivesTheSameTopology) { SKIP_WITHOU
 #endif  // BRAID_HAVE_HWLOC
 
 }  // namespace
-}  // namespace topo
+}  // namespace topology
 }  // namespace braid

@@ -13,7 +13,7 @@
 #include "transports/registry/registry.h"
 
 namespace braid {
-namespace topo {
+namespace topology {
 namespace {
 
 // `process` numbers a process within its host: a real PeerInfo::processId is
@@ -52,7 +52,7 @@ TEST(PairClass, Table) {
       {"two hosts, IB on both", at(1, 10, "", true), at(2, 20, "", true), "tcp", PairPath::kIb},
       {"two hosts, IB on one", at(1, 10, "", true), at(2, 20), "tcp", PairPath::kTcp},
   };
-  const auto transports = makeTransports();
+  const auto transports = registry::makeTransports();
   for (const Row& row : rows) {
     SCOPED_TRACE(row.what);
     PairTransport p = classifyPair(row.a, row.b, transports);
@@ -65,7 +65,7 @@ TEST(PairClass, Table) {
 }
 
 TEST(PairClass, Descriptions) {
-  const auto transports = makeTransports();
+  const auto transports = registry::makeTransports();
   PairTransport shm = classifyPair(at(1, 10), at(1, 11), transports);
   EXPECT_TRUE(shm.implemented());
   EXPECT_EQ(shm.describe(), "shm");
@@ -81,14 +81,14 @@ TEST(PairClass, Descriptions) {
 TEST(PairClass, ShmDisableIsHonoured) {
   // The shm transport reads NCCL_SHM_DISABLE when it is made, as in a communicator.
   setenv("NCCL_SHM_DISABLE", "1", 1);
-  const auto transports = makeTransports();
+  const auto transports = registry::makeTransports();
   unsetenv("NCCL_SHM_DISABLE");
   EXPECT_EQ(classifyPair(at(1, 10), at(1, 11), transports).transport, "tcp");
   EXPECT_EQ(classifyPair(at(1, 10), at(1, 10), transports).transport, "inproc");
 }
 
 TEST(PairClass, NoTransportsMeansNone) {
-  std::vector<std::unique_ptr<Transport>> none;
+  std::vector<std::unique_ptr<transports::Transport>> none;
   PairTransport p = classifyPair(at(1, 10), at(1, 11), none);
   EXPECT_TRUE(p.transport.empty());
   EXPECT_EQ(p.path, PairPath::kNone);
@@ -114,7 +114,7 @@ TEST(Placement, RanksOverHostsFollowGpusAndNuma) {
   EXPECT_EQ(ranks[1].numaNode, 1);
   EXPECT_TRUE(ranks[4].ibUsable);
 
-  const auto transports = makeTransports();
+  const auto transports = registry::makeTransports();
   EXPECT_EQ(classifyPair(ranks[0], ranks[0], transports).path, PairPath::kInproc);
   EXPECT_EQ(classifyPair(ranks[0], ranks[1], transports).path, PairPath::kP2p);
   EXPECT_EQ(classifyPair(ranks[2], ranks[3], transports).path, PairPath::kIb);
@@ -138,10 +138,10 @@ TEST(Placement, MachineWithoutGpusSpreadsOverNumaNodes) {
   EXPECT_EQ(ranks[1].numaNode, 1);
   EXPECT_EQ(ranks[2].numaNode, 0);
   EXPECT_TRUE(ranks[1].gpuBusId.empty());
-  const auto transports = makeTransports();
+  const auto transports = registry::makeTransports();
   EXPECT_EQ(classifyPair(ranks[0], ranks[1], transports).describe(), "shm");
 }
 
 }  // namespace
-}  // namespace topo
+}  // namespace topology
 }  // namespace braid

@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 namespace braid {
-namespace topo {
+namespace topology {
 namespace testing {
 
 namespace fs = std::filesystem;
@@ -101,5 +101,5 @@ void buildTwoSocketMachine(SysfsFixture* fx) {
 }
 
 }  // namespace testing
-}  // namespace topo
+}  // namespace topology
 }  // namespace braid

@@ -4,7 +4,7 @@
 #include <string>
 
 namespace braid {
-namespace topo {
+namespace topology {
 namespace testing {
 
 class SysfsFixture {
@@ -35,5 +35,5 @@ class SysfsFixture {
 void buildTwoSocketMachine(SysfsFixture* fx);
 
 }  // namespace testing
-}  // namespace topo
+}  // namespace topology
 }  // namespace braid

@@ -45,9 +45,9 @@ const char* kindName(Kind k) {
   return "?";
 }
 
-std::unique_ptr<Transport> makeTransport(Kind k) {
+std::unique_ptr<transports::Transport> makeTransport(Kind k) {
   switch (k) {
-    case Kind::kTcp: return makeTcpTransport();
+    case Kind::kTcp: return tcp::makeTcpTransport();
   }
   return nullptr;
 }
@@ -78,7 +78,7 @@ size_t variedSize(uint64_t seq, size_t slotBytes) {
 
 // Pumps `count` slots through a pair from one thread, checking order and content.
 // Returns an empty string on success, else what went wrong.
-std::string exchange(SendConnection* send, RecvConnection* recv, uint64_t count, size_t slotBytes,
+std::string exchange(transports::SendConnection* send, transports::RecvConnection* recv, uint64_t count, size_t slotBytes,
                      const std::function<size_t(uint64_t)>& sizeOf) {
   uint64_t sent = 0, received = 0;
   auto deadline = Clock::now() + 15s;
@@ -113,17 +113,17 @@ std::string exchange(SendConnection* send, RecvConnection* recv, uint64_t count,
 }
 
 struct Pair {
-  std::unique_ptr<SendConnection> send;
-  std::unique_ptr<RecvConnection> recv;
+  std::unique_ptr<transports::SendConnection> send;
+  std::unique_ptr<transports::RecvConnection> recv;
 };
 
 // Connects rank 1 -> rank 0 within this thread; the ranks claim to be distinct
 // processes.
-Pair connectPair(Transport& t, size_t slotBytes, int nslots, bool ipv6 = false) {
+Pair connectPair(transports::Transport& t, size_t slotBytes, int nslots, bool ipv6 = false) {
   Pair pair;
   PeerInfo r0 = makePeer(0, 100, ipv6), r1 = makePeer(1, 101, ipv6);
   EXPECT_TRUE(t.canConnect(r0, r1) && t.canConnect(r1, r0));
-  std::unique_ptr<RecvEndpoint> ep;
+  std::unique_ptr<transports::RecvEndpoint> ep;
   Result res = t.listen(makeRequest(r0, r1, slotBytes, nslots), &ep);
   EXPECT_TRUE(res.ok()) << res.message();
   if (!res.ok()) return pair;
@@ -198,9 +198,9 @@ TEST_P(AnyTransport, EmptyReceiverPeeksNull) {
 TEST_P(AnyTransport, AcceptWithoutSenderTimesOutNamingPeer) {
   auto t = makeTransport(GetParam());
   PeerInfo r0 = makePeer(0, 100), r1 = makePeer(1, 101);
-  std::unique_ptr<RecvEndpoint> ep;
+  std::unique_ptr<transports::RecvEndpoint> ep;
   ASSERT_TRUE(t->listen(makeRequest(r0, r1, 1024, 2, 200ms), &ep).ok());
-  std::unique_ptr<RecvConnection> conn;
+  std::unique_ptr<transports::RecvConnection> conn;
   auto start = Clock::now();
   Result r = ep->accept(&conn);
   EXPECT_LT(Clock::now() - start, 3s);
@@ -214,15 +214,15 @@ TEST_P(AnyTransport, AbortFlagStopsAccept) {
   auto t = makeTransport(GetParam());
   PeerInfo r0 = makePeer(0, 100), r1 = makePeer(1, 101);
   std::atomic<uint32_t> abortFlag{0};
-  ConnectRequest req = makeRequest(r0, r1, 1024, 2, 30s);
+  braidtest::ConnectRequest req = makeRequest(r0, r1, 1024, 2, 30s);
   req.abortFlag = &abortFlag;
-  std::unique_ptr<RecvEndpoint> ep;
+  std::unique_ptr<transports::RecvEndpoint> ep;
   ASSERT_TRUE(t->listen(req, &ep).ok());
   std::thread raiser([&] {
     std::this_thread::sleep_for(50ms);
     abortFlag.store(1, std::memory_order_relaxed);
   });
-  std::unique_ptr<RecvConnection> conn;
+  std::unique_ptr<transports::RecvConnection> conn;
   auto start = Clock::now();
   Result r = ep->accept(&conn);
   raiser.join();
@@ -234,9 +234,9 @@ TEST_P(AnyTransport, AbortFlagStopsAccept) {
 TEST_P(AnyTransport, MismatchedGeometryIsRefused) {
   auto t = makeTransport(GetParam());
   PeerInfo r0 = makePeer(0, 100), r1 = makePeer(1, 101);
-  std::unique_ptr<RecvEndpoint> ep;
+  std::unique_ptr<transports::RecvEndpoint> ep;
   ASSERT_TRUE(t->listen(makeRequest(r0, r1, 1024, 4), &ep).ok());
-  std::unique_ptr<SendConnection> send;
+  std::unique_ptr<transports::SendConnection> send;
   Result r = t->connect(makeRequest(r1, r0, 2048, 4), ep->blob(), &send);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("disagree"), std::string::npos) << r.message();
@@ -323,7 +323,7 @@ int sendLarge(Kind kind, int blobFd, size_t slotBytes, int nslots, size_t total)
   auto t = makeTransport(kind);
   Blob blob;
   if (!recvBlob(blobFd, &blob)) return 10;
-  std::unique_ptr<SendConnection> send;
+  std::unique_ptr<transports::SendConnection> send;
   Result r = t->connect(makeRequest(makePeer(1, kPid1), makePeer(0, kPid0), slotBytes, nslots),
                         blob, &send);
   if (!r.ok()) {
@@ -349,7 +349,7 @@ int sendLarge(Kind kind, int blobFd, size_t slotBytes, int nslots, size_t total)
 void receiveLarge(Kind kind, size_t slotBytes, int nslots, size_t total) {
   auto t = makeTransport(kind);
   PeerInfo r0 = makePeer(0, kPid0), r1 = makePeer(1, kPid1);
-  std::unique_ptr<RecvEndpoint> ep;
+  std::unique_ptr<transports::RecvEndpoint> ep;
   ASSERT_TRUE(t->listen(makeRequest(r0, r1, slotBytes, nslots), &ep).ok());
   Pipe blobPipe;
   pid_t child = forkChild([&] {
@@ -357,7 +357,7 @@ void receiveLarge(Kind kind, size_t slotBytes, int nslots, size_t total) {
   });
   ASSERT_GT(child, 0);
   sendBlob(blobPipe.w.get(), ep->blob());
-  std::unique_ptr<RecvConnection> recv;
+  std::unique_ptr<transports::RecvConnection> recv;
   Result r = ep->accept(&recv);
   ASSERT_TRUE(r.ok()) << r.message();
   size_t got = 0;
@@ -403,7 +403,7 @@ TEST(TcpTransport, LargeTransferAcrossProcesses) {
 TEST(ShmTransport, CanConnectOnlySameHostOtherProcess) {
   PeerInfo a = makePeer(0, kPid0), b = makePeer(1, kPid1);
   unsetenv("NCCL_SHM_DISABLE");
-  auto t = makeShmTransport();
+  auto t = shm::makeShmTransport();
   EXPECT_TRUE(t->canConnect(a, b));
   EXPECT_FALSE(t->canConnect(a, a)) << "same process belongs to inproc";
   PeerInfo other = b;
@@ -413,28 +413,28 @@ TEST(ShmTransport, CanConnectOnlySameHostOtherProcess) {
   other.shmDomain ^= 1;
   EXPECT_FALSE(t->canConnect(a, other));
   setenv("NCCL_SHM_DISABLE", "1", 1);
-  auto disabled = makeShmTransport();
+  auto disabled = shm::makeShmTransport();
   unsetenv("NCCL_SHM_DISABLE");
   EXPECT_FALSE(disabled->canConnect(a, b));
   EXPECT_TRUE(t->canConnect(a, b)) << "the variable is read once, at construction";
 }
 
 // An engine FIFO of `bytes` with a recognisable image.
-Result createFifo(FifoMemoryProvider& provider, uint64_t bytes, std::unique_ptr<FifoMemory>* out) {
+Result createFifo(transports::FifoMemoryProvider& provider, uint64_t bytes, std::unique_ptr<transports::FifoMemory>* out) {
   return provider.create(bytes, [bytes](char* image) { memset(image, 0x5a, bytes); }, out);
 }
 
 TEST(ShmFifoMemory, SegmentNameIsRemovedOnOpenAndOnDestruction) {
-  auto shm = makeShmFifoProvider();
+  auto shm = shm::makeShmFifoProvider();
   {
-    std::unique_ptr<FifoMemory> made;
+    std::unique_ptr<transports::FifoMemory> made;
     ASSERT_TRUE(createFifo(*shm, 4096, &made).ok());
     EXPECT_EQ(ourShmSegments().size(), 1u) << "create makes the segment";
     EXPECT_EQ(made->base()[4095], 0x5a) << "the image is written before create returns";
   }
   EXPECT_TRUE(ourShmSegments().empty()) << "a FIFO never opened removes its segment";
 
-  std::unique_ptr<FifoMemory> made, opened;
+  std::unique_ptr<transports::FifoMemory> made, opened;
   ASSERT_TRUE(createFifo(*shm, 4096, &made).ok());
   const Blob blob = made->blob();
   ASSERT_TRUE(shm->open(blob, 4096, &opened).ok());
@@ -445,7 +445,7 @@ TEST(ShmFifoMemory, SegmentNameIsRemovedOnOpenAndOnDestruction) {
   made.reset();  // either side may go first; the other keeps its mapping
   opened->base()[8] = 1;
 
-  std::unique_ptr<FifoMemory> again;
+  std::unique_ptr<transports::FifoMemory> again;
   Result r = shm->open(blob, 4096, &again);
   EXPECT_FALSE(r.ok()) << "the name is gone once opened";
   r = shm->open(blob, 8192, &again);
@@ -459,8 +459,8 @@ TEST(ShmFifoMemory, TooSmallDevShmFailsAtCreateWithSizeNeeded) {
   const uint64_t capacity = static_cast<uint64_t>(st.f_blocks) * st.f_frsize;
   if (capacity == 0) GTEST_SKIP() << "/dev/shm has no size limit here";
   const uint64_t bytes = capacity + (4 << 20);  // more than it can ever hold
-  std::unique_ptr<FifoMemory> made;
-  Result r = createFifo(*makeShmFifoProvider(), bytes, &made);
+  std::unique_ptr<transports::FifoMemory> made;
+  Result r = createFifo(*shm::makeShmFifoProvider(), bytes, &made);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("/dev/shm is too small"), std::string::npos) << r.message();
   EXPECT_NE(r.message().find(std::to_string(bytes) + " bytes"), std::string::npos) << r.message();
@@ -468,8 +468,8 @@ TEST(ShmFifoMemory, TooSmallDevShmFailsAtCreateWithSizeNeeded) {
 }
 
 TEST(HeapFifoMemory, SharedWithinTheProcessOnly) {
-  auto heap = makeHeapFifoProvider();
-  std::unique_ptr<FifoMemory> made, opened;
+  auto heap = inproc::makeHeapFifoProvider();
+  std::unique_ptr<transports::FifoMemory> made, opened;
   ASSERT_TRUE(createFifo(*heap, 4096, &made).ok());
   ASSERT_TRUE(heap->open(made->blob(), 4096, &opened).ok());
   EXPECT_EQ(opened->base(), made->base()) << "the same memory, by address";
@@ -482,15 +482,15 @@ TEST(HeapFifoMemory, SharedWithinTheProcessOnly) {
 }
 
 TEST(SharedMemoryTransports, HaveNoConnections) {
-  std::unique_ptr<Transport> shared[] = {makeInprocTransport(), makeShmTransport()};
+  std::unique_ptr<transports::Transport> shared[] = {inproc::makeInprocTransport(), shm::makeShmTransport()};
   for (const auto& t : shared) {
     EXPECT_TRUE(t->sharesMemory()) << t->name();
-    std::unique_ptr<RecvEndpoint> ep;
+    std::unique_ptr<transports::RecvEndpoint> ep;
     Result r = t->listen(makeRequest(makePeer(0, kPid0), makePeer(1, kPid1), 4096, 2), &ep);
     EXPECT_EQ(r.code(), ncclInternalError) << t->name();
     EXPECT_NE(r.message().find("has no connections"), std::string::npos) << r.message();
   }
-  EXPECT_FALSE(makeTcpTransport()->sharesMemory());
+  EXPECT_FALSE(tcp::makeTcpTransport()->sharesMemory());
 }
 
 // ---- tcp specifics ----------------------------------------------------------------
@@ -503,9 +503,9 @@ UniqueFd rawConnect(const sockaddr_storage& addr) {
 }
 
 TEST(TcpTransport, StrangersAreDroppedAndTheRealSenderConnects) {
-  auto t = makeTcpTransport();
+  auto t = tcp::makeTcpTransport();
   PeerInfo r0 = makePeer(0, kPid0), r1 = makePeer(1, kPid1);
-  std::unique_ptr<RecvEndpoint> ep;
+  std::unique_ptr<transports::RecvEndpoint> ep;
   ASSERT_TRUE(t->listen(makeRequest(r0, r1, 4096, 4), &ep).ok());
   tcp::BlobContents blob;
   ASSERT_TRUE(tcp::decodeBlob(ep->blob(), "test", &blob).ok());
@@ -524,10 +524,10 @@ TEST(TcpTransport, StrangersAreDroppedAndTheRealSenderConnects) {
   ASSERT_TRUE(quitter.valid());
   quitter.reset();
 
-  std::unique_ptr<SendConnection> send;
+  std::unique_ptr<transports::SendConnection> send;
   Result r = t->connect(makeRequest(r1, r0, 4096, 4), ep->blob(), &send);
   ASSERT_TRUE(r.ok()) << r.message();
-  std::unique_ptr<RecvConnection> recv;
+  std::unique_ptr<transports::RecvConnection> recv;
   r = ep->accept(&recv);
   ASSERT_TRUE(r.ok()) << r.message();
   EXPECT_EQ(exchange(send.get(), recv.get(), 50, 4096,
@@ -536,9 +536,9 @@ TEST(TcpTransport, StrangersAreDroppedAndTheRealSenderConnects) {
 }
 
 TEST(TcpTransport, OversizedFrameIsAnErrorNamingThePeer) {
-  auto t = makeTcpTransport();
+  auto t = tcp::makeTcpTransport();
   PeerInfo r0 = makePeer(0, kPid0), r1 = makePeer(1, kPid1);
-  std::unique_ptr<RecvEndpoint> ep;
+  std::unique_ptr<transports::RecvEndpoint> ep;
   ASSERT_TRUE(t->listen(makeRequest(r0, r1, 4096, 4), &ep).ok());
   tcp::BlobContents blob;
   ASSERT_TRUE(tcp::decodeBlob(ep->blob(), "test", &blob).ok());
@@ -546,7 +546,7 @@ TEST(TcpTransport, OversizedFrameIsAnErrorNamingThePeer) {
   ASSERT_TRUE(liar.valid());
   tcp::Hello h{tcp::kHelloMagic, blob.nonce, 4096, 1, 0, 4, 1, 0, 0};
   ASSERT_EQ(write(liar.get(), &h, sizeof(h)), static_cast<ssize_t>(sizeof(h)));
-  std::unique_ptr<RecvConnection> recv;
+  std::unique_ptr<transports::RecvConnection> recv;
   Result r = ep->accept(&recv);
   ASSERT_TRUE(r.ok()) << r.message();
   tcp::FrameHeader f{4097, 0, 0};
@@ -571,7 +571,7 @@ TEST(TcpTransport, WorksOverIpv6) {
   a.sin6_addr = in6addr_loopback;
   if (!probe.valid() || bind(probe.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0)
     GTEST_SKIP() << "no IPv6 loopback here";
-  auto t = makeTcpTransport();
+  auto t = tcp::makeTcpTransport();
   Pair p = connectPair(*t, 2048, 3, /*ipv6=*/true);
   ASSERT_TRUE(p.send && p.recv);
   EXPECT_EQ(exchange(p.send.get(), p.recv.get(), 100, 2048,
@@ -608,7 +608,7 @@ struct NoSocketVars {
   EnvGuard c{"NCCL_NSOCKS_PERTHREAD", nullptr};
 };
 
-int blobSockets(const RecvEndpoint& ep) {
+int blobSockets(const transports::RecvEndpoint& ep) {
   tcp::BlobContents c;
   if (!tcp::decodeBlob(ep.blob(), "test", &c).ok()) return -1;
   return c.nsockets;
@@ -631,16 +631,16 @@ class TcpSockets : public ::testing::TestWithParam<int> {};
 TEST_P(TcpSockets, StripedSlotsArriveInOrderWithContent) {
   NoSocketVars clean;
   EnvGuard env("BRAID_TCP_SOCKETS", std::to_string(GetParam()).c_str());
-  auto t = makeTcpTransport();
+  auto t = tcp::makeTcpTransport();
   const size_t slotBytes = 5 * tcp::kMinStripeBytes + 4099;
   PeerInfo r0 = makePeer(0, kPid0), r1 = makePeer(1, kPid1);
-  std::unique_ptr<RecvEndpoint> ep;
+  std::unique_ptr<transports::RecvEndpoint> ep;
   ASSERT_TRUE(t->listen(makeRequest(r0, r1, slotBytes, 3), &ep).ok());
   EXPECT_EQ(blobSockets(*ep), GetParam());
-  std::unique_ptr<SendConnection> send;
+  std::unique_ptr<transports::SendConnection> send;
   Result r = t->connect(makeRequest(r1, r0, slotBytes, 3), ep->blob(), &send);
   ASSERT_TRUE(r.ok()) << r.message();
-  std::unique_ptr<RecvConnection> recv;
+  std::unique_ptr<transports::RecvConnection> recv;
   r = ep->accept(&recv);
   ASSERT_TRUE(r.ok()) << r.message();
   EXPECT_EQ(exchange(send.get(), recv.get(), 150, slotBytes,
@@ -665,22 +665,22 @@ TEST(TcpTransport, LargeStripedTransferAcrossProcesses) {
 // says 4, and the data arrive intact.
 TEST(TcpTransport, MismatchedSocketCountsFollowTheReceiver) {
   NoSocketVars clean;
-  auto t = makeTcpTransport();
+  auto t = tcp::makeTcpTransport();
   const size_t slotBytes = 4 * tcp::kMinStripeBytes + 1;
   PeerInfo r0 = makePeer(0, kPid0), r1 = makePeer(1, kPid1);
-  std::unique_ptr<RecvEndpoint> ep;
+  std::unique_ptr<transports::RecvEndpoint> ep;
   {
     EnvGuard env("BRAID_TCP_SOCKETS", "4");
     ASSERT_TRUE(t->listen(makeRequest(r0, r1, slotBytes, 4), &ep).ok());
   }
   EXPECT_EQ(blobSockets(*ep), 4);
-  std::unique_ptr<SendConnection> send;
+  std::unique_ptr<transports::SendConnection> send;
   {
     EnvGuard env("BRAID_TCP_SOCKETS", "2");
     Result r = t->connect(makeRequest(r1, r0, slotBytes, 4), ep->blob(), &send);
     ASSERT_TRUE(r.ok()) << r.message();
   }
-  std::unique_ptr<RecvConnection> recv;
+  std::unique_ptr<transports::RecvConnection> recv;
   Result r = ep->accept(&recv);
   ASSERT_TRUE(r.ok()) << r.message();
   EXPECT_EQ(exchange(send.get(), recv.get(), 60, slotBytes,
@@ -691,40 +691,40 @@ TEST(TcpTransport, MismatchedSocketCountsFollowTheReceiver) {
 TEST(TcpTransport, SocketCountComesFromTheVariables) {
   NoSocketVars clean;
   PeerInfo a = makePeer(0, kPid0), b = makePeer(1, kPid1);
-  ConnectRequest sameHost = makeRequest(a, b, 4096, 2);
-  EXPECT_EQ(tcpSocketsFor(sameHost), kTcpSocketsSameHost);
+  braidtest::ConnectRequest sameHost = makeRequest(a, b, 4096, 2);
+  EXPECT_EQ(tcp::tcpSocketsFor(sameHost), tcp::kTcpSocketsSameHost);
   // Another host, on a routable address.
   PeerInfo far = b;
   far.hostHash ^= 1;
-  ConnectRequest crossHost = makeRequest(a, far, 4096, 2);
+  braidtest::ConnectRequest crossHost = makeRequest(a, far, 4096, 2);
   sockaddr_in routable{};
   routable.sin_family = AF_INET;
   routable.sin_addr.s_addr = htonl(0x0a000001);  // 10.0.0.1
   memcpy(crossHost.self.tcpAddr, &routable, sizeof(routable));
-  EXPECT_EQ(tcpSocketsFor(crossHost), kTcpSocketsCrossHost);
+  EXPECT_EQ(tcp::tcpSocketsFor(crossHost), tcp::kTcpSocketsCrossHost);
   // Another host id but a loopback address is still this machine.
-  EXPECT_EQ(tcpSocketsFor(makeRequest(a, far, 4096, 2)), kTcpSocketsSameHost);
+  EXPECT_EQ(tcp::tcpSocketsFor(makeRequest(a, far, 4096, 2)), tcp::kTcpSocketsSameHost);
   {
     EnvGuard t("NCCL_SOCKET_NTHREADS", "4");
-    EXPECT_EQ(tcpSocketsFor(sameHost), 4);
+    EXPECT_EQ(tcp::tcpSocketsFor(sameHost), 4);
     EnvGuard s("NCCL_NSOCKS_PERTHREAD", "2");
-    EXPECT_EQ(tcpSocketsFor(sameHost), 8);
-    EXPECT_EQ(tcpSocketsFor(crossHost), 8);
+    EXPECT_EQ(tcp::tcpSocketsFor(sameHost), 8);
+    EXPECT_EQ(tcp::tcpSocketsFor(crossHost), 8);
     EnvGuard o("BRAID_TCP_SOCKETS", "3");
-    EXPECT_EQ(tcpSocketsFor(sameHost), 3) << "BRAID_TCP_SOCKETS wins";
+    EXPECT_EQ(tcp::tcpSocketsFor(sameHost), 3) << "BRAID_TCP_SOCKETS wins";
   }
   {
     EnvGuard s("NCCL_NSOCKS_PERTHREAD", "16");
     EnvGuard t("NCCL_SOCKET_NTHREADS", "16");
-    EXPECT_EQ(tcpSocketsFor(sameHost), tcp::kMaxSockets);
+    EXPECT_EQ(tcp::tcpSocketsFor(sameHost), tcp::kMaxSockets);
   }
   {
     EnvGuard o("BRAID_TCP_SOCKETS", "1000");
-    EXPECT_EQ(tcpSocketsFor(sameHost), tcp::kMaxSockets);
+    EXPECT_EQ(tcp::tcpSocketsFor(sameHost), tcp::kMaxSockets);
   }
   {
     EnvGuard o("BRAID_TCP_SOCKETS", "0");
-    EXPECT_EQ(tcpSocketsFor(sameHost), 1);
+    EXPECT_EQ(tcp::tcpSocketsFor(sameHost), 1);
   }
 }
 
@@ -738,18 +738,18 @@ UniqueFd rawSocket(const tcp::BlobContents& blob, size_t slotBytes, int nsockets
 
 // A receiver endpoint for `nsockets` sockets and its decoded blob.
 struct RawListener {
-  RawListener(Transport& t, size_t slotBytes, int nsockets, std::atomic<uint32_t>* abortFlag = nullptr) {
+  RawListener(transports::Transport& t, size_t slotBytes, int nsockets, std::atomic<uint32_t>* abortFlag = nullptr) {
     EnvGuard env("BRAID_TCP_SOCKETS", std::to_string(nsockets).c_str());
-    ConnectRequest req = makeRequest(makePeer(0, kPid0), makePeer(1, kPid1), slotBytes, 4);
+    braidtest::ConnectRequest req = makeRequest(makePeer(0, kPid0), makePeer(1, kPid1), slotBytes, 4);
     req.abortFlag = abortFlag;
     ok = t.listen(req, &ep).ok() && tcp::decodeBlob(ep->blob(), "test", &blob).ok();
   }
-  std::unique_ptr<RecvEndpoint> ep;
+  std::unique_ptr<transports::RecvEndpoint> ep;
   tcp::BlobContents blob;
   bool ok = false;
 };
 
-Result progressUntilError(RecvConnection* recv) {
+Result progressUntilError(transports::RecvConnection* recv) {
   Result r;
   for (auto end = Clock::now() + 5s; r.ok() && Clock::now() < end;) r = recv->progress();
   return r;
@@ -758,14 +758,14 @@ Result progressUntilError(RecvConnection* recv) {
 // The wire format by hand: sockets introduced out of order, a slot cut as
 // tcp::stripeOf says, each stripe behind its own header.
 TEST(TcpTransport, HandMadeStripesAreReassembled) {
-  auto t = makeTcpTransport();
+  auto t = tcp::makeTcpTransport();
   const size_t slotBytes = 3 * tcp::kMinStripeBytes + 5;
   RawListener l(*t, slotBytes, 3);
   ASSERT_TRUE(l.ok);
   UniqueFd s2 = rawSocket(l.blob, slotBytes, 3, 2);
   UniqueFd s0 = rawSocket(l.blob, slotBytes, 3, 0);
   UniqueFd s1 = rawSocket(l.blob, slotBytes, 3, 1);
-  std::unique_ptr<RecvConnection> recv;
+  std::unique_ptr<transports::RecvConnection> recv;
   Result r = l.ep->accept(&recv);
   ASSERT_TRUE(r.ok()) << r.message();
   std::vector<uint8_t> slot(slotBytes);
@@ -793,10 +793,10 @@ TEST(TcpTransport, HandMadeStripesAreReassembled) {
 // hand: socket 0 has sent its header and stripe of slot 0, socket 1 nothing yet.
 struct HandFedStripes {
   static constexpr size_t kSlotBytes = 2 * tcp::kMinStripeBytes;
-  std::unique_ptr<Transport> t = makeTcpTransport();
+  std::unique_ptr<transports::Transport> t = tcp::makeTcpTransport();
   RawListener l{*t, kSlotBytes, 2};
   UniqueFd s0, s1;
-  std::unique_ptr<RecvConnection> recv;
+  std::unique_ptr<transports::RecvConnection> recv;
   std::vector<uint8_t> stripe = std::vector<uint8_t>(tcp::kMinStripeBytes, 7);
 
   void start() {
@@ -844,12 +844,12 @@ TEST(TcpTransport, DeathOnASecondSocketMidSlotIsReported) {
 // A hello with the right nonce but another socket count comes from a
 // different build: a clear error, not a guess.
 TEST(TcpTransport, HelloWithAnotherSocketCountIsRefused) {
-  auto t = makeTcpTransport();
+  auto t = tcp::makeTcpTransport();
   RawListener l(*t, 4096, 2);
   ASSERT_TRUE(l.ok);
   UniqueFd s0 = rawSocket(l.blob, 4096, 3, 0);
   ASSERT_TRUE(s0.valid());
-  std::unique_ptr<RecvConnection> recv;
+  std::unique_ptr<transports::RecvConnection> recv;
   Result r = l.ep->accept(&recv);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("3 TCP sockets"), std::string::npos) << r.message();
@@ -858,7 +858,7 @@ TEST(TcpTransport, HelloWithAnotherSocketCountIsRefused) {
 
 // The abort flag stops an accept that has some of its sockets but not all.
 TEST(TcpTransport, AbortFlagStopsAcceptMissingSockets) {
-  auto t = makeTcpTransport();
+  auto t = tcp::makeTcpTransport();
   std::atomic<uint32_t> abortFlag{0};
   RawListener l(*t, 4096, 4, &abortFlag);
   ASSERT_TRUE(l.ok);
@@ -868,7 +868,7 @@ TEST(TcpTransport, AbortFlagStopsAcceptMissingSockets) {
     std::this_thread::sleep_for(50ms);
     abortFlag.store(1, std::memory_order_relaxed);
   });
-  std::unique_ptr<RecvConnection> recv;
+  std::unique_ptr<transports::RecvConnection> recv;
   Result r = l.ep->accept(&recv);
   raiser.join();
   ASSERT_FALSE(r.ok());
@@ -879,15 +879,15 @@ TEST(TcpTransport, AbortFlagStopsAcceptMissingSockets) {
 // error naming it rather than wait forever. With several sockets the slots are
 // large enough to be striped over all of them.
 void killedSenderIsReported(size_t slotBytes) {
-  auto t = makeTcpTransport();
+  auto t = tcp::makeTcpTransport();
   PeerInfo r0 = makePeer(0, kPid0), r1 = makePeer(1, kPid1);
-  std::unique_ptr<RecvEndpoint> ep;
+  std::unique_ptr<transports::RecvEndpoint> ep;
   ASSERT_TRUE(t->listen(makeRequest(r0, r1, slotBytes, 4), &ep).ok());
   Pipe blobPipe, ready;
   pid_t child = forkChild([&] {
     Blob blob;
     if (!recvBlob(blobPipe.r.get(), &blob)) return 10;
-    std::unique_ptr<SendConnection> send;
+    std::unique_ptr<transports::SendConnection> send;
     if (!t->connect(makeRequest(r1, r0, slotBytes, 4), blob, &send).ok()) return 11;
     for (int i = 0; i < 3; ++i) {
       void* buf = send->acquire();
@@ -903,7 +903,7 @@ void killedSenderIsReported(size_t slotBytes) {
   });
   ASSERT_GT(child, 0);
   sendBlob(blobPipe.w.get(), ep->blob());
-  std::unique_ptr<RecvConnection> recv;
+  std::unique_ptr<transports::RecvConnection> recv;
   ASSERT_TRUE(ep->accept(&recv).ok());
   char c;
   ASSERT_TRUE(readAll(ready.r.get(), &c, 1));
@@ -931,14 +931,14 @@ void killedSenderIsReported(size_t slotBytes) {
 
 // Rank 0 (child) receives one slot and is killed: the sender must fail.
 void killedReceiverIsReported(size_t slotBytes) {
-  auto t = makeTcpTransport();
+  auto t = tcp::makeTcpTransport();
   PeerInfo r0 = makePeer(0, kPid0), r1 = makePeer(1, kPid1);
   Pipe blobPipe, ready;
   pid_t child = forkChild([&] {
-    std::unique_ptr<RecvEndpoint> ep;
+    std::unique_ptr<transports::RecvEndpoint> ep;
     if (!t->listen(makeRequest(r0, r1, slotBytes, 4), &ep).ok()) return 10;
     sendBlob(blobPipe.w.get(), ep->blob());
-    std::unique_ptr<RecvConnection> recv;
+    std::unique_ptr<transports::RecvConnection> recv;
     if (!ep->accept(&recv).ok()) return 11;
     size_t bytes;
     while (!recv->peek(&bytes))
@@ -951,7 +951,7 @@ void killedReceiverIsReported(size_t slotBytes) {
   ASSERT_GT(child, 0);
   Blob blob;
   ASSERT_TRUE(recvBlob(blobPipe.r.get(), &blob));
-  std::unique_ptr<SendConnection> send;
+  std::unique_ptr<transports::SendConnection> send;
   Result r = t->connect(makeRequest(r1, r0, slotBytes, 4), blob, &send);
   ASSERT_TRUE(r.ok()) << r.message();
   void* buf = send->acquire();

@@ -9,9 +9,9 @@
 namespace braid {
 namespace {
 
-using A = Algorithm;
-using C = Collective;
-using P = Protocol;
+using A = schedule::Algorithm;
+using C = schedule::Collective;
+using P = tuning::Protocol;
 
 uint8_t bits(std::initializer_list<A> as) {
   uint8_t m = 0;
@@ -23,27 +23,27 @@ uint8_t bits(std::initializer_list<P> ps) {
   for (P p : ps) m |= 1u << static_cast<int>(p);
   return m;
 }
-constexpr uint8_t kAllAlgos = (1u << kNumAlgorithms) - 1;
-constexpr uint8_t kAllProtos = (1u << kNumProtocols) - 1;
+constexpr uint8_t kAllAlgos = (1u << schedule::kNumAlgorithms) - 1;
+constexpr uint8_t kAllProtos = (1u << tuning::kNumProtocols) - 1;
 
-uint8_t algos(const AlgoFilter& f, C c) { return f.algos[static_cast<int>(c)]; }
-uint8_t protos(const AlgoFilter& f, C c) { return f.protos[static_cast<int>(c)]; }
-bool forced(const AlgoFilter& f, C c) { return f.algoForced[static_cast<int>(c)]; }
+uint8_t algos(const tuning::AlgoFilter& f, C c) { return f.algos[static_cast<int>(c)]; }
+uint8_t protos(const tuning::AlgoFilter& f, C c) { return f.protos[static_cast<int>(c)]; }
+bool forced(const tuning::AlgoFilter& f, C c) { return f.algoForced[static_cast<int>(c)]; }
 
 TEST(AlgoEnv, UnsetAllowsEverything) {
   for (const char* v : {static_cast<const char*>(nullptr), ""}) {
-    AlgoFilter f = parseAlgoFilter(v, v);
-    for (int c = 0; c < kNumCollectives; ++c) {
+    tuning::AlgoFilter f = tuning::parseAlgoFilter(v, v);
+    for (int c = 0; c < tuning::kNumCollectives; ++c) {
       EXPECT_EQ(f.algos[c], kAllAlgos);
       EXPECT_EQ(f.protos[c], kAllProtos);
       EXPECT_FALSE(f.algoForced[c] || f.protoForced[c]);
     }
   }
-  EXPECT_EQ(describeAlgoFilter(AlgoFilter()), "no restriction");
+  EXPECT_EQ(describeAlgoFilter(tuning::AlgoFilter()), "no restriction");
 }
 
 TEST(AlgoEnv, GlobalListIsCaseInsensitiveAndSkipsPointToPoint) {
-  AlgoFilter f = parseAlgoFilter("ring,TREE", nullptr);
+  tuning::AlgoFilter f = tuning::parseAlgoFilter("ring,TREE", nullptr);
   for (C c : {C::AllReduce, C::ReduceScatter, C::AllGather, C::Broadcast, C::Reduce}) {
     EXPECT_EQ(algos(f, c), bits({A::Ring, A::Tree})) << collectiveName(c);
     EXPECT_TRUE(forced(f, c));
@@ -57,14 +57,14 @@ TEST(AlgoEnv, GlobalListIsCaseInsensitiveAndSkipsPointToPoint) {
 }
 
 TEST(AlgoEnv, CaretExcludes) {
-  AlgoFilter f = parseAlgoFilter("^Tree", nullptr);
+  tuning::AlgoFilter f = tuning::parseAlgoFilter("^Tree", nullptr);
   EXPECT_EQ(algos(f, C::AllReduce), kAllAlgos & ~bits({A::Tree}));
-  f = parseAlgoFilter("^ ring , tree ", nullptr);
+  f = tuning::parseAlgoFilter("^ ring , tree ", nullptr);
   EXPECT_EQ(algos(f, C::Broadcast), kAllAlgos & ~bits({A::Ring, A::Tree}));
 }
 
 TEST(AlgoEnv, PerCollectiveLists) {
-  AlgoFilter f = parseAlgoFilter("allreduce:tree,ring;broadcast:ring", nullptr);
+  tuning::AlgoFilter f = tuning::parseAlgoFilter("allreduce:tree,ring;broadcast:ring", nullptr);
   EXPECT_EQ(algos(f, C::AllReduce), bits({A::Tree, A::Ring}));
   EXPECT_EQ(algos(f, C::Broadcast), bits({A::Ring}));
   EXPECT_EQ(algos(f, C::AllGather), kAllAlgos);
@@ -75,18 +75,18 @@ TEST(AlgoEnv, PerCollectiveLists) {
 }
 
 TEST(AlgoEnv, DefaultListThenOverrides) {
-  AlgoFilter f = parseAlgoFilter("Ring;AllReduce:^ring;AllToAll:direct", nullptr);
+  tuning::AlgoFilter f = tuning::parseAlgoFilter("Ring;AllReduce:^ring;AllToAll:direct", nullptr);
   EXPECT_EQ(algos(f, C::ReduceScatter), bits({A::Ring}));
   EXPECT_EQ(algos(f, C::AllReduce), kAllAlgos & ~bits({A::Ring}));
   EXPECT_EQ(algos(f, C::AllToAll), bits({A::Direct}));
   EXPECT_TRUE(forced(f, C::AllToAll));
   // Only the first list may lack a prefix: a later one is ignored.
-  f = parseAlgoFilter("allreduce:ring;tree", nullptr);
+  f = tuning::parseAlgoFilter("allreduce:ring;tree", nullptr);
   EXPECT_EQ(algos(f, C::AllReduce), bits({A::Ring}));
   EXPECT_EQ(algos(f, C::Broadcast), kAllAlgos);
   // send, recv and sendrecv all name both ends: they must chunk alike.
   for (const char* v : {"sendrecv:LL", "send:LL", "recv:LL"}) {
-    f = parseAlgoFilter(nullptr, v);
+    f = tuning::parseAlgoFilter(nullptr, v);
     EXPECT_EQ(protos(f, C::Send), bits({P::LL})) << v;
     EXPECT_EQ(protos(f, C::Recv), bits({P::LL})) << v;
   }
@@ -100,36 +100,36 @@ TEST(AlgoEnv, BraidNamesAndAliases) {
                {"RecDoubling", A::RecursiveDoubling},       {"HalvingDoubling", A::HalvingDoubling},
                {"HD", A::HalvingDoubling},                  {"rabenseifner", A::HalvingDoubling},
                {"Direct", A::Direct},                       {"RING", A::Ring}};
-  for (const Case& c : cases) EXPECT_EQ(algos(parseAlgoFilter(c.name, nullptr), C::AllReduce), bits({c.algo})) << c.name;
+  for (const Case& c : cases) EXPECT_EQ(algos(tuning::parseAlgoFilter(c.name, nullptr), C::AllReduce), bits({c.algo})) << c.name;
   // PAT: NCCL's logarithmic all-gather / reduce-scatter.
-  EXPECT_EQ(algos(parseAlgoFilter("PAT", nullptr), C::AllGather),
+  EXPECT_EQ(algos(tuning::parseAlgoFilter("PAT", nullptr), C::AllGather),
             bits({A::RecursiveDoubling, A::HalvingDoubling}));
 }
 
 TEST(AlgoEnv, NcclOnlyAndUnknownNamesAreIgnored) {
-  EXPECT_EQ(algos(parseAlgoFilter("NVLS,Ring,CollnetDirect", nullptr), C::AllReduce), bits({A::Ring}));
-  EXPECT_EQ(algos(parseAlgoFilter("^NVLS,NVLSTree,CollnetChain", nullptr), C::AllReduce), kAllAlgos);
-  EXPECT_EQ(algos(parseAlgoFilter("rnig,tree", nullptr), C::AllReduce), bits({A::Tree}));
+  EXPECT_EQ(algos(tuning::parseAlgoFilter("NVLS,Ring,CollnetDirect", nullptr), C::AllReduce), bits({A::Ring}));
+  EXPECT_EQ(algos(tuning::parseAlgoFilter("^NVLS,NVLSTree,CollnetChain", nullptr), C::AllReduce), kAllAlgos);
+  EXPECT_EQ(algos(tuning::parseAlgoFilter("rnig,tree", nullptr), C::AllReduce), bits({A::Tree}));
   // Nothing braid has: an empty set, which the planner answers with its own choice.
-  AlgoFilter f = parseAlgoFilter("CollnetDirect", nullptr);
+  tuning::AlgoFilter f = tuning::parseAlgoFilter("CollnetDirect", nullptr);
   EXPECT_EQ(algos(f, C::AllReduce), 0);
   EXPECT_TRUE(forced(f, C::AllReduce));
   // An unknown collective prefix drops its segment.
-  f = parseAlgoFilter("allreduc:tree", nullptr);
+  f = tuning::parseAlgoFilter("allreduc:tree", nullptr);
   EXPECT_EQ(algos(f, C::AllReduce), kAllAlgos);
   EXPECT_FALSE(forced(f, C::AllReduce));
 }
 
 TEST(AlgoEnv, ProtocolLists) {
-  AlgoFilter f = parseAlgoFilter(nullptr, "LL");
-  for (int c = 0; c < kNumCollectives; ++c) EXPECT_EQ(f.protos[c], bits({P::LL}));
+  tuning::AlgoFilter f = tuning::parseAlgoFilter(nullptr, "LL");
+  for (int c = 0; c < tuning::kNumCollectives; ++c) EXPECT_EQ(f.protos[c], bits({P::LL}));
   EXPECT_EQ(algos(f, C::AllReduce), kAllAlgos);
-  f = parseAlgoFilter(nullptr, "^LL128");
+  f = tuning::parseAlgoFilter(nullptr, "^LL128");
   EXPECT_EQ(protos(f, C::Send), bits({P::LL, P::Simple}));
-  f = parseAlgoFilter(nullptr, "LL,Simple;allreduce:^LL");
+  f = tuning::parseAlgoFilter(nullptr, "LL,Simple;allreduce:^LL");
   EXPECT_EQ(protos(f, C::AllReduce), bits({P::LL128, P::Simple}));
   EXPECT_EQ(protos(f, C::Broadcast), bits({P::LL, P::Simple}));
-  f = parseAlgoFilter(nullptr, "^LL128;allreduce:LL128");
+  f = tuning::parseAlgoFilter(nullptr, "^LL128;allreduce:LL128");
   EXPECT_EQ(protos(f, C::AllReduce), bits({P::LL128}));
   EXPECT_EQ(protos(f, C::Reduce), bits({P::LL, P::Simple}));
   EXPECT_TRUE(f.allows(C::AllReduce, P::LL128));
@@ -139,12 +139,12 @@ TEST(AlgoEnv, ProtocolLists) {
 TEST(AlgoEnv, ReadsTheEnvironment) {
   setenv("NCCL_ALGO", "allreduce:rd", 1);
   setenv("NCCL_PROTO", "simple", 1);
-  AlgoFilter f = algoFilterFromEnv();
+  tuning::AlgoFilter f = tuning::algoFilterFromEnv();
   unsetenv("NCCL_ALGO");
   unsetenv("NCCL_PROTO");
   EXPECT_EQ(algos(f, C::AllReduce), bits({A::RecursiveDoubling}));
   EXPECT_EQ(protos(f, C::AllGather), bits({P::Simple}));
-  f = algoFilterFromEnv();
+  f = tuning::algoFilterFromEnv();
   EXPECT_EQ(algos(f, C::AllReduce), kAllAlgos);
 }
 

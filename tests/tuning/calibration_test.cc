@@ -37,7 +37,7 @@ class Calibration : public ::testing::Test {
     setenv("XDG_CACHE_HOME", dir_.c_str(), 1);
   }
   void TearDown() override {
-    std::string path = calibrationCachePath();
+    std::string path = tuning::calibrationCachePath();
     if (!path.empty()) {
       unlink(path.c_str());
       unlink((path + ".lock").c_str());
@@ -55,8 +55,8 @@ class Calibration : public ::testing::Test {
     struct stat st;
     return stat(p.c_str(), &st) == 0;
   }
-  static void expectSane(const CalibrationParams& p) {
-    for (int i = 0; i < kNumTransportClasses; ++i) {
+  static void expectSane(const tuning::CalibrationParams& p) {
+    for (int i = 0; i < tuning::kNumTransportClasses; ++i) {
       EXPECT_GT(p.alpha[i], 1e-8) << i;
       EXPECT_LT(p.alpha[i], 1e-2) << i;
       EXPECT_GT(p.beta[i], 1e-12) << i;
@@ -74,36 +74,36 @@ class Calibration : public ::testing::Test {
 };
 
 TEST_F(Calibration, MeasuresSaneNumbersQuickly) {
-  CalibrationParams p{};
+  tuning::CalibrationParams p{};
   auto t0 = std::chrono::steady_clock::now();
-  Result r = measureCalibration(&p);
+  Result r = engine::measureCalibration(&p);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(r.ok()) << r.message();
   printf("calibration took %.1f ms:\n%s", ms, describeCalibration(p).c_str());
-  EXPECT_EQ(p.source, CalibrationSource::Measured);
+  EXPECT_EQ(p.source, tuning::CalibrationSource::Measured);
   expectSane(p);
   // The measurement really happened: it differs from the built-in values.
   // (Which transport is faster is a timing, not a property a test can hold on
   // a loaded machine: a shared-memory ping-pong whose peer waits for a core
   // measured 0.6 ms against TCP's 6 us in CI on 2 cores. bench/ and the
   // INFO TUNING lines show the measured order.)
-  const CalibrationParams d = defaultCalibration();
-  EXPECT_NE(p.alpha[static_cast<int>(TransportClass::Tcp)], d.alpha[static_cast<int>(TransportClass::Tcp)]);
-  EXPECT_NE(p.alpha[static_cast<int>(TransportClass::SharedMemory)],
-            d.alpha[static_cast<int>(TransportClass::SharedMemory)]);
+  const tuning::CalibrationParams d = tuning::defaultCalibration();
+  EXPECT_NE(p.alpha[static_cast<int>(tuning::TransportClass::Tcp)], d.alpha[static_cast<int>(tuning::TransportClass::Tcp)]);
+  EXPECT_NE(p.alpha[static_cast<int>(tuning::TransportClass::SharedMemory)],
+            d.alpha[static_cast<int>(tuning::TransportClass::SharedMemory)]);
   EXPECT_NE(p.gamma[0], d.gamma[0]);
 }
 
 TEST_F(Calibration, WritesTheCacheAndReadsItBack) {
-  const std::string path = calibrationCachePath();
+  const std::string path = tuning::calibrationCachePath();
   ASSERT_EQ(path.rfind(dir_ + "/braid/calibration-v1-", 0), 0u) << path;
-  CalibrationParams first = resolveCalibration(measureCalibration);
-  EXPECT_EQ(first.source, CalibrationSource::Measured);
+  tuning::CalibrationParams first = resolveCalibration(engine::measureCalibration);
+  EXPECT_EQ(first.source, tuning::CalibrationSource::Measured);
   ASSERT_TRUE(exists(path));
   EXPECT_FALSE(exists(path + ".tmp." + std::to_string(getpid())));
-  CalibrationParams second = resolveCalibration(measureCalibration);
-  EXPECT_EQ(second.source, CalibrationSource::Cache) << "a cached calibration must not measure again";
-  for (int i = 0; i < kNumTransportClasses; ++i) {
+  tuning::CalibrationParams second = resolveCalibration(engine::measureCalibration);
+  EXPECT_EQ(second.source, tuning::CalibrationSource::Cache) << "a cached calibration must not measure again";
+  for (int i = 0; i < tuning::kNumTransportClasses; ++i) {
     EXPECT_NEAR(second.alpha[i], first.alpha[i], first.alpha[i] * 1e-8);
     EXPECT_NEAR(second.beta[i], first.beta[i], first.beta[i] * 1e-8);
   }
@@ -111,13 +111,13 @@ TEST_F(Calibration, WritesTheCacheAndReadsItBack) {
 }
 
 TEST_F(Calibration, DamagedCacheIsIgnoredAndReplaced) {
-  const std::string path = calibrationCachePath();
-  ASSERT_TRUE(writeCalibrationCache(path, defaultCalibration()).ok());
-  CalibrationParams p{};
+  const std::string path = tuning::calibrationCachePath();
+  ASSERT_TRUE(writeCalibrationCache(path, tuning::defaultCalibration()).ok());
+  tuning::CalibrationParams p{};
   ASSERT_TRUE(readCalibrationCache(path, &p));
-  EXPECT_EQ(p.source, CalibrationSource::Cache);
+  EXPECT_EQ(p.source, tuning::CalibrationSource::Cache);
 
-  std::string good = describeCalibration(defaultCalibration());
+  std::string good = describeCalibration(tuning::defaultCalibration());
   auto writeRaw = [&](const std::string& text) { std::ofstream(path) << text; };
   writeRaw("garbage\x01\x02 not a number\n");
   EXPECT_FALSE(readCalibrationCache(path, &p));
@@ -132,31 +132,31 @@ TEST_F(Calibration, DamagedCacheIsIgnoredAndReplaced) {
   EXPECT_FALSE(readCalibrationCache(dir_ + "/missing.txt", &p));
 
   writeRaw("alpha_inproc nan\n");
-  CalibrationParams r = resolveCalibration(measureCalibration);
-  EXPECT_EQ(r.source, CalibrationSource::Measured);
+  tuning::CalibrationParams r = resolveCalibration(engine::measureCalibration);
+  EXPECT_EQ(r.source, tuning::CalibrationSource::Measured);
   EXPECT_TRUE(readCalibrationCache(path, &p)) << "the damaged file was replaced";
 }
 
 TEST_F(Calibration, CalibrateZeroUsesDefaultsAndWritesNothing) {
   setenv("BRAID_CALIBRATE", "0", 1);
   auto t0 = std::chrono::steady_clock::now();
-  CalibrationParams p = resolveCalibration(measureCalibration);
+  tuning::CalibrationParams p = resolveCalibration(engine::measureCalibration);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_EQ(p.source, CalibrationSource::Defaults);
-  EXPECT_EQ(describeCalibration(p), describeCalibration(defaultCalibration()));
-  EXPECT_FALSE(exists(calibrationCachePath()));
+  EXPECT_EQ(p.source, tuning::CalibrationSource::Defaults);
+  EXPECT_EQ(describeCalibration(p), describeCalibration(tuning::defaultCalibration()));
+  EXPECT_FALSE(exists(tuning::calibrationCachePath()));
   EXPECT_LT(ms, 5);
 }
 
 TEST_F(Calibration, ForceMeasuresDespiteACache) {
-  ASSERT_TRUE(writeCalibrationCache(calibrationCachePath(), defaultCalibration()).ok());
-  EXPECT_EQ(resolveCalibration(measureCalibration).source, CalibrationSource::Cache);
+  ASSERT_TRUE(writeCalibrationCache(tuning::calibrationCachePath(), tuning::defaultCalibration()).ok());
+  EXPECT_EQ(resolveCalibration(engine::measureCalibration).source, tuning::CalibrationSource::Cache);
   setenv("BRAID_CALIBRATE", "force", 1);
-  EXPECT_EQ(resolveCalibration(measureCalibration).source, CalibrationSource::Measured);
+  EXPECT_EQ(resolveCalibration(engine::measureCalibration).source, tuning::CalibrationSource::Measured);
   unsetenv("BRAID_CALIBRATE");
-  CalibrationParams p{};
-  ASSERT_TRUE(readCalibrationCache(calibrationCachePath(), &p));
-  EXPECT_NE(describeCalibration(p), describeCalibration(defaultCalibration())) << "force rewrote the cache";
+  tuning::CalibrationParams p{};
+  ASSERT_TRUE(readCalibrationCache(tuning::calibrationCachePath(), &p));
+  EXPECT_NE(describeCalibration(p), describeCalibration(tuning::defaultCalibration())) << "force rewrote the cache";
 }
 
 TEST_F(Calibration, OverridesReplaceWhatTheyName) {
@@ -166,41 +166,41 @@ TEST_F(Calibration, OverridesReplaceWhatTheyName) {
   setenv("BRAID_REDUCE_BW", "4", 1);
   setenv("BRAID_COPY_BW", "20", 1);
   setenv("BRAID_ALPHA_INPROC", "abc", 1);  // ignored with a warning
-  CalibrationParams p = resolveCalibration(measureCalibration);
-  const CalibrationParams d = defaultCalibration();
-  EXPECT_DOUBLE_EQ(p.alpha[static_cast<int>(TransportClass::Tcp)], 50e-6);
-  EXPECT_DOUBLE_EQ(p.beta[static_cast<int>(TransportClass::SharedMemory)], 1 / 2e9);
-  EXPECT_DOUBLE_EQ(p.gamma[static_cast<int>(ReduceClass::Wide)], 1 / 4e9);
+  tuning::CalibrationParams p = resolveCalibration(engine::measureCalibration);
+  const tuning::CalibrationParams d = tuning::defaultCalibration();
+  EXPECT_DOUBLE_EQ(p.alpha[static_cast<int>(tuning::TransportClass::Tcp)], 50e-6);
+  EXPECT_DOUBLE_EQ(p.beta[static_cast<int>(tuning::TransportClass::SharedMemory)], 1 / 2e9);
+  EXPECT_DOUBLE_EQ(p.gamma[static_cast<int>(tuning::ReduceClass::Wide)], 1 / 4e9);
   // Narrow types keep their measured ratio to float32.
-  EXPECT_NEAR(p.gamma[static_cast<int>(ReduceClass::Fp8)] / p.gamma[0],
-              d.gamma[static_cast<int>(ReduceClass::Fp8)] / d.gamma[0], 1e-9);
+  EXPECT_NEAR(p.gamma[static_cast<int>(tuning::ReduceClass::Fp8)] / p.gamma[0],
+              d.gamma[static_cast<int>(tuning::ReduceClass::Fp8)] / d.gamma[0], 1e-9);
   EXPECT_DOUBLE_EQ(p.copyBeta, 1 / 20e9);
-  EXPECT_EQ(p.alpha[static_cast<int>(TransportClass::InProcess)],
-            d.alpha[static_cast<int>(TransportClass::InProcess)]);
-  CostParams cp = costParams(p, TransportClass::Tcp, ncclFloat8e5m2);
+  EXPECT_EQ(p.alpha[static_cast<int>(tuning::TransportClass::InProcess)],
+            d.alpha[static_cast<int>(tuning::TransportClass::InProcess)]);
+  tuning::CostParams cp = costParams(p, tuning::TransportClass::Tcp, ncclFloat8e5m2);
   EXPECT_DOUBLE_EQ(cp.alpha, 50e-6);
-  EXPECT_EQ(cp.gamma, p.gamma[static_cast<int>(ReduceClass::Fp8)]);
+  EXPECT_EQ(cp.gamma, p.gamma[static_cast<int>(tuning::ReduceClass::Fp8)]);
 }
 
 TEST_F(Calibration, UnwritableCacheKeepsTheResultInMemory) {
   setenv("XDG_CACHE_HOME", "/proc/braid-no-such-dir", 1);
-  CalibrationParams p = resolveCalibration(measureCalibration);
-  EXPECT_EQ(p.source, CalibrationSource::Measured);
+  tuning::CalibrationParams p = resolveCalibration(engine::measureCalibration);
+  EXPECT_EQ(p.source, tuning::CalibrationSource::Measured);
   expectSane(p);
   unsetenv("XDG_CACHE_HOME");
   setenv("HOME", dir_.c_str(), 1);
-  EXPECT_EQ(calibrationCachePath().rfind(dir_ + "/.cache/braid/calibration-v1-", 0), 0u);
+  EXPECT_EQ(tuning::calibrationCachePath().rfind(dir_ + "/.cache/braid/calibration-v1-", 0), 0u);
   unsetenv("HOME");
-  EXPECT_EQ(calibrationCachePath(), "");
+  EXPECT_EQ(tuning::calibrationCachePath(), "");
 }
 
 TEST_F(Calibration, ProcessWideValueIsResolvedOnce) {
   setenv("BRAID_CALIBRATE", "0", 1);
-  const CalibrationParams& a = calibration();
+  const tuning::CalibrationParams& a = engine::calibration();
   setenv("BRAID_CALIBRATE", "force", 1);
-  const CalibrationParams& b = calibration();
+  const tuning::CalibrationParams& b = engine::calibration();
   EXPECT_EQ(&a, &b);
-  EXPECT_EQ(a.source, CalibrationSource::Defaults);
+  EXPECT_EQ(a.source, tuning::CalibrationSource::Defaults);
 }
 
 }  // namespace

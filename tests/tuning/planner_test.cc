@@ -13,8 +13,8 @@
 namespace braid {
 namespace {
 
-using A = Algorithm;
-using C = Collective;
+using A = schedule::Algorithm;
+using C = schedule::Collective;
 
 // The generators as they are being completed (Tree, RecursiveDoubling and
 // HalvingDoubling), independent of what algorithmSupports() says today.
@@ -32,8 +32,8 @@ uint8_t fullSet(C c) {
 
 class Planner : public ::testing::Test {
  protected:
-  TuningInput input(C coll, int nranks, size_t bytes, TransportClass tc = TransportClass::SharedMemory) {
-    TuningInput in;
+  tuning::TuningInput input(C coll, int nranks, size_t bytes, tuning::TransportClass tc = tuning::TransportClass::SharedMemory) {
+    tuning::TuningInput in;
     in.coll = coll;
     in.nranks = nranks;
     in.datatype = ncclFloat32;
@@ -45,50 +45,50 @@ class Planner : public ::testing::Test {
     in.calibration = &cal_;
     return in;
   }
-  PlanChoice choose(const TuningInput& in, double* per = nullptr) {
+  tuning::PlanChoice choose(const tuning::TuningInput& in, double* per = nullptr) {
     return choosePlanAmong(in, fullSet(in.coll), per);
   }
   void useEnv(const char* algo, const char* proto) {
     if (algo) setenv("NCCL_ALGO", algo, 1);
     if (proto) setenv("NCCL_PROTO", proto, 1);
-    filter_ = algoFilterFromEnv();
+    filter_ = tuning::algoFilterFromEnv();
     unsetenv("NCCL_ALGO");
     unsetenv("NCCL_PROTO");
   }
 
-  AlgoFilter filter_;
-  CalibrationParams cal_ = defaultCalibration();
+  tuning::AlgoFilter filter_;
+  tuning::CalibrationParams cal_ = tuning::defaultCalibration();
 };
 
 bool isLog(A a) { return a == A::RecursiveDoubling || a == A::HalvingDoubling; }
 
 TEST_F(Planner, SmallCallsTakeLogarithmicAlgorithmsLargeOnesTheRing) {
-  for (TransportClass tc : {TransportClass::InProcess, TransportClass::SharedMemory, TransportClass::Tcp})
+  for (tuning::TransportClass tc : {tuning::TransportClass::InProcess, tuning::TransportClass::SharedMemory, tuning::TransportClass::Tcp})
     for (int p : {4, 8, 16}) {
       SCOPED_TRACE(std::string(transportClassName(tc)) + " p=" + std::to_string(p));
-      PlanChoice small = choose(input(C::AllReduce, p, 1024, tc));
+      tuning::PlanChoice small = choose(input(C::AllReduce, p, 1024, tc));
       EXPECT_TRUE(isLog(small.algorithm)) << algorithmName(small.algorithm);
       EXPECT_FALSE(small.forced);
-      PlanChoice large = choose(input(C::AllReduce, p, 256 << 20, tc));
+      tuning::PlanChoice large = choose(input(C::AllReduce, p, 256 << 20, tc));
       EXPECT_EQ(large.algorithm, A::Ring);
       EXPECT_EQ(large.chunkElems, 512u * 1024 / 4) << "the ring moves whole slots";
-      EXPECT_EQ(large.protocol, Protocol::Simple);
-      PlanChoice gather = choose(input(C::AllGather, p, 1024 * p, tc));
+      EXPECT_EQ(large.protocol, tuning::Protocol::Simple);
+      tuning::PlanChoice gather = choose(input(C::AllGather, p, 1024 * p, tc));
       EXPECT_EQ(gather.algorithm, A::RecursiveDoubling);
     }
 }
 
 TEST_F(Planner, PredictionIsTheModelsAndTheBest) {
-  double per[kNumAlgorithms];
-  TuningInput in = input(C::AllReduce, 8, 4096);
-  PlanChoice c = choose(in, per);
-  ModelShape s;
+  double per[schedule::kNumAlgorithms];
+  tuning::TuningInput in = input(C::AllReduce, 8, 4096);
+  tuning::PlanChoice c = choose(in, per);
+  schedule::ModelShape s;
   s.nranks = 8;
   s.bytes = 4096;
   s.chunkBytes = static_cast<double>(c.chunkElems * 4);
   EXPECT_DOUBLE_EQ(c.predictedSeconds,
                    predictSeconds(C::AllReduce, c.algorithm, s, costParams(cal_, in.transport, ncclFloat32)));
-  for (int a = 0; a < kNumAlgorithms; ++a) EXPECT_GE(per[a], c.predictedSeconds) << a;
+  for (int a = 0; a < schedule::kNumAlgorithms; ++a) EXPECT_GE(per[a], c.predictedSeconds) << a;
   EXPECT_TRUE(std::isinf(per[static_cast<int>(A::Direct)]));
 }
 
@@ -96,25 +96,25 @@ TEST_F(Planner, ChunksNeverExceedTheSlotAndPipelinesGetSmallerOnes) {
   for (C coll : {C::AllReduce, C::Broadcast, C::Reduce, C::AllGather, C::ReduceScatter, C::AllToAll, C::Send})
     for (size_t slot : {size_t(4096), size_t(65536), size_t(1) << 20})
       for (size_t bytes = 4; bytes <= (size_t(1) << 28); bytes *= 8) {
-        TuningInput in = input(coll, 8, bytes);
+        tuning::TuningInput in = input(coll, 8, bytes);
         in.slotBytes = slot;
         in.datatype = ncclFloat64;
         in.count = std::max<size_t>(1, bytes / 8);
-        PlanChoice c = choose(in);
+        tuning::PlanChoice c = choose(in);
         EXPECT_GE(c.chunkElems, 1u);
         EXPECT_LE(c.chunkElems * 8, slot) << collectiveName(coll) << " " << bytes;
         EXPECT_GT(c.predictedSeconds, 0);
       }
   // A 1 MiB broadcast on a chain (no tree generator): pipelining pays.
-  TuningInput in = input(C::Broadcast, 8, 1 << 20);
-  PlanChoice c = choosePlanAmong(in, 1u << static_cast<int>(A::Ring), nullptr);
+  tuning::TuningInput in = input(C::Broadcast, 8, 1 << 20);
+  tuning::PlanChoice c = choosePlanAmong(in, 1u << static_cast<int>(A::Ring), nullptr);
   EXPECT_EQ(c.algorithm, A::Ring);
   EXPECT_LT(c.chunkElems * 4, in.slotBytes);
 }
 
 TEST_F(Planner, AlgoEnvOverridesTheModel) {
   useEnv("allreduce:ring", nullptr);
-  PlanChoice c = choose(input(C::AllReduce, 8, 1024));
+  tuning::PlanChoice c = choose(input(C::AllReduce, 8, 1024));
   EXPECT_EQ(c.algorithm, A::Ring);
   EXPECT_TRUE(c.forced);
   useEnv("Tree", nullptr);
@@ -129,21 +129,21 @@ TEST_F(Planner, AlgoEnvOverridesTheModel) {
 TEST_F(Planner, FilterWithNothingUsableFallsBackToTheModel) {
   const A modelChoice = choose(input(C::AllGather, 8, 8192)).algorithm;
   useEnv("allgather:tree", nullptr);  // no tree all-gather
-  PlanChoice c = choose(input(C::AllGather, 8, 8192));
+  tuning::PlanChoice c = choose(input(C::AllGather, 8, 8192));
   EXPECT_EQ(c.algorithm, modelChoice);
   useEnv("NVLS", nullptr);  // nothing braid has
   EXPECT_EQ(choose(input(C::AllReduce, 8, 1024)).algorithm, A::RecursiveDoubling);
   // A global list does not touch all-to-all (Direct only).
   useEnv("Ring", nullptr);
-  PlanChoice a2a = choose(input(C::AllToAll, 8, 8192));
+  tuning::PlanChoice a2a = choose(input(C::AllToAll, 8, 8192));
   EXPECT_EQ(a2a.algorithm, A::Direct);
   EXPECT_FALSE(a2a.forced);
 }
 
 TEST_F(Planner, ProtoSetsTheChunkClass) {
   useEnv(nullptr, "LL");
-  PlanChoice c = choose(input(C::AllReduce, 8, 64 << 20));
-  EXPECT_EQ(c.protocol, Protocol::LL);
+  tuning::PlanChoice c = choose(input(C::AllReduce, 8, 64 << 20));
+  EXPECT_EQ(c.protocol, tuning::Protocol::LL);
   EXPECT_LE(c.chunkElems * 4, 8u << 10);
   EXPECT_TRUE(c.forced);
   useEnv(nullptr, "LL128");
@@ -155,16 +155,16 @@ TEST_F(Planner, ProtoSetsTheChunkClass) {
   EXPECT_GT(c.chunkElems * 4, 64u << 10);
   // Per collective: LL for all-reduce only.
   useEnv(nullptr, "allreduce:LL");
-  EXPECT_EQ(choose(input(C::AllReduce, 8, 64 << 20)).protocol, Protocol::LL);
-  EXPECT_EQ(choose(input(C::AllGather, 8, 64 << 20)).protocol, Protocol::Simple);
+  EXPECT_EQ(choose(input(C::AllReduce, 8, 64 << 20)).protocol, tuning::Protocol::LL);
+  EXPECT_EQ(choose(input(C::AllGather, 8, 64 << 20)).protocol, tuning::Protocol::Simple);
   // Unset: a small call is labelled LL (any chunk class fits it; the smallest is named).
   useEnv(nullptr, nullptr);
-  EXPECT_EQ(choose(input(C::AllReduce, 8, 1024)).protocol, Protocol::LL);
+  EXPECT_EQ(choose(input(C::AllReduce, 8, 1024)).protocol, tuning::Protocol::LL);
 }
 
 TEST_F(Planner, FasterTransportsPredictLess) {
   double prev = 0;
-  for (TransportClass tc : {TransportClass::InProcess, TransportClass::SharedMemory, TransportClass::Tcp}) {
+  for (tuning::TransportClass tc : {tuning::TransportClass::InProcess, tuning::TransportClass::SharedMemory, tuning::TransportClass::Tcp}) {
     double t = choose(input(C::AllReduce, 8, 1 << 20, tc)).predictedSeconds;
     EXPECT_GT(t, prev) << transportClassName(tc);
     prev = t;
@@ -175,7 +175,7 @@ TEST_F(Planner, ChoosePlanOnlyPicksImplementedAlgorithms) {
   for (C coll : {C::AllReduce, C::ReduceScatter, C::AllGather, C::Broadcast, C::Reduce, C::AllToAll,
                  C::Gather, C::Scatter, C::Send, C::Recv})
     for (size_t bytes : {size_t(64), size_t(1) << 16, size_t(1) << 26}) {
-      PlanChoice c = choosePlan(input(coll, 8, bytes));
+      tuning::PlanChoice c = choosePlan(input(coll, 8, bytes));
       EXPECT_TRUE(algorithmSupports(c.algorithm, coll))
           << collectiveName(coll) << " got " << algorithmName(c.algorithm);
     }
@@ -187,10 +187,10 @@ TEST_F(Planner, ChoicesGenerateValidPlans) {
   for (C coll : {C::AllReduce, C::ReduceScatter, C::AllGather, C::Broadcast, C::Reduce, C::AllToAll})
     for (int p : {2, 5, 8})
       for (size_t bytes : {size_t(256), size_t(1) << 16, size_t(3) << 20}) {
-        TuningInput in = input(coll, p, bytes);
+        tuning::TuningInput in = input(coll, p, bytes);
         in.slotBytes = 128 * 1024;
-        const PlanChoice c = choosePlan(in);
-        CollShape shape;
+        const tuning::PlanChoice c = choosePlan(in);
+        schedule::CollShape shape;
         shape.coll = coll;
         shape.algorithm = c.algorithm;
         shape.nranks = p;
@@ -199,11 +199,11 @@ TEST_F(Planner, ChoicesGenerateValidPlans) {
         shape.nchannels = c.nchannels;
         for (int r = 0; r < p; ++r) {
           shape.rank = r;
-          Plan plan = generatePlan(shape);
+          schedule::Plan plan = generatePlan(shape);
           EXPECT_FALSE(plan.lanes.empty()) << collectiveName(coll) << " " << algorithmName(c.algorithm);
-          for (const Lane& lane : plan.lanes)
-            for (const Step& st : lane.steps) {
-              if (st.kind == StepKind::Copy) continue;
+          for (const schedule::Lane& lane : plan.lanes)
+            for (const schedule::Step& st : lane.steps) {
+              if (st.kind == schedule::StepKind::Copy) continue;
               EXPECT_LE(st.count, c.chunkElems) << algorithmName(c.algorithm);
             }
         }
@@ -211,9 +211,9 @@ TEST_F(Planner, ChoicesGenerateValidPlans) {
 }
 
 TEST_F(Planner, LogLineNamesChoiceAndAlternatives) {
-  double per[kNumAlgorithms];
-  TuningInput in = input(C::AllReduce, 8, 4096);
-  PlanChoice c = choose(in, per);
+  double per[schedule::kNumAlgorithms];
+  tuning::TuningInput in = input(C::AllReduce, 8, 4096);
+  tuning::PlanChoice c = choose(in, per);
   char line[512];
   formatPlanChoice(in, c, per, line, sizeof(line));
   std::string s(line);
@@ -231,17 +231,17 @@ TEST_F(Planner, SlowestTransportClass) {
   a.processId = b.processId = 7;
   a.hostHash = b.hostHash = 1;
   std::vector<PeerInfo> peers{a, b};
-  EXPECT_EQ(slowestTransportClass(peers, false), TransportClass::InProcess);
+  EXPECT_EQ(tuning::slowestTransportClass(peers, false), tuning::TransportClass::InProcess);
   peers[1].processId = 8;
-  EXPECT_EQ(slowestTransportClass(peers, false), TransportClass::SharedMemory);
-  EXPECT_EQ(slowestTransportClass(peers, true), TransportClass::Tcp);
+  EXPECT_EQ(tuning::slowestTransportClass(peers, false), tuning::TransportClass::SharedMemory);
+  EXPECT_EQ(tuning::slowestTransportClass(peers, true), tuning::TransportClass::Tcp);
   peers[1].hostHash = 2;
-  EXPECT_EQ(slowestTransportClass(peers, false), TransportClass::Tcp);
+  EXPECT_EQ(tuning::slowestTransportClass(peers, false), tuning::TransportClass::Tcp);
 }
 
 TEST_F(Planner, IsCheapAndDeterministic) {
-  TuningInput in = input(C::AllReduce, 8, 3 << 20);
-  const PlanChoice first = choose(in);
+  tuning::TuningInput in = input(C::AllReduce, 8, 3 << 20);
+  const tuning::PlanChoice first = choose(in);
   const int calls = 20000;
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < calls; ++i) {
@@ -253,7 +253,7 @@ TEST_F(Planner, IsCheapAndDeterministic) {
   printf("choosePlanAmong: %.2f us per call\n", us);
   EXPECT_LT(us, 20.0);
   in.count = (3 << 20) / 4;
-  PlanChoice again = choose(in);
+  tuning::PlanChoice again = choose(in);
   EXPECT_EQ(again.algorithm, first.algorithm);
   EXPECT_EQ(again.chunkElems, first.chunkElems);
   EXPECT_EQ(again.predictedSeconds, first.predictedSeconds);
@@ -263,10 +263,10 @@ TEST_F(Planner, IsCheapAndDeterministic) {
 // transport class, bulk above; NCCL_PROTO overrides where it names one side
 // only; never LL above the LL slot.
 TEST_F(Planner, LaneProtocolFollowsAlphaOverBetaAndNcclProto) {
-  for (TransportClass tc : {TransportClass::InProcess, TransportClass::SharedMemory, TransportClass::Tcp}) {
+  for (tuning::TransportClass tc : {tuning::TransportClass::InProcess, tuning::TransportClass::SharedMemory, tuning::TransportClass::Tcp}) {
     SCOPED_TRACE(transportClassName(tc));
-    const TuningInput in = input(C::AllReduce, 4, 4096, tc);
-    const CostParams p = costParams(cal_, tc, ncclFloat32);
+    const tuning::TuningInput in = input(C::AllReduce, 4, 4096, tc);
+    const tuning::CostParams p = costParams(cal_, tc, ncclFloat32);
     const double threshold = p.alpha / p.beta;
     ASSERT_GT(threshold, 16.0) << "a calibration that never prefers LL would prove nothing";
     EXPECT_TRUE(laneUsesLL(in, 16, uint64_t(1) << 40));

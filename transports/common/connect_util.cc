@@ -13,7 +13,7 @@
 
 #include "base/process_liveness.h"
 
-namespace braid {
+namespace braid::common {
 
 std::string describePeer(const PeerInfo& peer) {
   char host[sizeof(peer.hostname) + 1] = {};
@@ -37,12 +37,12 @@ uint64_t randomU64() {
   return v;
 }
 
-bool abortRequested(const ConnectRequest& req) {
+bool abortRequested(const transports::ConnectRequest& req) {
   // Atomic load: the flag is set by another thread (ncclCommAbort) or a kernel.
   return req.abortFlag != nullptr && req.abortFlag->load(std::memory_order_relaxed) != 0;
 }
 
-Result checkWait(const ConnectRequest& req, const std::string& what) {
+Result checkWait(const transports::ConnectRequest& req, const std::string& what) {
   if (abortRequested(req))
     return fail(ncclInternalError, "aborted while waiting for %s", what.c_str());
   if (Clock::now() >= req.deadline)
@@ -62,7 +62,7 @@ Result checkWait(const ConnectRequest& req, const std::string& what) {
   return Result::success();
 }
 
-int pollTimeoutMs(const ConnectRequest& req) {
+int pollTimeoutMs(const transports::ConnectRequest& req) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(req.deadline - Clock::now());
   return static_cast<int>(std::clamp<int64_t>(left.count(), 0, 10));
 }
@@ -80,4 +80,4 @@ void backoff(int* round) {
   ++*round;
 }
 
-}  // namespace braid
+}  // namespace braid::common

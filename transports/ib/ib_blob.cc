@@ -4,8 +4,7 @@
 
 #include "base/blob.h"
 
-namespace braid {
-namespace ib {
+namespace braid::ib {
 
 namespace {
 
@@ -112,5 +111,4 @@ Result decodeIbHello(const uint8_t* bytes, size_t size, const char* peer, IbHell
   return Result::success();
 }
 
-}  // namespace ib
-}  // namespace braid
+}  // namespace braid::ib

@@ -8,8 +8,7 @@
 #include "base/result.h"
 #include "transports/transport.h"
 
-namespace braid {
-namespace ib {
+namespace braid::ib {
 
 constexpr uint32_t kIbBlobMagic = 0x42524942;  // "BRIB"
 constexpr uint16_t kIbBlobVersion = 1;
@@ -85,5 +84,4 @@ Blob encodeIbHello(const IbHello& hello);
 // returned, not checked: the caller compares it.
 Result decodeIbHello(const uint8_t* bytes, size_t size, const char* peer, IbHello* out);
 
-}  // namespace ib
-}  // namespace braid
+}  // namespace braid::ib

@@ -1,7 +1,6 @@
 #include "transports/ib/ib_completion.h"
 
-namespace braid {
-namespace ib {
+namespace braid::ib {
 
 std::string wcStatusName(int status) {
   static const char* const kNames[kWcStatusCount] = {
@@ -43,5 +42,4 @@ Result completionError(const IbvWc& wc, const char* what, const std::string& pee
               wcStatusName(wc.status).c_str(), wc.status, wc.vendorErr, hint);
 }
 
-}  // namespace ib
-}  // namespace braid
+}  // namespace braid::ib

@@ -6,8 +6,7 @@
 #include "base/result.h"
 #include "transports/ib/ib_verbs_abi.h"
 
-namespace braid {
-namespace ib {
+namespace braid::ib {
 
 // "IBV_WC_REM_ACCESS_ERR" for 10; "IBV_WC_STATUS_<n>" for a value this build
 // does not know (libibverbs' own ibv_wc_status_str is not relied on: braid
@@ -23,5 +22,4 @@ bool wcStatusIsRemote(int status);
 // with the code wcStatusIsRemote chooses.
 Result completionError(const IbvWc& wc, const char* what, const std::string& peer);
 
-}  // namespace ib
-}  // namespace braid
+}  // namespace braid::ib

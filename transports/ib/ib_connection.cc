@@ -11,8 +11,7 @@
 #include "transports/common/connect_util.h"
 #include "transports/ib/ib_completion.h"
 
-namespace braid {
-namespace ib {
+namespace braid::ib {
 
 namespace {
 
@@ -21,8 +20,8 @@ constexpr int kPollBatch = 16;
 
 size_t roundUpToPage(size_t n) { return (n + kPageBytes - 1) / kPageBytes * kPageBytes; }
 
-std::string connectionName(const ConnectRequest& req) {
-  return describePeer(req.peer) + ", channel " + std::to_string(req.channel);
+std::string connectionName(const transports::ConnectRequest& req) {
+  return common::describePeer(req.peer) + ", channel " + std::to_string(req.channel);
 }
 
 Result postFailed(const char* call, int rc, const std::string& peer) {
@@ -86,7 +85,7 @@ Result IbQpResources::create(std::shared_ptr<IbDevice> device, const Shape& shap
   r->local_.port = r->device_->port();
   r->local_.gidIndex = r->device_->gidIndex();
   r->local_.mtu = r->device_->mtu();
-  r->local_.psn = static_cast<uint32_t>(randomU64()) & 0xffffff;
+  r->local_.psn = static_cast<uint32_t>(common::randomU64()) & 0xffffff;
   *out = std::move(r);
   return Result::success();
 }
@@ -111,9 +110,8 @@ IbConnInfo IbQpResources::address() const {
 
 // ---- IbSend -----------------------------------------------------------------
 
-Result IbSend::create(std::unique_ptr<IbQpResources> res, UniqueFd handshake,
-                      const RemoteRing& ring, const ConnectRequest& req,
-                      std::unique_ptr<IbSend>* out) {
+Result IbSend::create(std::unique_ptr<IbQpResources> res, UniqueFd handshake, const RemoteRing& ring,
+                      const transports::ConnectRequest& req, std::unique_ptr<IbSend>* out) {
   std::unique_ptr<IbSend> s(new IbSend());
   s->slotBytes_ = req.slotBytes;
   s->stride_ = slotStride(req.slotBytes);
@@ -219,9 +217,8 @@ Result IbSend::checkPeer() {
 
 // ---- IbRecv -----------------------------------------------------------------
 
-Result IbRecv::create(std::unique_ptr<IbQpResources> res, UniqueFd handshake,
-                      const RemoteCredit& credit, const ConnectRequest& req,
-                      std::unique_ptr<IbRecv>* out) {
+Result IbRecv::create(std::unique_ptr<IbQpResources> res, UniqueFd handshake, const RemoteCredit& credit,
+                      const transports::ConnectRequest& req, std::unique_ptr<IbRecv>* out) {
   std::unique_ptr<IbRecv> r(new IbRecv());
   r->slotBytes_ = req.slotBytes;
   r->stride_ = slotStride(req.slotBytes);
@@ -339,5 +336,4 @@ Result IbRecv::checkPeer() {
   return checkHandshakeSocket(handshake_.get(), peer_);
 }
 
-}  // namespace ib
-}  // namespace braid
+}  // namespace braid::ib

@@ -69,8 +69,7 @@
 #include "transports/ib/ib_qp.h"
 #include "transports/transport.h"
 
-namespace braid {
-namespace ib {
+namespace braid::ib {
 
 constexpr uint32_t kInlineBytes = 16;   // room for the 8-byte credit
 constexpr size_t kControlBytes = 4096;  // the sender's control page (credit word)
@@ -156,14 +155,15 @@ struct RemoteCredit {
 // holds only the size. Slots are kept 64-byte aligned.
 constexpr size_t kMarkBytes = sizeof(uint32_t);
 inline size_t slotStride(size_t slotBytes) { return (slotBytes + kMarkBytes + 63) / 64 * 64; }
-inline size_t ringBytes(const ConnectRequest& req) { return slotStride(req.slotBytes) * static_cast<size_t>(req.nslots); }
+inline size_t ringBytes(const transports::ConnectRequest& req) {
+  return slotStride(req.slotBytes) * static_cast<size_t>(req.nslots);
+}
 
-class IbSend final : public SendConnection {
+class IbSend final : public transports::SendConnection {
  public:
   // `res` is at RTS; `handshake` is the socket the hello went over.
-  static Result create(std::unique_ptr<IbQpResources> res, UniqueFd handshake,
-                       const RemoteRing& ring, const ConnectRequest& req,
-                       std::unique_ptr<IbSend>* out);
+  static Result create(std::unique_ptr<IbQpResources> res, UniqueFd handshake, const RemoteRing& ring,
+                       const transports::ConnectRequest& req, std::unique_ptr<IbSend>* out);
   void* acquire() override;
   void post(size_t bytes, uint32_t mark = 0) override;
   Result progress() override;
@@ -192,12 +192,11 @@ class IbSend final : public SendConnection {
   Result error_;
 };
 
-class IbRecv final : public RecvConnection {
+class IbRecv final : public transports::RecvConnection {
  public:
   // `res` is at RTS: posts the receives, then writes the first credit.
-  static Result create(std::unique_ptr<IbQpResources> res, UniqueFd handshake,
-                       const RemoteCredit& credit, const ConnectRequest& req,
-                       std::unique_ptr<IbRecv>* out);
+  static Result create(std::unique_ptr<IbQpResources> res, UniqueFd handshake, const RemoteCredit& credit,
+                       const transports::ConnectRequest& req, std::unique_ptr<IbRecv>* out);
   const void* peek(size_t* bytes, uint32_t* mark = nullptr) override;
   void release() override;
   Result progress() override;
@@ -233,5 +232,4 @@ constexpr uint32_t kReceiverQueueDepth = 32;
 // ncclRemoteError naming `peer` if the socket saw EOF or a reset.
 Result checkHandshakeSocket(int fd, const std::string& peer);
 
-}  // namespace ib
-}  // namespace braid
+}  // namespace braid::ib

@@ -2,8 +2,7 @@
 
 #include <cstring>
 
-namespace braid {
-namespace ib {
+namespace braid::ib {
 
 Result IbDevice::open(std::shared_ptr<VerbsLibrary> lib, const PortDesc& port,
                       int gidIndexSetting, std::shared_ptr<IbDevice>* out) {
@@ -44,5 +43,4 @@ Result IbDevice::open(std::shared_ptr<VerbsLibrary> lib, const PortDesc& port,
   return Result::success();
 }
 
-}  // namespace ib
-}  // namespace braid
+}  // namespace braid::ib

@@ -8,8 +8,7 @@
 #include "transports/ib/ib_device_select.h"
 #include "transports/ib/ib_verbs_loader.h"
 
-namespace braid {
-namespace ib {
+namespace braid::ib {
 
 class IbDevice {
  public:
@@ -44,5 +43,4 @@ class IbDevice {
   std::string name_;
 };
 
-}  // namespace ib
-}  // namespace braid
+}  // namespace braid::ib

@@ -4,8 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace braid {
-namespace ib {
+namespace braid::ib {
 
 namespace {
 
@@ -135,5 +134,4 @@ Result chooseGidIndex(const PortDesc& port, int configured, int* out) {
   return Result::success();
 }
 
-}  // namespace ib
-}  // namespace braid
+}  // namespace braid::ib

@@ -8,8 +8,7 @@
 
 #include "base/result.h"
 
-namespace braid {
-namespace ib {
+namespace braid::ib {
 
 enum class LinkLayer { Unknown, InfiniBand, Ethernet };
 
@@ -61,5 +60,4 @@ Result parseGidIndex(const std::string& text, int* out);
 // address, else the first RoCE v2 GID, else the first GID. ncclSystemError if none.
 Result chooseGidIndex(const PortDesc& port, int configured, int* out);
 
-}  // namespace ib
-}  // namespace braid
+}  // namespace braid::ib

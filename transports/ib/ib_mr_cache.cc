@@ -2,8 +2,7 @@
 
 #include <limits>
 
-namespace braid {
-namespace ib {
+namespace braid::ib {
 
 MrCache::MrCache(MrRegistrar* registrar, size_t maxEntries, size_t pageBytes)
     : registrar_(registrar),
@@ -58,5 +57,4 @@ void MrCache::invalidate(const void* addr, size_t bytes) {
   }
 }
 
-}  // namespace ib
-}  // namespace braid
+}  // namespace braid::ib

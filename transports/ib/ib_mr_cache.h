@@ -9,8 +9,7 @@
 
 #include "base/result.h"
 
-namespace braid {
-namespace ib {
+namespace braid::ib {
 
 struct MrKeys {
   uint32_t lkey = 0;
@@ -64,5 +63,4 @@ class MrCache {
   uint64_t hits_ = 0, misses_ = 0, evictions_ = 0;
 };
 
-}  // namespace ib
-}  // namespace braid
+}  // namespace braid::ib

@@ -6,8 +6,7 @@
 #include "base/env.h"
 #include "transports/ib/ib_sysfs.h"
 
-namespace braid {
-namespace ib {
+namespace braid::ib {
 
 IbProbeOptions ibProbeOptionsFromEnv() {
   IbProbeOptions o;
@@ -65,5 +64,4 @@ IbProbeResult probeIb(const IbProbeOptions& o) {
   return r;
 }
 
-}  // namespace ib
-}  // namespace braid
+}  // namespace braid::ib

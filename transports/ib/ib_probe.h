@@ -8,8 +8,7 @@
 #include "transports/ib/ib_device_select.h"
 #include "transports/ib/ib_verbs_loader.h"
 
-namespace braid {
-namespace ib {
+namespace braid::ib {
 
 struct IbProbeOptions {
   std::string sysRoot = "/sys";
@@ -34,5 +33,4 @@ struct IbProbeResult {
 // problem is a reason not to use IB, and TCP takes over.
 IbProbeResult probeIb(const IbProbeOptions& options);
 
-}  // namespace ib
-}  // namespace braid
+}  // namespace braid::ib

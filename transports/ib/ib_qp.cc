@@ -3,8 +3,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace braid {
-namespace ib {
+namespace braid::ib {
 
 namespace {
 
@@ -102,5 +101,4 @@ void VerbsMrRegistrar::deregister(void* handle) {
   lib_->api().deregMr(static_cast<IbvMr*>(handle));
 }
 
-}  // namespace ib
-}  // namespace braid
+}  // namespace braid::ib

@@ -8,8 +8,7 @@
 #include "transports/ib/ib_mr_cache.h"
 #include "transports/ib/ib_verbs_loader.h"
 
-namespace braid {
-namespace ib {
+namespace braid::ib {
 
 // What this side contributes to the transitions.
 struct QpLocal {
@@ -43,5 +42,4 @@ class VerbsMrRegistrar : public MrRegistrar {
   int access_;
 };
 
-}  // namespace ib
-}  // namespace braid
+}  // namespace braid::ib

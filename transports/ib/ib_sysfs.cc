@@ -8,8 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace braid {
-namespace ib {
+namespace braid::ib {
 
 namespace {
 
@@ -109,5 +108,4 @@ std::vector<PortDesc> scanSysfsPorts(const std::string& sysRoot) {
   return ports;
 }
 
-}  // namespace ib
-}  // namespace braid
+}  // namespace braid::ib

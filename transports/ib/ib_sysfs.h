@@ -9,8 +9,7 @@
 #include "base/result.h"
 #include "transports/ib/ib_device_select.h"
 
-namespace braid {
-namespace ib {
+namespace braid::ib {
 
 // `sysRoot` is "/sys" in production. For every <root>/class/infiniband/<dev>/
 // ports/<n>: state ("4: ACTIVE" is active), link_layer ("InfiniBand" /
@@ -22,5 +21,4 @@ std::vector<PortDesc> scanSysfsPorts(const std::string& sysRoot);
 // "fe80:0000:0000:0000:0202:c9ff:fe00:0001" -> 16 bytes; false if malformed.
 bool parseGidText(const std::string& text, unsigned char out[16]);
 
-}  // namespace ib
-}  // namespace braid
+}  // namespace braid::ib

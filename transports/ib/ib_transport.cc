@@ -18,7 +18,7 @@
 #include "transports/ib/ib_device.h"
 #include "transports/tcp/socket_util.h"
 
-namespace braid {
+namespace braid::ib {
 
 namespace {
 
@@ -40,19 +40,19 @@ std::string describePorts(const std::vector<ib::PortDesc>& ports) {
   return s;
 }
 
-std::string connectionName(const ConnectRequest& req) {
-  return describePeer(req.peer) + ", channel " + std::to_string(req.channel);
+std::string connectionName(const transports::ConnectRequest& req) {
+  return common::describePeer(req.peer) + ", channel " + std::to_string(req.channel);
 }
 
-Result checkGeometry(const ConnectRequest& req) {
+Result checkGeometry(const transports::ConnectRequest& req) {
   if (req.slotBytes == 0 || req.slotBytes > UINT32_MAX || req.nslots <= 0 ||
       static_cast<uint32_t>(req.nslots) > ib::kMaxIbSlots)
-    return fail(ncclInvalidArgument, "ib FIFO of %d slots of %zu bytes to %s is out of range",
-                req.nslots, req.slotBytes, describePeer(req.peer).c_str());
+    return fail(ncclInvalidArgument, "ib FIFO of %d slots of %zu bytes to %s is out of range", req.nslots,
+                req.slotBytes, common::describePeer(req.peer).c_str());
   return Result::success();
 }
 
-ib::IbQpResources::Shape senderShape(const ConnectRequest& req) {
+ib::IbQpResources::Shape senderShape(const transports::ConnectRequest& req) {
   ib::IbQpResources::Shape s;
   s.controlBytes = ib::kControlBytes;
   s.ringBytes = ib::ringBytes(req);
@@ -61,7 +61,7 @@ ib::IbQpResources::Shape senderShape(const ConnectRequest& req) {
   return s;
 }
 
-ib::IbQpResources::Shape receiverShape(const ConnectRequest& req) {
+ib::IbQpResources::Shape receiverShape(const transports::ConnectRequest& req) {
   ib::IbQpResources::Shape s;
   s.ringBytes = ib::ringBytes(req);
   s.sendDepth = ib::kReceiverQueueDepth;
@@ -71,18 +71,18 @@ ib::IbQpResources::Shape receiverShape(const ConnectRequest& req) {
 
 // Reads exactly `size` bytes before `until` (or the request's deadline/abort).
 // `*timedOut` distinguishes giving up on a silent peer from a failed request.
-Result readExactly(int fd, uint8_t* buf, size_t size, const ConnectRequest& req,
-                   Clock::time_point until, const std::string& what, bool* timedOut) {
+Result readExactly(int fd, uint8_t* buf, size_t size, const transports::ConnectRequest& req, Clock::time_point until,
+                   const std::string& what, bool* timedOut) {
   size_t got = 0;
   *timedOut = false;
   while (got < size) {
-    BRAID_TRY(checkWait(req, what));
+    BRAID_TRY(common::checkWait(req, what));
     if (Clock::now() >= until) {
       *timedOut = true;
       return Result::success();
     }
     pollfd p{fd, POLLIN, 0};
-    const int n = poll(&p, 1, pollTimeoutMs(req));
+    const int n = poll(&p, 1, common::pollTimeoutMs(req));
     if (n < 0 && errno != EINTR) return systemFail("poll while waiting for %s", what.c_str());
     if (n <= 0) continue;
     const ssize_t r = recv(fd, buf + got, size - got, MSG_DONTWAIT);
@@ -102,16 +102,15 @@ IbConnInfo peerAddressOf(const IbHello& h) {
   return c;
 }
 
-class IbEndpoint final : public RecvEndpoint {
+class IbEndpoint final : public transports::RecvEndpoint {
  public:
-  IbEndpoint(const ConnectRequest& req, std::unique_ptr<ib::IbQpResources> res, UniqueFd listenFd,
+  IbEndpoint(const transports::ConnectRequest& req, std::unique_ptr<ib::IbQpResources> res, UniqueFd listenFd,
              Blob blob, uint64_t nonce)
-      : req_(req), res_(std::move(res)), listen_(std::move(listenFd)), blob_(std::move(blob)),
-        nonce_(nonce) {}
+      : req_(req), res_(std::move(res)), listen_(std::move(listenFd)), blob_(std::move(blob)), nonce_(nonce) {}
 
   const Blob& blob() const override { return blob_; }
 
-  Result accept(std::unique_ptr<RecvConnection>* out) override {
+  Result accept(std::unique_ptr<transports::RecvConnection>* out) override {
     if (!res_)
       return fail(ncclInternalError, "ib endpoint for %s accepted twice", connectionName(req_).c_str());
     UniqueFd fd;
@@ -134,9 +133,9 @@ class IbEndpoint final : public RecvEndpoint {
   Result awaitHello(UniqueFd* out, IbHello* hello) {
     const std::string what = connectionName(req_) + " to attach its ib queue pair";
     for (;;) {
-      BRAID_TRY(checkWait(req_, what));
+      BRAID_TRY(common::checkWait(req_, what));
       pollfd p{listen_.get(), POLLIN, 0};
-      const int n = poll(&p, 1, pollTimeoutMs(req_));
+      const int n = poll(&p, 1, common::pollTimeoutMs(req_));
       if (n < 0 && errno != EINTR) return systemFail("poll on the ib handshake socket");
       if (n <= 0) continue;
       sockaddr_storage from{};
@@ -150,7 +149,7 @@ class IbEndpoint final : public RecvEndpoint {
                              "the ib handshake of " + connectionName(req_), &timedOut);
       if (r.ok() && !timedOut) r = ib::decodeIbHello(bytes, sizeof(bytes), connectionName(req_).c_str(), hello);
       if (!r.ok() || timedOut || hello->nonce != nonce_) {
-        if (abortRequested(req_) || Clock::now() >= req_.deadline) BRAID_TRY(checkWait(req_, what));
+        if (common::abortRequested(req_) || Clock::now() >= req_.deadline) BRAID_TRY(common::checkWait(req_, what));
         BRAID_WARN("ib: dropped a connection from %s on the handshake port for %s: %s",
                    addrToString(from).c_str(), connectionName(req_).c_str(),
                    !r.ok() ? r.message().c_str() : timedOut ? "silent" : "wrong nonce");
@@ -168,14 +167,14 @@ class IbEndpoint final : public RecvEndpoint {
     }
   }
 
-  ConnectRequest req_;
+  transports::ConnectRequest req_;
   std::unique_ptr<ib::IbQpResources> res_;
   UniqueFd listen_;
   Blob blob_;
   uint64_t nonce_;
 };
 
-class IbTransport : public Transport {
+class IbTransport : public transports::Transport {
  public:
   IbTransport(std::shared_ptr<const ib::IbProbeResult> probe, IbTransportOptions options)
       : probe_(std::move(probe)), options_(options) {}
@@ -185,7 +184,7 @@ class IbTransport : public Transport {
     return options_.dataPath && probe_->usable && self.hostHash != peer.hostHash;
   }
 
-  Result listen(const ConnectRequest& req, std::unique_ptr<RecvEndpoint>* out) override {
+  Result listen(const transports::ConnectRequest& req, std::unique_ptr<transports::RecvEndpoint>* out) override {
     BRAID_TRY(checkGeometry(req));
     std::shared_ptr<ib::IbDevice> dev;
     BRAID_TRY(device(req.channel, &dev));
@@ -195,7 +194,7 @@ class IbTransport : public Transport {
     BRAID_TRY(res->keys(res->ring(), ib::ringBytes(req), &ring));
 
     sockaddr_storage self{}, bound{};
-    BRAID_TRY(peerAddress(req.self, &self));
+    BRAID_TRY(tcp::peerAddress(req.self, &self));
     UniqueFd listenFd;
     BRAID_TRY(listenOn(self, kHandshakeSocketBytes, &listenFd, &bound));
 
@@ -206,14 +205,14 @@ class IbTransport : public Transport {
     info.nslots = static_cast<uint32_t>(req.nslots);
     static_assert(sizeof(info.handshakeAddr) >= sizeof(bound), "handshake address too small");
     memcpy(info.handshakeAddr, &bound, sizeof(bound));
-    info.nonce = randomU64();
+    info.nonce = common::randomU64();
     *out = std::make_unique<IbEndpoint>(req, std::move(res), std::move(listenFd),
                                         ib::encodeIbBlob(info), info.nonce);
     return Result::success();
   }
 
-  Result connect(const ConnectRequest& req, const Blob& blob,
-                 std::unique_ptr<SendConnection>* out) override {
+  Result connect(const transports::ConnectRequest& req, const Blob& blob,
+                 std::unique_ptr<transports::SendConnection>* out) override {
     BRAID_TRY(checkGeometry(req));
     const std::string peer = connectionName(req);
     IbConnInfo remote;
@@ -236,7 +235,7 @@ class IbTransport : public Transport {
     if (at.ss_family != AF_INET && at.ss_family != AF_INET6)
       return fail(ncclInternalError, "ib connect blob from %s has no handshake address", peer.c_str());
     UniqueFd fd;
-    BRAID_TRY(connectTo(at, req, kHandshakeSocketBytes, peer, &fd));
+    BRAID_TRY(tcp::connectTo(at, req, kHandshakeSocketBytes, peer, &fd));
     IbHello hello;
     hello.nonce = remote.nonce;
     ib::copyQpAddress(res->address(), &hello);
@@ -247,7 +246,7 @@ class IbTransport : public Transport {
     hello.rank = req.self.rank;
     hello.channel = req.channel;
     const Blob bytes = ib::encodeIbHello(hello);
-    BRAID_TRY(sendAll(fd.get(), bytes.data(), bytes.size(), req, peer));
+    BRAID_TRY(tcp::sendAll(fd.get(), bytes.data(), bytes.size(), req, peer));
 
     BRAID_INFO(kLogNet, "NET/IB: %s connecting over %s (QP %u -> QP %u)", peer.c_str(),
                dev->name().c_str(), hello.qpn, remote.qpn);
@@ -302,12 +301,12 @@ IbTransportOptions ibTransportOptionsFromEnv() {
   return o;
 }
 
-std::unique_ptr<Transport> makeIbTransport(ib::IbProbeResult probe, IbTransportOptions options) {
+std::unique_ptr<transports::Transport> makeIbTransport(ib::IbProbeResult probe, IbTransportOptions options) {
   return std::make_unique<IbTransport>(std::make_shared<const ib::IbProbeResult>(std::move(probe)),
                                        options);
 }
 
-std::unique_ptr<Transport> makeIbTransport() {
+std::unique_ptr<transports::Transport> makeIbTransport() {
   // One probe per process: every communicator would otherwise dlopen and log again.
   static std::once_flag once;
   static std::shared_ptr<const ib::IbProbeResult> probe;
@@ -320,4 +319,4 @@ std::unique_ptr<Transport> makeIbTransport() {
   return std::make_unique<IbTransport>(probe, options);
 }
 
-}  // namespace braid
+}  // namespace braid::ib

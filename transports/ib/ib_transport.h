@@ -6,7 +6,7 @@
 #include "transports/ib/ib_probe.h"
 #include "transports/transport.h"
 
-namespace braid {
+namespace braid::ib {
 
 // The switch: the RC data path (ib_connection.h) was only ever run against
 // tests/ib's fake libibverbs, never on hardware, so it is off unless
@@ -22,10 +22,9 @@ IbTransportOptions ibTransportOptionsFromEnv();
 // true only with BRAID_IB_DATAPATH=1, a usable port and a peer on another host
 // (same-host pairs are shm's, or TCP's where shm cannot join them).
 // docs/transports.md.
-std::unique_ptr<Transport> makeIbTransport();
+std::unique_ptr<transports::Transport> makeIbTransport();
 
 // The same over a probe the caller made (tests: fixture sysfs, fake soname).
-std::unique_ptr<Transport> makeIbTransport(ib::IbProbeResult probe,
-                                           IbTransportOptions options = {});
+std::unique_ptr<transports::Transport> makeIbTransport(ib::IbProbeResult probe, IbTransportOptions options = {});
 
-}  // namespace braid
+}  // namespace braid::ib

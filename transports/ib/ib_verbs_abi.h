@@ -14,8 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace braid {
-namespace ib {
+namespace braid::ib {
 
 // Opaque to braid: only pointers to them are passed around.
 struct IbvDevice;
@@ -300,5 +299,4 @@ struct IbvWc {
   uint8_t dlidPathBits;
 };
 
-}  // namespace ib
-}  // namespace braid
+}  // namespace braid::ib

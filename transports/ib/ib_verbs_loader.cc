@@ -2,8 +2,7 @@
 
 #include <cerrno>
 
-namespace braid {
-namespace ib {
+namespace braid::ib {
 
 namespace {
 
@@ -127,5 +126,4 @@ int pollCq(IbvCq* cq, int n, IbvWc* wc) {
   return reinterpret_cast<PollCqFn>(cq->context->ops[kOpsPollCq])(cq, n, wc);
 }
 
-}  // namespace ib
-}  // namespace braid
+}  // namespace braid::ib

@@ -10,8 +10,7 @@
 #include "base/shared_library.h"
 #include "transports/ib/ib_verbs_abi.h"
 
-namespace braid {
-namespace ib {
+namespace braid::ib {
 
 constexpr const char* kVerbsSoname = "libibverbs.so.1";
 
@@ -133,5 +132,4 @@ int postSend(IbvQp* qp, IbvSendWr* wr, IbvSendWr** bad);
 int postRecv(IbvQp* qp, IbvRecvWr* wr, IbvRecvWr** bad);
 int pollCq(IbvCq* cq, int n, IbvWc* wc);
 
-}  // namespace ib
-}  // namespace braid
+}  // namespace braid::ib

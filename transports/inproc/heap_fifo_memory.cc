@@ -5,12 +5,12 @@
 #include "transports/fifo_memory.h"
 #include "transports/inproc/inproc_transport.h"
 
-namespace braid {
+namespace braid::inproc {
 namespace {
 
 constexpr uint32_t kHeapMagic = 0x4c4e4850;  // "LNHP"
 
-class HeapFifo : public FifoMemory {
+class HeapFifo : public transports::FifoMemory {
  public:
   explicit HeapFifo(AlignedBuffer buffer) : buffer_(std::move(buffer)) {}
   char* base() const override { return reinterpret_cast<char*>(buffer_.data()); }
@@ -25,7 +25,7 @@ class HeapFifo : public FifoMemory {
 };
 
 // A peer's heap FIFO in this process: borrowed, never freed here.
-class BorrowedFifo : public FifoMemory {
+class BorrowedFifo : public transports::FifoMemory {
  public:
   explicit BorrowedFifo(char* base) : base_(base) {}
   char* base() const override { return base_; }
@@ -35,10 +35,11 @@ class BorrowedFifo : public FifoMemory {
   char* base_;
 };
 
-class HeapProvider : public FifoMemoryProvider {
+class HeapProvider : public transports::FifoMemoryProvider {
  public:
   const char* name() const override { return "heap"; }
-  Result create(uint64_t bytes, const FifoImageWriter& writeImage, std::unique_ptr<FifoMemory>* out) override {
+  Result create(uint64_t bytes, const transports::FifoImageWriter& writeImage,
+                std::unique_ptr<transports::FifoMemory>* out) override {
     AlignedBuffer buffer(bytes, 4096);
     if (buffer.data() == nullptr)
       return fail(ncclSystemError, "lane FIFO: could not allocate %llu bytes of heap memory",
@@ -47,7 +48,7 @@ class HeapProvider : public FifoMemoryProvider {
     *out = std::make_unique<HeapFifo>(std::move(buffer));
     return Result::success();
   }
-  Result open(const Blob& blob, uint64_t, std::unique_ptr<FifoMemory>* out) override {
+  Result open(const Blob& blob, uint64_t, std::unique_ptr<transports::FifoMemory>* out) override {
     BlobReader r(blob);
     uint32_t magic = 0;
     int32_t pid = 0;
@@ -64,6 +65,6 @@ class HeapProvider : public FifoMemoryProvider {
 
 }  // namespace
 
-std::unique_ptr<FifoMemoryProvider> makeHeapFifoProvider() { return std::make_unique<HeapProvider>(); }
+std::unique_ptr<transports::FifoMemoryProvider> makeHeapFifoProvider() { return std::make_unique<HeapProvider>(); }
 
-}  // namespace braid
+}  // namespace braid::inproc

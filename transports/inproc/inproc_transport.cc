@@ -1,12 +1,12 @@
 #include "transports/inproc/inproc_transport.h"
 
-namespace braid {
+namespace braid::inproc {
 namespace {
 
 // Ranks of one process (ncclCommInitAll, thread ranks, a rank and itself): the
 // engine's FIFOs between them are heap memory (heap_fifo_memory.cc), written
 // and read in place, so there is nothing to connect.
-class InprocTransport final : public Transport {
+class InprocTransport final : public transports::Transport {
  public:
   const char* name() const override { return "inproc"; }
   bool sharesMemory() const override { return true; }
@@ -17,6 +17,6 @@ class InprocTransport final : public Transport {
 
 }  // namespace
 
-std::unique_ptr<Transport> makeInprocTransport() { return std::make_unique<InprocTransport>(); }
+std::unique_ptr<transports::Transport> makeInprocTransport() { return std::make_unique<InprocTransport>(); }
 
-}  // namespace braid
+}  // namespace braid::inproc

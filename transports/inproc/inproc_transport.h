@@ -7,17 +7,17 @@
 #include "transports/fifo_memory.h"
 #include "transports/transport.h"
 
-namespace braid {
+namespace braid::inproc {
 
 // canConnect: both ranks in this process (equal PeerInfo::processId), including
 // self == peer. The blob names a FIFO registered in this process; the FIFO is
 // jointly owned by both connections, so either may be destroyed first. The
 // endpoint must outlive the sender's connect() (accept() waits for it); a blob
 // whose endpoint is gone fails cleanly instead of touching freed memory.
-std::unique_ptr<Transport> makeInprocTransport();
+std::unique_ptr<transports::Transport> makeInprocTransport();
 
 // Engine FIFOs of host threads of one process: heap memory; the blob carries
 // the address and this process's id, so a blob from another process is refused.
-std::unique_ptr<FifoMemoryProvider> makeHeapFifoProvider();
+std::unique_ptr<transports::FifoMemoryProvider> makeHeapFifoProvider();
 
-}  // namespace braid
+}  // namespace braid::inproc

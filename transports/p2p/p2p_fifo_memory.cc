@@ -10,7 +10,7 @@
 #include "base/blob.h"
 #include "base/cuda_util.h"
 
-namespace braid {
+namespace braid::p2p {
 namespace {
 
 constexpr uint32_t kBlobMagic = 0x46434442;  // "BDCF" little-endian
@@ -22,7 +22,7 @@ std::string deviceContext(const char* what, uint64_t bytes, int device) {
 }
 
 // A FIFO allocated here: freed on its device at destruction.
-class CreatedFifo : public FifoMemory {
+class CreatedFifo : public transports::FifoMemory {
  public:
   CreatedFifo(int device, char* ptr) : device_(device), ptr_(ptr) {}
   ~CreatedFifo() override {
@@ -45,7 +45,7 @@ class CreatedFifo : public FifoMemory {
 
 // A peer's FIFO: borrowed (same process; the creator frees it) or mapped
 // through IPC (unmapped here at destruction).
-class OpenedFifo : public FifoMemory {
+class OpenedFifo : public transports::FifoMemory {
  public:
   OpenedFifo(int device, char* ptr, bool ipcMapped) : device_(device), ptr_(ptr), ipcMapped_(ipcMapped) {}
   ~OpenedFifo() override {
@@ -67,7 +67,7 @@ class OpenedFifo : public FifoMemory {
 
 // Writes the initial image and waits for it: the peer must never see the
 // FIFO before its counters and flags are set.
-Result uploadImage(char* dst, uint64_t bytes, const FifoImageWriter& writeImage) {
+Result uploadImage(char* dst, uint64_t bytes, const transports::FifoImageWriter& writeImage) {
   // operator new's alignment (16) satisfies the image's 8-byte words.
   std::vector<char> image(bytes);
   writeImage(image.data());
@@ -90,27 +90,29 @@ Result enablePeerAccess(int device, int peer) {
   return Result::success();
 }
 
-class CudaFifoProvider : public FifoMemoryProvider {
+class CudaFifoProvider : public transports::FifoMemoryProvider {
  public:
   explicit CudaFifoProvider(int device) : device_(device) {}
 
   const char* name() const override { return "cuda"; }
 
-  Result create(uint64_t bytes, const FifoImageWriter& writeImage, std::unique_ptr<FifoMemory>* out) override {
+  Result create(uint64_t bytes, const transports::FifoImageWriter& writeImage,
+                std::unique_ptr<transports::FifoMemory>* out) override {
     Result r = createHere(bytes, writeImage, out);
     // A failed CUDA call must not surface at a later launch's error check.
     if (r.code() == ncclUnhandledCudaError) cudaGetLastError();
     return r.context(deviceContext("creating", bytes, device_));
   }
 
-  Result open(const Blob& blob, uint64_t bytes, std::unique_ptr<FifoMemory>* out) override {
+  Result open(const Blob& blob, uint64_t bytes, std::unique_ptr<transports::FifoMemory>* out) override {
     Result r = openHere(blob, bytes, out);
     if (r.code() == ncclUnhandledCudaError) cudaGetLastError();
     return r.context(deviceContext("opening", bytes, device_));
   }
 
  private:
-  Result createHere(uint64_t bytes, const FifoImageWriter& writeImage, std::unique_ptr<FifoMemory>* out) {
+  Result createHere(uint64_t bytes, const transports::FifoImageWriter& writeImage,
+                    std::unique_ptr<transports::FifoMemory>* out) {
     if (bytes == 0) return fail(ncclInvalidArgument, "the layout has 0 bytes");
     const DeviceGuard guard(device_);
     BRAID_TRY(guard.status());
@@ -138,7 +140,7 @@ class CudaFifoProvider : public FifoMemoryProvider {
     return Result::success();
   }
 
-  Result openHere(const Blob& blob, uint64_t bytes, std::unique_ptr<FifoMemory>* out) {
+  Result openHere(const Blob& blob, uint64_t bytes, std::unique_ptr<transports::FifoMemory>* out) {
     if (bytes == 0) return fail(ncclInvalidArgument, "a FIFO of 0 bytes was asked for");
     CudaFifoBlob b;
     BRAID_TRY(decodeCudaFifoBlob(blob, &b));
@@ -179,7 +181,7 @@ class CudaFifoProvider : public FifoMemoryProvider {
 };
 
 // A FIFO carved from the arena: freed with the arena.
-class CarvedFifo : public FifoMemory {
+class CarvedFifo : public transports::FifoMemory {
  public:
   CarvedFifo(char* ptr, Blob blob) : ptr_(ptr), blob_(std::move(blob)) {}
   char* base() const override { return ptr_; }
@@ -190,7 +192,7 @@ class CarvedFifo : public FifoMemory {
   Blob blob_;
 };
 
-class CudaArenaFifoProvider : public FifoMemoryProvider {
+class CudaArenaFifoProvider : public transports::FifoMemoryProvider {
  public:
   explicit CudaArenaFifoProvider(int device) : device_(device), fallback_(device) {}
   ~CudaArenaFifoProvider() override {
@@ -213,7 +215,8 @@ class CudaArenaFifoProvider : public FifoMemoryProvider {
 
   const char* name() const override { return "cuda"; }
 
-  Result create(uint64_t bytes, const FifoImageWriter& writeImage, std::unique_ptr<FifoMemory>* out) override {
+  Result create(uint64_t bytes, const transports::FifoImageWriter& writeImage,
+                std::unique_ptr<transports::FifoMemory>* out) override {
     const uint64_t need = (bytes + 255) & ~uint64_t(255);
     if (bytes == 0 || used_ + need > capacity_) return fallback_.create(bytes, writeImage, out);
     char* ptr = arena_ + used_;
@@ -234,7 +237,7 @@ class CudaArenaFifoProvider : public FifoMemoryProvider {
     return Result::success();
   }
 
-  Result open(const Blob& blob, uint64_t bytes, std::unique_ptr<FifoMemory>* out) override {
+  Result open(const Blob& blob, uint64_t bytes, std::unique_ptr<transports::FifoMemory>* out) override {
     return fallback_.open(blob, bytes, out);
   }
 
@@ -248,7 +251,8 @@ class CudaArenaFifoProvider : public FifoMemoryProvider {
 
 }  // namespace
 
-Result makeCudaArenaFifoProvider(int device, uint64_t arenaBytes, std::unique_ptr<FifoMemoryProvider>* out) {
+Result makeCudaArenaFifoProvider(int device, uint64_t arenaBytes,
+                                 std::unique_ptr<transports::FifoMemoryProvider>* out) {
   auto provider = std::make_unique<CudaArenaFifoProvider>(device);
   if (arenaBytes > 0) BRAID_TRY(provider->allocate(arenaBytes));
   *out = std::move(provider);
@@ -304,8 +308,8 @@ Result decodeCudaFifoBlob(const Blob& blob, CudaFifoBlob* out) {
   return Result::success();
 }
 
-std::unique_ptr<FifoMemoryProvider> makeCudaFifoProvider(int device) {
+std::unique_ptr<transports::FifoMemoryProvider> makeCudaFifoProvider(int device) {
   return std::make_unique<CudaFifoProvider>(device);
 }
 
-}  // namespace braid
+}  // namespace braid::p2p

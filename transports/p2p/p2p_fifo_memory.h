@@ -15,12 +15,12 @@
 #include "base/result.h"
 #include "transports/fifo_memory.h"
 
-namespace braid {
+namespace braid::p2p {
 
 // Every FIFO the provider creates lives on `device`, and every FIFO it opens
 // is addressed from `device` (the GPU whose kernels will use it). Creating the
 // provider makes no CUDA call.
-std::unique_ptr<FifoMemoryProvider> makeCudaFifoProvider(int device);
+std::unique_ptr<transports::FifoMemoryProvider> makeCudaFifoProvider(int device);
 
 // FIFOs for peers in this process only, carved from one device allocation of
 // `arenaBytes` made now (a cudaMalloc later, when a peer's kernel may already
@@ -28,7 +28,7 @@ std::unique_ptr<FifoMemoryProvider> makeCudaFifoProvider(int device);
 // per FIFO as makeCudaFifoProvider does. Carved FIFOs live as long as the
 // provider. Their blobs carry no IPC handle (another process cannot open
 // them: it gets an error saying so).
-Result makeCudaArenaFifoProvider(int device, uint64_t arenaBytes, std::unique_ptr<FifoMemoryProvider>* out);
+Result makeCudaArenaFifoProvider(int device, uint64_t arenaBytes, std::unique_ptr<transports::FifoMemoryProvider>* out);
 
 // What a CUDA FIFO's blob carries; exposed for its tests.
 struct CudaFifoBlob {
@@ -51,4 +51,4 @@ Result decodeCudaFifoBlob(const Blob& blob, CudaFifoBlob* out);
 int32_t cudaFifoPid();
 uint64_t cudaFifoProcessToken();
 
-}  // namespace braid
+}  // namespace braid::p2p

@@ -8,8 +8,8 @@
 
 #include "transports/transport.h"
 
-namespace braid {
+namespace braid::registry {
 
-std::vector<std::unique_ptr<Transport>> makeTransports();
+std::vector<std::unique_ptr<transports::Transport>> makeTransports();
 
-}  // namespace braid
+}  // namespace braid::registry

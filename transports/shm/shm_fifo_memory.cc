@@ -3,12 +3,12 @@
 #include "transports/shm/shm_segment.h"
 #include "transports/shm/shm_transport.h"
 
-namespace braid {
+namespace braid::shm {
 namespace {
 
 constexpr uint32_t kShmMagic = 0x4c4e5348;  // "LNSH"
 
-class ShmFifo : public FifoMemory {
+class ShmFifo : public transports::FifoMemory {
  public:
   ShmFifo(ShmName name, ShmMapping mapping) : name_(std::move(name)), mapping_(std::move(mapping)) {}
   char* base() const override { return static_cast<char*>(mapping_.data()); }
@@ -24,10 +24,11 @@ class ShmFifo : public FifoMemory {
   ShmMapping mapping_;
 };
 
-class ShmProvider : public FifoMemoryProvider {
+class ShmProvider : public transports::FifoMemoryProvider {
  public:
   const char* name() const override { return "shm"; }
-  Result create(uint64_t bytes, const FifoImageWriter& writeImage, std::unique_ptr<FifoMemory>* out) override {
+  Result create(uint64_t bytes, const transports::FifoImageWriter& writeImage,
+                std::unique_ptr<transports::FifoMemory>* out) override {
     ShmName name;
     ShmMapping mapping;
     BRAID_TRY(createShmSegment(bytes, "a lane FIFO", &name, &mapping));
@@ -35,7 +36,7 @@ class ShmProvider : public FifoMemoryProvider {
     *out = std::make_unique<ShmFifo>(std::move(name), std::move(mapping));
     return Result::success();
   }
-  Result open(const Blob& blob, uint64_t bytes, std::unique_ptr<FifoMemory>* out) override {
+  Result open(const Blob& blob, uint64_t bytes, std::unique_ptr<transports::FifoMemory>* out) override {
     BlobReader r(blob);
     uint32_t magic = 0;
     uint64_t size = 0;
@@ -57,6 +58,6 @@ class ShmProvider : public FifoMemoryProvider {
 
 }  // namespace
 
-std::unique_ptr<FifoMemoryProvider> makeShmFifoProvider() { return std::make_unique<ShmProvider>(); }
+std::unique_ptr<transports::FifoMemoryProvider> makeShmFifoProvider() { return std::make_unique<ShmProvider>(); }
 
-}  // namespace braid
+}  // namespace braid::shm

@@ -17,7 +17,7 @@
 #include "base/unique_fd.h"
 #include "transports/common/connect_util.h"
 
-namespace braid {
+namespace braid::shm {
 
 ShmMapping& ShmMapping::operator=(ShmMapping&& o) noexcept {
   if (this != &o) {
@@ -88,7 +88,7 @@ Result createShmSegment(size_t bytes, const std::string& purpose, ShmName* name,
   char buf[64];
   UniqueFd fd;
   for (int attempt = 0; attempt < 8 && !fd.valid(); ++attempt) {
-    snprintf(buf, sizeof(buf), "/braid-%d-%016" PRIx64, static_cast<int>(getpid()), randomU64());
+    snprintf(buf, sizeof(buf), "/braid-%d-%016" PRIx64, static_cast<int>(getpid()), common::randomU64());
     fd.reset(shm_open(buf, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
     if (!fd.valid() && errno != EEXIST)
       return systemFail("cannot create shared memory segment /dev/shm%s for %s", buf,
@@ -144,4 +144,4 @@ Result openShmSegment(const std::string& name, size_t bytes, const std::string& 
   return mapFd(fd.get(), bytes, name, purpose, mapping);
 }
 
-}  // namespace braid
+}  // namespace braid::shm

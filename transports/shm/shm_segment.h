@@ -8,7 +8,7 @@
 
 #include "base/result.h"
 
-namespace braid {
+namespace braid::shm {
 
 // A shared mapping of `size()` bytes; munmap on destruction.
 class ShmMapping {
@@ -64,4 +64,4 @@ void removeSegmentsOfProcess(int pid);
 Result openShmSegment(const std::string& name, size_t bytes, const std::string& purpose,
                       ShmMapping* mapping);
 
-}  // namespace braid
+}  // namespace braid::shm

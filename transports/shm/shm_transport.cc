@@ -9,13 +9,13 @@
 #include "base/process_liveness.h"
 #include "transports/shm/shm_segment.h"
 
-namespace braid {
+namespace braid::shm {
 namespace {
 
 // Processes of one host: the engine's FIFOs between them are POSIX shm
 // segments (shm_fifo_memory.cc), written and read in place, so there is
 // nothing to connect; what is left to do is clean up after dead peers.
-class ShmTransport final : public Transport {
+class ShmTransport final : public transports::Transport {
  public:
   ShmTransport() : disabled_(envInt("NCCL_SHM_DISABLE", 0) == 1) {
     if (disabled_) BRAID_INFO(kLogShm | kLogEnv, "NCCL_SHM_DISABLE=1: shared memory transport off");
@@ -52,6 +52,6 @@ class ShmTransport final : public Transport {
 
 }  // namespace
 
-std::unique_ptr<Transport> makeShmTransport() { return std::make_unique<ShmTransport>(); }
+std::unique_ptr<transports::Transport> makeShmTransport() { return std::make_unique<ShmTransport>(); }
 
-}  // namespace braid
+}  // namespace braid::shm

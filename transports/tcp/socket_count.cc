@@ -9,7 +9,7 @@
 #include "base/log.h"
 #include "transports/tcp/tcp_wire.h"
 
-namespace braid {
+namespace braid::tcp {
 namespace {
 
 bool isLoopback(const PeerInfo& info) {
@@ -36,7 +36,7 @@ int clampSockets(int64_t n, const char* source) {
 
 }  // namespace
 
-int tcpSocketsFor(const ConnectRequest& req) {
+int tcpSocketsFor(const transports::ConnectRequest& req) {
   if (envIsSet("BRAID_TCP_SOCKETS"))
     return clampSockets(envInt("BRAID_TCP_SOCKETS", 1), "BRAID_TCP_SOCKETS");
   if (envIsSet("NCCL_SOCKET_NTHREADS") || envIsSet("NCCL_NSOCKS_PERTHREAD")) {
@@ -54,4 +54,4 @@ int tcpSocketsFor(const ConnectRequest& req) {
   return sameHost ? kTcpSocketsSameHost : kTcpSocketsCrossHost;
 }
 
-}  // namespace braid
+}  // namespace braid::tcp

@@ -6,7 +6,7 @@
 
 #include "transports/transport.h"
 
-namespace braid {
+namespace braid::tcp {
 
 // Sockets when no variable says otherwise: 1 between ranks on one host (or on
 // a loopback address), where more sockets only add system calls; 4 across
@@ -18,6 +18,6 @@ constexpr int kTcpSocketsCrossHost = 4;
 // if either is set (an unset or non-positive one counts as 1), else the
 // default above for `req`'s pair; always within 1..tcp::kMaxSockets (values
 // outside are clamped with a warning). Read at every call, not cached.
-int tcpSocketsFor(const ConnectRequest& req);
+int tcpSocketsFor(const transports::ConnectRequest& req);
 
-}  // namespace braid
+}  // namespace braid::tcp

@@ -14,14 +14,14 @@
 #include "base/socket.h"
 #include "transports/common/connect_util.h"
 
-namespace braid {
+namespace braid::tcp {
 
 Result peerAddress(const PeerInfo& info, sockaddr_storage* out) {
   static_assert(sizeof(info.tcpAddr) >= sizeof(sockaddr_storage), "tcpAddr too small");
   memcpy(out, info.tcpAddr, sizeof(sockaddr_storage));
   if (out->ss_family != AF_INET && out->ss_family != AF_INET6)
     return fail(ncclInvalidArgument, "%s has no usable TCP address (address family %d)",
-                describePeer(info).c_str(), out->ss_family);
+                common::describePeer(info).c_str(), out->ss_family);
   return Result::success();
 }
 
@@ -62,13 +62,13 @@ Result listenOn(const sockaddr_storage& addr, size_t bufferBytes, UniqueFd* fd,
   return Result::success();
 }
 
-Result connectTo(const sockaddr_storage& addr, const ConnectRequest& req, size_t bufferBytes,
+Result connectTo(const sockaddr_storage& addr, const transports::ConnectRequest& req, size_t bufferBytes,
                  const std::string& peer, UniqueFd* out) {
   const std::string where = addrToString(addr);
   const std::string what = peer + " to accept a TCP connection at " + where;
   int round = 0;
   for (;;) {
-    BRAID_TRY(checkWait(req, what));
+    BRAID_TRY(common::checkWait(req, what));
     UniqueFd s(socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!s.valid()) return systemFail("cannot create a TCP socket to connect to %s", peer.c_str());
     if (bufferBytes) setSocketBuffers(s.get(), bufferBytes);
@@ -77,8 +77,8 @@ Result connectTo(const sockaddr_storage& addr, const ConnectRequest& req, size_t
     if (err == EINPROGRESS || err == EINTR) {
       pollfd p{s.get(), POLLOUT, 0};
       for (;;) {
-        BRAID_TRY(checkWait(req, what));
-        int n = poll(&p, 1, pollTimeoutMs(req));
+        BRAID_TRY(common::checkWait(req, what));
+        int n = poll(&p, 1, common::pollTimeoutMs(req));
         if (n > 0) break;
         if (n < 0 && errno != EINTR) return systemFail("poll while connecting to %s", peer.c_str());
       }
@@ -97,12 +97,11 @@ Result connectTo(const sockaddr_storage& addr, const ConnectRequest& req, size_t
     }
     BRAID_INFO(kLogNet, "tcp: connect to %s at %s: %s; retrying", peer.c_str(), where.c_str(),
                strerror(err));
-    backoff(&round);
+    common::backoff(&round);
   }
 }
 
-Result sendAll(int fd, const void* data, size_t bytes, const ConnectRequest& req,
-               const std::string& peer) {
+Result sendAll(int fd, const void* data, size_t bytes, const transports::ConnectRequest& req, const std::string& peer) {
   const char* p = static_cast<const char*>(data);
   while (bytes > 0) {
     ssize_t n = ::send(fd, p, bytes, MSG_NOSIGNAL);
@@ -114,11 +113,11 @@ Result sendAll(int fd, const void* data, size_t bytes, const ConnectRequest& req
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
       return Result(ncclRemoteError,
                     systemFail("lost the TCP connection to %s during set-up", peer.c_str()).message());
-    BRAID_TRY(checkWait(req, peer + " to take the TCP hello"));
+    BRAID_TRY(common::checkWait(req, peer + " to take the TCP hello"));
     pollfd pfd{fd, POLLOUT, 0};
-    poll(&pfd, 1, pollTimeoutMs(req));
+    poll(&pfd, 1, common::pollTimeoutMs(req));
   }
   return Result::success();
 }
 
-}  // namespace braid
+}  // namespace braid::tcp

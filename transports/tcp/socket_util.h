@@ -10,7 +10,7 @@
 #include "base/unique_fd.h"
 #include "transports/transport.h"
 
-namespace braid {
+namespace braid::tcp {
 
 // Reads PeerInfo::tcpAddr (a sockaddr_storage; AF_INET or AF_INET6), or fails.
 Result peerAddress(const PeerInfo& info, sockaddr_storage* out);
@@ -27,11 +27,10 @@ Result listenOn(const sockaddr_storage& addr, size_t bufferBytes, UniqueFd* fd,
 
 // Connects a non-blocking socket to `addr`, retrying refused attempts, until
 // the request's deadline or abort.
-Result connectTo(const sockaddr_storage& addr, const ConnectRequest& req, size_t bufferBytes,
+Result connectTo(const sockaddr_storage& addr, const transports::ConnectRequest& req, size_t bufferBytes,
                  const std::string& peer, UniqueFd* out);
 
 // Writes all `bytes` to a non-blocking socket, waiting as the request allows.
-Result sendAll(int fd, const void* data, size_t bytes, const ConnectRequest& req,
-               const std::string& peer);
+Result sendAll(int fd, const void* data, size_t bytes, const transports::ConnectRequest& req, const std::string& peer);
 
-}  // namespace braid
+}  // namespace braid::tcp

@@ -9,7 +9,7 @@
 
 #include "base/log.h"
 
-namespace braid {
+namespace braid::tcp {
 
 namespace {
 
@@ -40,7 +40,7 @@ SlotRing::SlotRing(size_t slotBytes_, int nslots_)
     : slotBytes(slotBytes_), stride(slotStride(slotBytes_)), nslots(static_cast<uint32_t>(nslots_)),
       memory(stride * nslots, 4096), base(memory.data()) {}
 
-bool SlotRing::adopt(const SlotMemory& slots) {
+bool SlotRing::adopt(const transports::SlotMemory& slots) {
   if (slots.base == nullptr || slots.nslots != nslots || slots.stride < slotBytes) return false;
   base = slots.base;
   stride = slots.stride;
@@ -323,4 +323,4 @@ Result TcpRecv::takeBytes(int index, size_t got) {
   return Result::success();
 }
 
-}  // namespace braid
+}  // namespace braid::tcp

@@ -19,7 +19,7 @@
 #include "transports/tcp/tcp_wire.h"
 #include "transports/transport.h"
 
-namespace braid {
+namespace braid::tcp {
 
 using tcp::FrameHeader;
 
@@ -29,7 +29,7 @@ struct SlotRing {
   SlotRing(size_t slotBytes, int nslots);
   uint8_t* slot(uint64_t seq) const { return base + ((seq + first) % nslots) * stride; }
   bool allocated() const { return base != nullptr; }
-  bool adopt(const SlotMemory& slots);
+  bool adopt(const transports::SlotMemory& slots);
 
   size_t slotBytes;
   size_t stride;
@@ -39,7 +39,7 @@ struct SlotRing {
   uint8_t* base;
 };
 
-class TcpSend final : public SendConnection {
+class TcpSend final : public transports::SendConnection {
  public:
   // `fds` are the connection's sockets in stripe order (1..tcp::kMaxSockets).
   TcpSend(std::vector<UniqueFd> fds, size_t slotBytes, int nslots, std::string peer);
@@ -47,7 +47,7 @@ class TcpSend final : public SendConnection {
   void post(size_t bytes, uint32_t mark = 0) override;
   Result progress() override;
   bool flushed() const override { return sent_ == posted_; }
-  bool useSlots(const SlotMemory& slots) override { return posted_ == 0 && ring_.adopt(slots); }
+  bool useSlots(const transports::SlotMemory& slots) override { return posted_ == 0 && ring_.adopt(slots); }
   uint64_t sentSlots() const override { return sent_; }
   bool allocated() const { return ring_.allocated(); }
 
@@ -71,13 +71,15 @@ class TcpSend final : public SendConnection {
   Result error_;            // sticky: a broken stream stays broken
 };
 
-class TcpRecv final : public RecvConnection {
+class TcpRecv final : public transports::RecvConnection {
  public:
   TcpRecv(std::vector<UniqueFd> fds, size_t slotBytes, int nslots, std::string peer);
   const void* peek(size_t* bytes, uint32_t* mark = nullptr) override;
   void release() override;
   Result progress() override;
-  bool useSlots(const SlotMemory& slots) override { return received_ == 0 && !sized_ && ring_.adopt(slots); }
+  bool useSlots(const transports::SlotMemory& slots) override {
+    return received_ == 0 && !sized_ && ring_.adopt(slots);
+  }
   const void* arrived(uint64_t k, size_t* bytes, uint32_t* mark = nullptr) override;
   bool allocated() const { return ring_.allocated(); }
 
@@ -109,4 +111,4 @@ class TcpRecv final : public RecvConnection {
   Result error_;
 };
 
-}  // namespace braid
+}  // namespace braid::tcp

@@ -17,7 +17,7 @@
 #include "transports/tcp/tcp_connection.h"
 #include "transports/tcp/tcp_wire.h"
 
-namespace braid {
+namespace braid::tcp {
 namespace {
 
 using tcp::Hello;
@@ -27,19 +27,21 @@ constexpr size_t kMaxPending = 32;
 
 // Socket buffers that hold the whole FIFO in flight across the connection's
 // sockets, within sane bounds per socket.
-size_t bufferBytesFor(const ConnectRequest& req, int nsockets) {
+size_t bufferBytesFor(const transports::ConnectRequest& req, int nsockets) {
   size_t fifo = req.slotBytes * static_cast<size_t>(std::max(req.nslots, 1));
   return std::clamp<size_t>(fifo / static_cast<size_t>(nsockets), 256 << 10, 8 << 20);
 }
 
-std::string connectionName(const ConnectRequest& req) {
-  return describePeer(req.peer) + ", channel " + std::to_string(req.channel);
+std::string connectionName(const transports::ConnectRequest& req) {
+  return common::describePeer(req.peer) + ", channel " + std::to_string(req.channel);
 }
 
-Result checkGeometry(const ConnectRequest& req) {
+Result checkGeometry(const transports::ConnectRequest& req) {
   if (req.slotBytes == 0 || req.nslots <= 0)
-    return fail(ncclInvalidArgument, "TCP FIFO of %d slots of %zu bytes to %s: both must be "
-                "positive", req.nslots, req.slotBytes, describePeer(req.peer).c_str());
+    return fail(ncclInvalidArgument,
+                "TCP FIFO of %d slots of %zu bytes to %s: both must be "
+                "positive",
+                req.nslots, req.slotBytes, common::describePeer(req.peer).c_str());
   return Result::success();
 }
 
@@ -51,24 +53,23 @@ struct Pending {
   size_t got = 0;
 };
 
-class TcpEndpoint final : public RecvEndpoint {
+class TcpEndpoint final : public transports::RecvEndpoint {
  public:
-  TcpEndpoint(const ConnectRequest& req, UniqueFd listenFd, const sockaddr_storage& bound,
-              uint64_t nonce, int nsockets)
+  TcpEndpoint(const transports::ConnectRequest& req, UniqueFd listenFd, const sockaddr_storage& bound, uint64_t nonce,
+              int nsockets)
       : req_(req), listen_(std::move(listenFd)), nonce_(nonce), data_(nsockets) {
     blob_ = tcp::encodeBlob({nonce_, req.slotBytes, req.nslots, nsockets, bound});
   }
 
   const Blob& blob() const override { return blob_; }
 
-  Result accept(std::unique_ptr<RecvConnection>* out) override {
+  Result accept(std::unique_ptr<transports::RecvConnection>* out) override {
     if (!listen_.valid())
-      return fail(ncclInternalError, "TCP endpoint for %s accepted twice",
-                  describePeer(req_.peer).c_str());
+      return fail(ncclInternalError, "TCP endpoint for %s accepted twice", common::describePeer(req_.peer).c_str());
     const std::string what = connectionName(req_) + " to connect over TCP";
     while (connected_ < data_.size()) {
-      BRAID_TRY(checkWait(req_, what + " (" + std::to_string(connected_) + " of " +
-                          std::to_string(data_.size()) + " sockets in)"));
+      BRAID_TRY(common::checkWait(
+          req_, what + " (" + std::to_string(connected_) + " of " + std::to_string(data_.size()) + " sockets in)"));
       BRAID_TRY(pollOnce());
     }
     listen_.reset();
@@ -79,8 +80,8 @@ class TcpEndpoint final : public RecvEndpoint {
     auto conn = std::make_unique<TcpRecv>(std::move(data_), req_.slotBytes, req_.nslots,
                                           connectionName(req_));
     if (!conn->allocated())
-      return fail(ncclSystemError, "cannot allocate %d x %zu bytes of TCP receive slots for %s",
-                  req_.nslots, req_.slotBytes, describePeer(req_.peer).c_str());
+      return fail(ncclSystemError, "cannot allocate %d x %zu bytes of TCP receive slots for %s", req_.nslots,
+                  req_.slotBytes, common::describePeer(req_.peer).c_str());
     *out = std::move(conn);
     return Result::success();
   }
@@ -92,7 +93,7 @@ class TcpEndpoint final : public RecvEndpoint {
     std::vector<pollfd> fds;
     fds.push_back({listen_.get(), POLLIN, 0});
     for (const Pending& p : pending_) fds.push_back({p.fd.get(), POLLIN, 0});
-    int n = poll(fds.data(), fds.size(), pollTimeoutMs(req_));
+    int n = poll(fds.data(), fds.size(), common::pollTimeoutMs(req_));
     if (n < 0 && errno != EINTR) return systemFail("poll on a listening TCP socket");
     if (n <= 0) return Result::success();
     // Read hellos before accepting, so indices still match `fds`.
@@ -192,7 +193,7 @@ class TcpEndpoint final : public RecvEndpoint {
     return Result::success();
   }
 
-  ConnectRequest req_;
+  transports::ConnectRequest req_;
   UniqueFd listen_;
   uint64_t nonce_;
   std::vector<UniqueFd> data_;  // the sender's sockets, by socket index
@@ -201,13 +202,13 @@ class TcpEndpoint final : public RecvEndpoint {
   std::vector<Pending> pending_;
 };
 
-class TcpTransport final : public Transport {
+class TcpTransport final : public transports::Transport {
  public:
   const char* name() const override { return "tcp"; }
 
   bool canConnect(const PeerInfo&, const PeerInfo&) const override { return true; }
 
-  Result listen(const ConnectRequest& req, std::unique_ptr<RecvEndpoint>* out) override {
+  Result listen(const transports::ConnectRequest& req, std::unique_ptr<transports::RecvEndpoint>* out) override {
     BRAID_TRY(checkGeometry(req));
     sockaddr_storage addr;
     BRAID_TRY(peerAddress(req.self, &addr));
@@ -217,12 +218,12 @@ class TcpTransport final : public Transport {
     sockaddr_storage bound;
     BRAID_TRY(listenOn(addr, bufferBytesFor(req, nsockets), &fd, &bound)
                   .context("listening for " + connectionName(req)));
-    *out = std::make_unique<TcpEndpoint>(req, std::move(fd), bound, randomU64(), nsockets);
+    *out = std::make_unique<TcpEndpoint>(req, std::move(fd), bound, common::randomU64(), nsockets);
     return Result::success();
   }
 
-  Result connect(const ConnectRequest& req, const Blob& blob,
-                 std::unique_ptr<SendConnection>* out) override {
+  Result connect(const transports::ConnectRequest& req, const Blob& blob,
+                 std::unique_ptr<transports::SendConnection>* out) override {
     BRAID_TRY(checkGeometry(req));
     const std::string peer = connectionName(req);
     tcp::BlobContents c;
@@ -259,6 +260,6 @@ class TcpTransport final : public Transport {
 
 }  // namespace
 
-std::unique_ptr<Transport> makeTcpTransport() { return std::make_unique<TcpTransport>(); }
+std::unique_ptr<transports::Transport> makeTcpTransport() { return std::make_unique<TcpTransport>(); }
 
-}  // namespace braid
+}  // namespace braid::tcp

@@ -5,7 +5,7 @@
 
 #include "transports/transport.h"
 
-namespace braid {
+namespace braid::tcp {
 
 // canConnect: always. listen() opens a listening socket on the host address of
 // req.self.tcpAddr (IPv4 or IPv6, ephemeral port) and puts that address, a
@@ -16,6 +16,6 @@ namespace braid {
 // path is non-blocking: progress() on either side moves bytes, large slots
 // striped over the sockets; a lost peer, on any socket, is an ncclRemoteError
 // naming it.
-std::unique_ptr<Transport> makeTcpTransport();
+std::unique_ptr<transports::Transport> makeTcpTransport();
 
-}  // namespace braid
+}  // namespace braid::tcp

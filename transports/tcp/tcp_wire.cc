@@ -8,8 +8,7 @@
 
 #include "base/blob.h"
 
-namespace braid {
-namespace tcp {
+namespace braid::tcp {
 
 namespace {
 
@@ -144,5 +143,4 @@ Stripe stripeOf(uint64_t bytes, int nsockets, int index) {
   return Stripe{std::min(begin, bytes), std::min(end, bytes) - std::min(begin, bytes)};
 }
 
-}  // namespace tcp
-}  // namespace braid
+}  // namespace braid::tcp

@@ -14,8 +14,7 @@
 #include "base/result.h"
 #include "transports/transport.h"
 
-namespace braid {
-namespace tcp {
+namespace braid::tcp {
 
 constexpr uint64_t kBlobMagic = 0x504354444941524bull;   // "KRAIDTCP"
 constexpr uint64_t kHelloMagic = 0x4f4c4c4548444941ull;  // "AIDHELLO"
@@ -101,5 +100,4 @@ int stripeCount(uint64_t bytes, int nsockets);
 // An index past the last gives an empty stripe at the end.
 Stripe stripeOf(uint64_t bytes, int nsockets, int index);
 
-}  // namespace tcp
-}  // namespace braid
+}  // namespace braid::tcp

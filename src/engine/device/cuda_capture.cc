@@ -2,7 +2,7 @@
 
 #include "base/cuda_util.h"
 
-namespace braid {
+namespace braid::device {
 
 CaptureModeRelaxed::CaptureModeRelaxed() {
   previous_ = cudaStreamCaptureModeRelaxed;
@@ -67,4 +67,4 @@ Result giveToGraph(cudaGraph_t graph, void* owned, cudaHostFn_t release) {
   return Result::success();
 }
 
-}  // namespace braid
+}  // namespace braid::device

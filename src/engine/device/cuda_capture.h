@@ -7,7 +7,7 @@
 
 #include "base/result.h"
 
-namespace braid {
+namespace braid::device {
 
 // Makes this thread's stream capture mode relaxed for a scope, and restores the
 // caller's mode. While some thread captures in cudaStreamCaptureModeGlobal (or
@@ -48,4 +48,4 @@ Result captureOf(cudaStream_t stream, StreamCapture* out);
 // On failure `release(owned)` has run or will run, and the graph does not own it.
 Result giveToGraph(cudaGraph_t graph, void* owned, cudaHostFn_t release);
 
-}  // namespace braid
+}  // namespace braid::device

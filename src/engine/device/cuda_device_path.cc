@@ -26,7 +26,7 @@
 #include "engine/lanes/lane_executor.h"
 #include "kernels/stream_wait.h"
 
-namespace braid {
+namespace braid::device {
 
 // Destruction frees pinned memory and queries events: it must not break a
 // graph capture that another thread is recording.
@@ -35,10 +35,10 @@ void DeviceProxyDeleter::operator()(DeviceProxy* proxy) const {
   delete proxy;
 }
 
-Result deviceOfCalls(const std::vector<Task>& tasks, const std::vector<size_t>& mine, int* device) {
+Result deviceOfCalls(const std::vector<engine::Task>& tasks, const std::vector<size_t>& mine, int* device) {
   *device = -1;
   for (size_t i : mine) {
-    const Task& t = tasks[i];
+    const engine::Task& t = tasks[i];
     const StageSpan span = stageSpanOf(t, t.comm->rank, t.comm->nranks);
     for (const void* p : {span.inBytes ? t.sendbuff : nullptr,
                           span.outBytes ? static_cast<const void*>(t.recvbuff) : nullptr}) {
@@ -98,12 +98,12 @@ struct StagedCall {
   StageLayout layout;
   PinnedBlock block;
   size_t scalarOffset = 0;  // of a device-resident PreMulSum scalar in `block`
-  Task staged;              // the call with its buffers in `block`
+  engine::Task staged;      // the call with its buffers in `block`
 };
 
 // Where one call's bytes go in pinned memory (a block from the pool), and the
 // call on them.
-Result prepareCall(DeviceProxy* proxy, const Task& t, StagedCall* c) {
+Result prepareCall(DeviceProxy* proxy, const engine::Task& t, StagedCall* c) {
   c->span = stageSpanOf(t, t.comm->rank, t.comm->nranks);
   c->layout = stageLayoutOf(t.sendbuff, t.recvbuff, c->span);
   c->staged = t;
@@ -120,9 +120,9 @@ Result prepareCall(DeviceProxy* proxy, const Task& t, StagedCall* c) {
 }
 
 // Enqueues the copies of the call's contribution (and scalar) to pinned memory.
-Result copyIn(const Task& t, const StagedCall& c) {
+Result copyIn(const engine::Task& t, const StagedCall& c) {
   if (t.deviceScalar)
-    BRAID_CUDA_TRY(cudaMemcpyAsync(c.block.data + c.scalarOffset, t.deviceScalar, typeSize(t.type),
+    BRAID_CUDA_TRY(cudaMemcpyAsync(c.block.data + c.scalarOffset, t.deviceScalar, reduce::typeSize(t.type),
                                    cudaMemcpyDeviceToHost, t.stream));
   if (c.span.inBytes)
     BRAID_CUDA_TRY(cudaMemcpyAsync(c.block.data + c.layout.inOffset, t.sendbuff, c.span.inBytes,
@@ -131,7 +131,7 @@ Result copyIn(const Task& t, const StagedCall& c) {
 }
 
 // Enqueues the copies of the results back into the user's buffer.
-Result copyOut(const Task& t, const StagedCall& c) {
+Result copyOut(const engine::Task& t, const StagedCall& c) {
   if (c.span.outBytes)
     BRAID_CUDA_TRY(cudaMemcpyAsync(t.recvbuff, c.block.data + c.layout.outOffset, c.span.outBytes,
                                    cudaMemcpyHostToDevice, t.stream));
@@ -139,10 +139,10 @@ Result copyOut(const Task& t, const StagedCall& c) {
 }
 
 // Copies the contributions of one communicator's calls to pinned memory.
-Result stageIn(DeviceProxy* proxy, const std::vector<Task>& tasks, const std::vector<size_t>& mine,
+Result stageIn(DeviceProxy* proxy, const std::vector<engine::Task>& tasks, const std::vector<size_t>& mine,
                std::vector<StagedCall>* calls, DeviceJob* job) {
   for (size_t i : mine) {
-    const Task& t = tasks[i];
+    const engine::Task& t = tasks[i];
     StagedCall& c = (*calls)[i];
     BRAID_TRY(prepareCall(proxy, t, &c));
     BRAID_TRY(copyIn(t, c));
@@ -165,14 +165,15 @@ Result stageIn(DeviceProxy* proxy, const std::vector<Task>& tasks, const std::ve
 }
 
 // Holds each stream until the job is published, then copies the results back.
-Result stageOut(DeviceProxy* proxy, uint64_t sequence, const std::vector<Task>& tasks,
+Result stageOut(DeviceProxy* proxy, uint64_t sequence, const std::vector<engine::Task>& tasks,
                 const std::vector<size_t>& mine, std::vector<StagedCall>* calls, InflightJob* inflight) {
   std::set<cudaStream_t> held;
   for (size_t i : mine) {
-    const Task& t = tasks[i];
+    const engine::Task& t = tasks[i];
     StagedCall& c = (*calls)[i];
     if (held.insert(t.stream).second)
-      BRAID_TRY(launchStreamWait(proxy->words().devicePublished(), sequence, proxy->words().deviceAbort(), t.stream));
+      BRAID_TRY(kernels::launchStreamWait(proxy->words().devicePublished(), sequence, proxy->words().deviceAbort(),
+                                          t.stream));
     BRAID_TRY(copyOut(t, c));
     inflight->done.emplace_back();
     BRAID_TRY(inflight->done.back().record(t.stream));
@@ -184,9 +185,8 @@ Result stageOut(DeviceProxy* proxy, uint64_t sequence, const std::vector<Task>& 
 // staging memory belongs to the captured job, which the graph owns from before
 // any copy into it is captured; no event is recorded (none recorded in a
 // capture could be queried), the job's host function follows the copies.
-Result captureIn(DeviceProxy* proxy, const StagedRunner& run, cudaGraph_t graph, const std::vector<Task>& tasks,
-                 const std::vector<size_t>& mine, std::vector<StagedCall>* calls,
-                 std::shared_ptr<CapturedJob>* out) {
+Result captureIn(DeviceProxy* proxy, const StagedRunner& run, cudaGraph_t graph, const std::vector<engine::Task>& tasks,
+                 const std::vector<size_t>& mine, std::vector<StagedCall>* calls, std::shared_ptr<CapturedJob>* out) {
   auto job = std::make_shared<CapturedJob>();
   job->run = run;
   Result r;
@@ -210,10 +210,10 @@ Result captureIn(DeviceProxy* proxy, const StagedRunner& run, cudaGraph_t graph,
 
 // stageOut on a capturing stream: the stream-wait kernel reads the ticket that
 // the launch's host function wrote.
-Result captureOut(DeviceProxy* proxy, const CapturedJob& job, const std::vector<Task>& tasks,
+Result captureOut(DeviceProxy* proxy, const CapturedJob& job, const std::vector<engine::Task>& tasks,
                   const std::vector<size_t>& mine, const std::vector<StagedCall>& calls) {
-  BRAID_TRY(launchStreamWaitIndirect(proxy->words().deviceLaunchPublished(), job.ticket.device,
-                                     proxy->words().deviceAbort(), tasks[mine.front()].stream));
+  BRAID_TRY(kernels::launchStreamWaitIndirect(proxy->words().deviceLaunchPublished(), job.ticket.device,
+                                              proxy->words().deviceAbort(), tasks[mine.front()].stream));
   for (size_t i : mine) BRAID_TRY(copyOut(tasks[i], calls[i]));
   return Result::success();
 }
@@ -227,16 +227,16 @@ namespace {
 // round trip through pinned memory and the proxy (24 GB/s on an H200 for what
 // a device copy does at 2 TB/s). Sends and receives (to itself) and
 // user-defined reductions (a PreMulSum scales) take the general path.
-bool singleRankCopies(const std::vector<Task>& tasks) {
-  return std::all_of(tasks.begin(), tasks.end(), [](const Task& t) {
-    return t.comm->nranks == 1 && t.coll != Collective::Send && t.coll != Collective::Recv &&
+bool singleRankCopies(const std::vector<engine::Task>& tasks) {
+  return std::all_of(tasks.begin(), tasks.end(), [](const engine::Task& t) {
+    return t.comm->nranks == 1 && t.coll != schedule::Collective::Send && t.coll != schedule::Collective::Recv &&
            t.userOp < int(ncclNumOps) && t.deviceScalar == nullptr;
   });
 }
 
-Result copySingleRankCalls(const std::vector<Task>& tasks) {
+Result copySingleRankCalls(const std::vector<engine::Task>& tasks) {
   for (size_t i = 0; i < tasks.size(); ++i) {
-    const Task& t = tasks[i];
+    const engine::Task& t = tasks[i];
     int device = -1;
     BRAID_TRY(deviceOfCalls(tasks, {i}, &device));  // one device per call, as on the general path
     const StageSpan span = stageSpanOf(t, 0, 1);
@@ -248,15 +248,15 @@ Result copySingleRankCalls(const std::vector<Task>& tasks) {
 
 }  // namespace
 
-Result submitDeviceGroup(const std::vector<Task>& tasks, const StagedRunner& run) {
+Result submitDeviceGroup(const std::vector<engine::Task>& tasks, const StagedRunner& run) {
   if (singleRankCopies(tasks)) return copySingleRankCalls(tasks);
   // Plan kernels of ranks whose kernels would only take turns on a GPU
   // (other processes, no MPS) would move a message per time slice: staged.
   // Narrow messages (a wire type) are coded on the host: staged too.
-  const bool kernels = std::all_of(tasks.begin(), tasks.end(), [](const Task& t) {
-    return t.comm->settings.deviceKernels && t.comm->timeSlicedGpu.empty() && t.wire == WireType::None;
+  const bool kernels = std::all_of(tasks.begin(), tasks.end(), [](const engine::Task& t) {
+    return t.comm->settings.deviceKernels && t.comm->timeSlicedGpu.empty() && t.wire == reduce::WireType::None;
   });
-  if (kernels && lanesShareMemoryWithEveryPeer(tasks)) return launchDeviceLanes(tasks);
+  if (kernels && lanes::lanesShareMemoryWithEveryPeer(tasks)) return launchDeviceLanes(tasks);
   // Pinned allocations and event queries below are no stream work: they must
   // not fail (nor invalidate) a graph capture of this thread or another.
   CaptureModeRelaxed relaxed;
@@ -358,4 +358,4 @@ void abortDeviceWork(ncclComm* comm) {
   if (comm->deviceProxy) comm->deviceProxy->abort();
 }
 
-}  // namespace braid
+}  // namespace braid::device

@@ -7,7 +7,7 @@
 #include "engine/device/cuda_proxy.h"
 #include "engine/task.h"
 
-namespace braid {
+namespace braid::device {
 
 // The device that holds `ptr` (device or managed memory), or -1.
 int deviceOfPointer(const void* ptr);
@@ -15,9 +15,9 @@ int deviceOfPointer(const void* ptr);
 // The device of the calls tasks[mine] (one communicator's): that of their
 // first device buffer (-1 when they have none); every other buffer must be on
 // it too.
-Result deviceOfCalls(const std::vector<Task>& tasks, const std::vector<size_t>& mine, int* device);
+Result deviceOfCalls(const std::vector<engine::Task>& tasks, const std::vector<size_t>& mine, int* device);
 
 // The communicator's proxy (made by its first device call) on `device`.
 Result proxyFor(ncclComm* comm, int device, DeviceProxy** out);
 
-}  // namespace braid
+}  // namespace braid::device

@@ -17,7 +17,7 @@
 #include "engine/lanes/lane_image.h"
 #include "kernels/executor/plan_kernel.h"
 
-namespace braid {
+namespace braid::device {
 
 namespace {
 
@@ -28,11 +28,11 @@ struct CommLaunch {
   ncclComm* comm = nullptr;
   DeviceProxy* proxy = nullptr;
   cudaStream_t stream = nullptr;
-  std::vector<const Task*> tasks;
+  std::vector<const engine::Task*> tasks;
   lanes::CommProgram cp;
 };
 
-Result prepare(const std::vector<Task>& tasks, const std::vector<size_t>& mine, CommLaunch* c) {
+Result prepare(const std::vector<engine::Task>& tasks, const std::vector<size_t>& mine, CommLaunch* c) {
   int device = -1;
   BRAID_TRY(deviceOfCalls(tasks, mine, &device));
   if (device < 0) device = c->comm->deviceProxy ? c->comm->deviceProxy->device() : -1;
@@ -85,20 +85,21 @@ void CUDART_CB checkFailures(void* arg) {
   const uint32_t worst = check->wordOwner->words().takeLaneFailure();
   if (worst == 0 || check->watched) return;
   for (ncclComm* comm : check->comms) {
-    const exec::ExecStatus st = exec::ExecStatus(worst);
+    const executor::ExecStatus st = executor::ExecStatus(worst);
     // A message of another call (its fingerprint) or size: the ranks' calls differ.
-    const bool misuse = st == exec::ExecStatus::FingerprintMismatch || st == exec::ExecStatus::SizeMismatch;
-    setCommError(comm, fail(misuse ? ncclInvalidUsage : ncclSystemError,
-                            "rank %d: a plan kernel lane ended with '%s'%s (BRAID_DEVICE_ENGINE=kernels)", comm->rank,
-                            exec::execStatusName(st), misuse ? ": the ranks called different operations" : ""));
+    const bool misuse = st == executor::ExecStatus::FingerprintMismatch || st == executor::ExecStatus::SizeMismatch;
+    engine::setCommError(comm,
+                         fail(misuse ? ncclInvalidUsage : ncclSystemError,
+                              "rank %d: a plan kernel lane ended with '%s'%s (BRAID_DEVICE_ENGINE=kernels)", comm->rank,
+                              executor::execStatusName(st), misuse ? ": the ranks called different operations" : ""));
   }
 }
 
 size_t align(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 // The operations' buffers and reductions, scratch in the device block.
-std::vector<exec::OpBuffers> opsOf(const CommLaunch& c, char* scratch) {
-  std::vector<exec::OpBuffers> ops;
+std::vector<executor::OpBuffers> opsOf(const CommLaunch& c, char* scratch) {
+  std::vector<executor::OpBuffers> ops;
   for (size_t i = 0; i < c.tasks.size(); ++i)
     ops.push_back(lanes::opBuffersOf(*c.tasks[i], scratch + c.cp.scratchOffsets[i], c.cp.shapeFingerprints[i]));
   return ops;
@@ -113,11 +114,12 @@ Result enqueueImage(char* block, const PinnedBlock& staging, size_t imageBytes,
   BRAID_CUDA_TRY(cudaMemcpyAsync(block, staging.data, imageBytes, cudaMemcpyHostToDevice, stream));
   for (size_t p = 0; p < group.size(); ++p)
     for (size_t i = 0; i < group[p]->tasks.size(); ++i) {
-      const Task& t = *group[p]->tasks[i];
+      const engine::Task& t = *group[p]->tasks[i];
       if (t.deviceScalar == nullptr) continue;
-      char* scalar = block + lanes::opBuffersOffset(parts, stage, p, i) + offsetof(exec::OpBuffers, op) +
-                     offsetof(RedOp, scalar);
-      BRAID_CUDA_TRY(cudaMemcpyAsync(scalar, t.deviceScalar, typeSize(t.type), cudaMemcpyDeviceToDevice, stream));
+      char* scalar = block + lanes::opBuffersOffset(parts, stage, p, i) + offsetof(executor::OpBuffers, op) +
+                     offsetof(reduce::RedOp, scalar);
+      BRAID_CUDA_TRY(
+          cudaMemcpyAsync(scalar, t.deviceScalar, reduce::typeSize(t.type), cudaMemcpyDeviceToDevice, stream));
     }
   return Result::success();
 }
@@ -151,12 +153,12 @@ void watchLaunch(const std::vector<CommLaunch*>& group, const BeaconRange& beaco
   std::vector<DeviceProxy*> proxies;
   size_t at = beacons.first;
   for (CommLaunch* c : group) {
-    std::vector<Task> tasks;
-    for (const Task* t : c->tasks) tasks.push_back(*t);
+    std::vector<engine::Task> tasks;
+    for (const engine::Task* t : c->tasks) tasks.push_back(*t);
     const size_t n = c->cp.program.lanes.size();
     // The image is written: the program moves to the watch.
     lanes::watchLanes(watched.get(), c->comm, &c->proxy->lanePorts(), std::move(tasks), std::move(c->cp.program),
-                      static_cast<const exec::LaneBeacon*>(first->beacons().at(at)));
+                      static_cast<const executor::LaneBeacon*>(first->beacons().at(at)));
     at += n;
     proxies.push_back(c->proxy);
   }
@@ -180,7 +182,7 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   for (const CommLaunch* c : group) {
     stage = std::max(stage, lanes::llStageBytesOf(c->comm));
     scratchBytes += align(c->cp.scratchBytes, 256);
-    for (const Task* t : c->tasks) anyFp8 = anyFp8 || t->type == ncclFloat8e4m3 || t->type == ncclFloat8e5m2;
+    for (const engine::Task* t : c->tasks) anyFp8 = anyFp8 || t->type == ncclFloat8e4m3 || t->type == ncclFloat8e5m2;
     BRAID_TRY(c->proxy->orderLaneKernel(stream));
   }
   std::vector<lanes::ImagePart> parts(group.size());
@@ -200,7 +202,7 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   BeaconRange beacons;
   if (first->beacons().take(nlanes, &beacons)) {
     for (size_t p = 0, at = beacons.first; p < parts.size(); at += parts[p].program->lanes.size(), ++p)
-      parts[p].beacons = static_cast<exec::LaneBeacon*>(first->beacons().at(at));
+      parts[p].beacons = static_cast<executor::LaneBeacon*>(first->beacons().at(at));
   } else {
     BRAID_WARN("rank %d: more than %zu plan kernel lanes in flight: this launch of %u runs unwatched (no "
                "BRAID_TIMEOUT, no lost-peer detection until earlier launches end)",
@@ -222,8 +224,8 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   Result r = lanes::writeLaneImage(parts, stage, reinterpret_cast<uintptr_t>(block), staging.data);
   if (r.ok()) r = enqueueImage(block, staging, imageBytes, parts, stage, group, stream);
   if (r.ok())
-    r = kernels::launchPlanLanes(reinterpret_cast<exec::LaneExec*>(block), nlanes, kThreadsPerLane, nullptr, anyFp8,
-                                 stream);
+    r = executor::launchPlanLanes(reinterpret_cast<executor::LaneExec*>(block), nlanes, kThreadsPerLane, nullptr,
+                                  anyFp8, stream);
   // Freed in stream order, after the kernel (or at once if it never launched).
   if (cudaFreeAsync(block, stream) != cudaSuccess && r.ok()) r = cudaFailure("cudaFreeAsync", cudaGetLastError());
   if (r.ok()) {
@@ -253,7 +255,7 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
 
 }  // namespace
 
-Result launchDeviceLanes(const std::vector<Task>& tasks) {
+Result launchDeviceLanes(const std::vector<engine::Task>& tasks) {
   CaptureModeRelaxed relaxed;
   std::vector<CommLaunch> comms;
   std::map<ncclComm*, std::vector<size_t>> byComm;
@@ -280,7 +282,7 @@ Result launchDeviceLanes(const std::vector<Task>& tasks) {
     if (resident.count(c.proxy->device())) continue;
     DeviceGuard guard(c.proxy->device());
     BRAID_TRY(guard.status());
-    BRAID_TRY(kernels::residentPlanLanes(kThreadsPerLane, &resident[c.proxy->device()]));
+    BRAID_TRY(executor::residentPlanLanes(kThreadsPerLane, &resident[c.proxy->device()]));
   }
   std::vector<Launch> launches;
   BRAID_TRY(planLaunches(parts, [&](int device) { return resident[device]; }, &launches));
@@ -300,4 +302,4 @@ Result launchDeviceLanes(const std::vector<Task>& tasks) {
   return Result::success();
 }
 
-}  // namespace braid
+}  // namespace braid::device

@@ -10,11 +10,11 @@
 #include "base/result.h"
 #include "engine/task.h"
 
-namespace braid {
+namespace braid::device {
 
 // Enqueues the group and returns. A communicator's calls of one group must
 // share a stream; capture is refused (ncclInvalidUsage) for now. Failures of
 // a lane reach ncclCommGetAsyncError; ncclCommAbort ends waiting kernels.
-Result launchDeviceLanes(const std::vector<Task>& tasks);
+Result launchDeviceLanes(const std::vector<engine::Task>& tasks);
 
-}  // namespace braid
+}  // namespace braid::device

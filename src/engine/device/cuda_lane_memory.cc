@@ -6,7 +6,7 @@
 #include "base/env.h"
 #include "transports/p2p/p2p_fifo_memory.h"
 
-namespace braid {
+namespace braid::device {
 
 namespace {
 
@@ -18,7 +18,7 @@ constexpr size_t kPortsPerSlab = 256;
 
 class CudaLaneMemory : public lanes::LaneMemory {
  public:
-  explicit CudaLaneMemory(int device) : device_(device), fifos_(makeCudaFifoProvider(device)) {}
+  explicit CudaLaneMemory(int device) : device_(device), fifos_(p2p::makeCudaFifoProvider(device)) {}
   ~CudaLaneMemory() override {
     const DeviceGuard guard(device_);
     for (void* p : slabs_)
@@ -29,31 +29,31 @@ class CudaLaneMemory : public lanes::LaneMemory {
 
   // Peers in this process: FIFOs from the arena when there is one (by
   // pointer); others: one allocation each, shared by CUDA IPC.
-  FifoMemoryProvider& provider(bool sameProcess) override {
+  transports::FifoMemoryProvider& provider(bool sameProcess) override {
     return sameProcess && arena_ ? *arena_ : *fifos_;
   }
   // CUDA IPC reaches every GPU of the host, whatever NCCL_SHM_DISABLE says.
   bool reaches(ncclComm* comm, int) const override { return lanes::PortTable::reachable(comm); }
 
-  Result reserveFifos(uint64_t bytes) { return makeCudaArenaFifoProvider(device_, bytes, &arena_); }
+  Result reserveFifos(uint64_t bytes) { return p2p::makeCudaArenaFifoProvider(device_, bytes, &arena_); }
 
   // A slab of Ports, so that the first ones need no allocation.
   Result addSlab() {
     const DeviceGuard guard(device_);
     BRAID_TRY(guard.status());
     void* p = nullptr;
-    BRAID_CUDA_TRY(cudaMalloc(&p, kPortsPerSlab * sizeof(exec::Port)));
+    BRAID_CUDA_TRY(cudaMalloc(&p, kPortsPerSlab * sizeof(executor::Port)));
     slabs_.push_back(p);
     used_ = 0;
     return Result::success();
   }
 
-  Result makePort(const exec::FifoView& fifo, exec::Port** out) override {
+  Result makePort(const executor::FifoView& fifo, executor::Port** out) override {
     const DeviceGuard guard(device_);
     BRAID_TRY(guard.status());
     if (used_ == kPortsPerSlab || slabs_.empty()) BRAID_TRY(addSlab());
-    exec::Port* at = static_cast<exec::Port*>(slabs_.back()) + used_;
-    exec::Port port;
+    executor::Port* at = static_cast<executor::Port*>(slabs_.back()) + used_;
+    executor::Port port;
     port.fifo = fifo;
     // On a stream of its own: no wait for the device's other work.
     BRAID_TRY(copyToDeviceNow(at, &port, sizeof(port)));
@@ -64,8 +64,8 @@ class CudaLaneMemory : public lanes::LaneMemory {
 
  private:
   int device_;
-  std::unique_ptr<FifoMemoryProvider> fifos_;
-  std::unique_ptr<FifoMemoryProvider> arena_;  // FIFOs for peers in this process
+  std::unique_ptr<transports::FifoMemoryProvider> fifos_;
+  std::unique_ptr<transports::FifoMemoryProvider> arena_;  // FIFOs for peers in this process
   std::vector<void*> slabs_;
   size_t used_ = 0;  // Ports taken from the last slab
 };
@@ -82,4 +82,4 @@ Result makeReservedCudaLaneMemory(int device, std::unique_ptr<lanes::LaneMemory>
   return Result::success();
 }
 
-}  // namespace braid
+}  // namespace braid::device

@@ -8,7 +8,7 @@
 #include "base/result.h"
 #include "engine/lanes/port_table.h"
 
-namespace braid {
+namespace braid::device {
 
 std::unique_ptr<lanes::LaneMemory> makeCudaLaneMemory(int device);
 
@@ -18,4 +18,4 @@ std::unique_ptr<lanes::LaneMemory> makeCudaLaneMemory(int device);
 // peer's kernel may already wait could hold the device).
 Result makeReservedCudaLaneMemory(int device, std::unique_ptr<lanes::LaneMemory>* out);
 
-}  // namespace braid
+}  // namespace braid::device

@@ -14,7 +14,7 @@
 #include "engine/device/launch_plan.h"
 #include "engine/device/stage_span.h"
 
-namespace braid {
+namespace braid::device {
 
 namespace {
 
@@ -62,7 +62,7 @@ Side sideOf(const void* ptr) {
 }
 
 // The side of one call's buffers (None when it passes none that it uses).
-Result taskSide(const Task& t, Side* side) {
+Result taskSide(const engine::Task& t, Side* side) {
   const StageSpan span = stageSpanOf(t, t.comm->rank, t.comm->nranks);
   const Side in = span.inBytes ? sideOf(t.sendbuff) : Side::None;
   const Side out = span.outBytes ? sideOf(t.recvbuff) : Side::None;
@@ -79,9 +79,9 @@ Result taskSide(const Task& t, Side* side) {
 // One host function per communicator submits a captured group's job at each
 // launch of the graph, after the copies on its stream: a communicator's calls
 // of one group are all captured, on one stream, or none is.
-Result checkCaptures(const std::vector<Task>& tasks) {
+Result checkCaptures(const std::vector<engine::Task>& tasks) {
   std::map<const ncclComm*, std::pair<cudaStream_t, bool>> first;  // stream, capturing
-  for (const Task& t : tasks) {
+  for (const engine::Task& t : tasks) {
     StreamCapture capture;
     BRAID_TRY(captureOf(t.stream, &capture).context(collectiveName(t.coll)));
     const auto [it, added] = first.try_emplace(t.comm, t.stream, capture.active);
@@ -131,13 +131,13 @@ bool isDeviceMemory(const void* ptr) {
   return attributesOf(ptr, &attr);
 }
 
-Result classifyGroup(const std::vector<Task>& tasks, bool* device) {
+Result classifyGroup(const std::vector<engine::Task>& tasks, bool* device) {
   *device = false;
   if (!cudaInUse()) return Result::success();  // the host path's cost: one load
   // Pointer queries are no stream work: never an error under a graph capture.
   CaptureModeRelaxed relaxed;
   bool host = false;
-  for (const Task& t : tasks) {
+  for (const engine::Task& t : tasks) {
     Side side = Side::None;
     BRAID_TRY(taskSide(t, &side));
     *device |= side == Side::Device;
@@ -145,7 +145,7 @@ Result classifyGroup(const std::vector<Task>& tasks, bool* device) {
   }
   if (!*device) {
     // Host buffers run at once on the CPU, which cannot read a device scalar.
-    for (const Task& t : tasks)
+    for (const engine::Task& t : tasks)
       if (t.deviceScalar)
         return fail(ncclInvalidArgument, "%s: the PreMulSum scalar is in device memory but the buffers are "
                     "host memory: use a host scalar (ncclScalarHostImmediate) with host buffers",
@@ -159,4 +159,4 @@ Result classifyGroup(const std::vector<Task>& tasks, bool* device) {
   return checkCaptures(tasks);
 }
 
-}  // namespace braid
+}  // namespace braid::device

@@ -12,7 +12,7 @@
 #include "kernels/executor/plan_kernel.h"
 #include "kernels/stream_wait.h"
 
-namespace braid {
+namespace braid::device {
 
 namespace {
 
@@ -47,10 +47,10 @@ void backoff(int polls) {
 
 // Device-resident PreMulSum scalars reach pinned memory with the inputs
 // (stageIn); once the job's events are done they are values.
-void takeStagedScalars(std::vector<Task>* tasks) {
-  for (Task& t : *tasks)
+void takeStagedScalars(std::vector<engine::Task>* tasks) {
+  for (engine::Task& t : *tasks)
     if (t.deviceScalar) {
-      std::memcpy(t.op.scalar, t.deviceScalar, typeSize(t.type));
+      std::memcpy(t.op.scalar, t.deviceScalar, reduce::typeSize(t.type));
       t.deviceScalar = nullptr;
     }
 }
@@ -108,8 +108,8 @@ Result DeviceProxy::start() {
   BRAID_TRY(words_.allocate());
   BRAID_TRY(beacons_.allocate());
   // The kernels' code, before any launch can load it behind a spinning kernel.
-  BRAID_TRY(loadStreamWaitKernels());
-  BRAID_TRY(kernels::loadPlanKernel());
+  BRAID_TRY(kernels::loadStreamWaitKernels());
+  BRAID_TRY(executor::loadPlanKernel());
   // Before any launch of this communicator (its first device calls are
   // planned in one group with its peers'), the blocks common calls need.
   BRAID_TRY(pool_.reserve(1, kSmallClassMax, kSmallPerClass));
@@ -456,7 +456,7 @@ void DeviceProxy::runJob(DeviceJob& job) {
     BRAID_WARN("rank %d: device call #%llu%s failed: %s", comm_->rank,
                static_cast<unsigned long long>(job.sequence),
                job.captured ? " (a launch of the CUDA graph that captured it)" : "", r.message().c_str());
-    setCommError(comm_, r);
+    engine::setCommError(comm_, r);
     failed_ = true;
   }
   if (job.captured) {
@@ -467,4 +467,4 @@ void DeviceProxy::runJob(DeviceJob& job) {
   job.ready.clear();  // after the publication: a CUDA call may wait behind a blocking launch
 }
 
-}  // namespace braid
+}  // namespace braid::device

@@ -25,7 +25,7 @@
 #include "engine/lanes/port_table.h"
 #include "engine/task.h"
 
-namespace braid {
+namespace braid::device {
 
 // An owned CUDA event (timing disabled).
 class CudaEvent {
@@ -50,7 +50,7 @@ struct DeviceJob {
   uint64_t sequence = 0;          // outside graphs: published when the host work ends, failed or not
   bool captured = false;          // a graph launch: its ticket is published instead
   uint64_t ticket = 0;            // a graph launch's, in the order launches reached the proxy
-  std::vector<Task> staged;       // the calls, their buffers in pinned memory
+  std::vector<engine::Task> staged;  // the calls, their buffers in pinned memory
   std::vector<CudaEvent> ready;   // recorded after the copies of the contributions (not in graphs)
   StagedRunner run;
 };
@@ -70,7 +70,7 @@ class LaunchPort;
 // launches are all done) and by the proxy, which frees the memory after that.
 struct CapturedJob {
   uint64_t sequence = 0;  // the calls' operation number at capture, for messages
-  std::vector<Task> staged;
+  std::vector<engine::Task> staged;
   StagedRunner run;
   std::vector<PinnedBlock> blocks;
   MappedSlot ticket;  // each launch's ticket, read by its stream-wait kernel
@@ -191,4 +191,4 @@ class LaunchPort {
   DeviceProxy* proxy_;
 };
 
-}  // namespace braid
+}  // namespace braid::device

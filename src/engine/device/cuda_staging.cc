@@ -9,7 +9,7 @@
 #include "base/log.h"
 #include "kernels/executor/fifo_view.h"
 
-namespace braid {
+namespace braid::device {
 
 namespace {
 
@@ -179,7 +179,8 @@ MappedBeacons::~MappedBeacons() {
 
 Result MappedBeacons::allocate() {
   void* p = nullptr;
-  BRAID_CUDA_TRY(cudaHostAlloc(&p, kCapacity * sizeof(exec::LaneBeacon), cudaHostAllocMapped | cudaHostAllocPortable));
+  BRAID_CUDA_TRY(
+      cudaHostAlloc(&p, kCapacity * sizeof(executor::LaneBeacon), cudaHostAllocMapped | cudaHostAllocPortable));
   void* dev = nullptr;
   const cudaError_t err = cudaHostGetDevicePointer(&dev, p, 0);
   if (err != cudaSuccess || dev != p) {
@@ -204,7 +205,7 @@ bool MappedBeacons::take(size_t count, BeaconRange* out) {
     }
     if (++run < count) continue;
     for (size_t i = first; i < first + count; ++i) busy_[i] = true;
-    memset(block_ + first * sizeof(exec::LaneBeacon), 0, count * sizeof(exec::LaneBeacon));
+    memset(block_ + first * sizeof(executor::LaneBeacon), 0, count * sizeof(executor::LaneBeacon));
     *out = {first, count};
     return true;
   }
@@ -216,6 +217,6 @@ void MappedBeacons::release(const BeaconRange& range) {
   for (size_t i = range.first; i < range.first + range.count && i < busy_.size(); ++i) busy_[i] = false;
 }
 
-void* MappedBeacons::at(size_t index) const { return block_ + index * sizeof(exec::LaneBeacon); }
+void* MappedBeacons::at(size_t index) const { return block_ + index * sizeof(executor::LaneBeacon); }
 
-}  // namespace braid
+}  // namespace braid::device

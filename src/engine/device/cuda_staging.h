@@ -10,7 +10,7 @@
 
 #include "base/result.h"
 
-namespace braid {
+namespace braid::device {
 
 struct PinnedBlock {
   char* data = nullptr;
@@ -117,7 +117,7 @@ class MappedSlots {
   std::vector<MappedSlot> free_;
 };
 
-// The beacons of the plan kernels' lanes (exec::LaneBeacon), in one block of
+// The beacons of the plan kernels' lanes (executor::LaneBeacon), in one block of
 // mapped pinned memory made when the communicator's device work starts, so
 // that a launch allocates nothing: a launch takes a run of them, returned once
 // its kernel is done. Host and device see the block at the same address (UVA).
@@ -149,4 +149,4 @@ class MappedBeacons {
   std::vector<bool> busy_;
 };
 
-}  // namespace braid
+}  // namespace braid::device

@@ -6,7 +6,7 @@
 #include "engine/device/cuda_capture.h"
 #include "engine/device/device.h"
 
-namespace braid {
+namespace braid::device {
 
 namespace {
 
@@ -39,4 +39,4 @@ Result copyToDeviceNow(void* device, const void* host, size_t bytes, cudaStream_
   return Result::success();
 }
 
-}  // namespace braid
+}  // namespace braid::device

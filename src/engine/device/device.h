@@ -15,7 +15,7 @@
 #include "base/result.h"
 #include "engine/task.h"
 
-namespace braid {
+namespace braid::device {
 
 // Built with CUDA and a CUDA device usable by this process (decided now, once).
 bool deviceBuffersSupported();
@@ -42,17 +42,17 @@ bool isDeviceMemory(const void* ptr);
 // without CUDA; with ncclInvalidUsage when a communicator's device calls are
 // captured in a CUDA graph on more than one stream or only in part, or a
 // stream's capture was invalidated.
-Result classifyGroup(const std::vector<Task>& tasks, bool* device);
+Result classifyGroup(const std::vector<engine::Task>& tasks, bool* device);
 
 // Runs host work on the staged copies of one communicator's tasks (called on
 // that communicator's proxy thread).
-using StagedRunner = std::function<Result(const std::vector<Task>&)>;
+using StagedRunner = std::function<Result(const std::vector<engine::Task>&)>;
 
 // Enqueues the group on its streams and returns: copies to pinned memory, the
 // host work on each communicator's proxy thread, and the copies back. On a
 // capturing stream all of it is captured, and the host work runs at each
 // launch of the graph.
-Result submitDeviceGroup(const std::vector<Task>& tasks, const StagedRunner& run);
+Result submitDeviceGroup(const std::vector<engine::Task>& tasks, const StagedRunner& run);
 
 // Copies that return when done, for a call that runs on the host over device
 // buffers (reproducible mode): the first waits for the work queued on
@@ -73,4 +73,4 @@ void resumeDeviceWork(ncclComm* comm);
 // ncclCommAbort: releases stream-wait kernels of `comm` that still wait.
 void abortDeviceWork(ncclComm* comm);
 
-}  // namespace braid
+}  // namespace braid::device

@@ -5,7 +5,7 @@
 
 #include <atomic>
 
-namespace braid {
+namespace braid::device {
 
 namespace {
 
@@ -38,4 +38,4 @@ bool cudaDriverLoaded() {
   return true;
 }
 
-}  // namespace braid
+}  // namespace braid::device

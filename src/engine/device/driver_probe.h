@@ -4,8 +4,8 @@
 // library list is looked at again only after it changed.
 #pragma once
 
-namespace braid {
+namespace braid::device {
 
 bool cudaDriverLoaded();
 
-}  // namespace braid
+}  // namespace braid::device

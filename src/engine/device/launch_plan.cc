@@ -7,7 +7,7 @@
 
 #include "base/env.h"
 
-namespace braid {
+namespace braid::device {
 
 Result planLaunches(const std::vector<LaunchPart>& parts, const std::function<uint32_t(int device)>& residentLanes,
                     std::vector<Launch>* out) {
@@ -64,4 +64,4 @@ bool mpsDaemonRunning() {
   return stat((dir + "/control").c_str(), &st) == 0;
 }
 
-}  // namespace braid
+}  // namespace braid::device

@@ -19,7 +19,7 @@
 #include "base/peer_info.h"
 #include "base/result.h"
 
-namespace braid {
+namespace braid::device {
 
 // One communicator's part of the group.
 struct LaunchPart {
@@ -58,4 +58,4 @@ std::string timeSlicedPeers(const std::vector<PeerInfo>& peers, int self, bool m
 // control socket in CUDA_MPS_PIPE_DIRECTORY (default /tmp/nvidia-mps).
 bool mpsDaemonRunning();
 
-}  // namespace braid
+}  // namespace braid::device

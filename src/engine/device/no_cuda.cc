@@ -10,7 +10,7 @@
 #include "engine/device/device.h"
 #include "engine/device/driver_probe.h"
 
-namespace braid {
+namespace braid::device {
 
 class DeviceProxy {};
 
@@ -84,4 +84,4 @@ Result copyToDeviceNow(void*, const void*, size_t, cudaStream_t) {
   return fail(ncclInvalidArgument, "device buffers, but this libbraid was built without CUDA");
 }
 
-}  // namespace braid
+}  // namespace braid::device

@@ -5,23 +5,23 @@
 
 #include "reduce/host_reduce.h"
 
-namespace braid {
+namespace braid::device {
 
-StageSpan stageSpanOf(const Task& t, int rank, int nranks) {
-  const size_t n = t.count * typeSize(t.type);
+StageSpan stageSpanOf(const engine::Task& t, int rank, int nranks) {
+  const size_t n = t.count * reduce::typeSize(t.type);
   const size_t all = n * static_cast<size_t>(nranks);
   const bool root = rank == t.root;
   switch (t.coll) {
-    case Collective::AllReduce: return {n, n};
-    case Collective::ReduceScatter: return {all, n};
-    case Collective::AllGather: return {n, all};
-    case Collective::Broadcast: return {root ? n : 0, n};
-    case Collective::Reduce: return {n, root ? n : 0};
-    case Collective::AllToAll: return {all, all};
-    case Collective::Gather: return {n, root ? all : 0};
-    case Collective::Scatter: return {root ? all : 0, n};
-    case Collective::Send: return {n, 0};
-    case Collective::Recv: return {0, n};
+    case schedule::Collective::AllReduce: return {n, n};
+    case schedule::Collective::ReduceScatter: return {all, n};
+    case schedule::Collective::AllGather: return {n, all};
+    case schedule::Collective::Broadcast: return {root ? n : 0, n};
+    case schedule::Collective::Reduce: return {n, root ? n : 0};
+    case schedule::Collective::AllToAll: return {all, all};
+    case schedule::Collective::Gather: return {n, root ? all : 0};
+    case schedule::Collective::Scatter: return {root ? all : 0, n};
+    case schedule::Collective::Send: return {n, 0};
+    case schedule::Collective::Recv: return {0, n};
   }
   return {};
 }
@@ -47,4 +47,4 @@ StageLayout stageLayoutOf(const void* sendbuff, const void* recvbuff, const Stag
   return l;
 }
 
-}  // namespace braid
+}  // namespace braid::device

@@ -6,7 +6,7 @@
 
 #include "engine/task.h"
 
-namespace braid {
+namespace braid::device {
 
 struct StageSpan {
   size_t inBytes = 0;   // read from sendbuff (the rank's contribution)
@@ -14,7 +14,7 @@ struct StageSpan {
 };
 
 // For the task's rank in its communicator of `nranks`.
-StageSpan stageSpanOf(const Task& t, int rank, int nranks);
+StageSpan stageSpanOf(const engine::Task& t, int rank, int nranks);
 
 // Where the staged copies go inside one pinned block. When the send and receive
 // ranges overlap (in place), they share the block as they share the user's
@@ -27,4 +27,4 @@ struct StageLayout {
 
 StageLayout stageLayoutOf(const void* sendbuff, const void* recvbuff, const StageSpan& span);
 
-}  // namespace braid
+}  // namespace braid::device

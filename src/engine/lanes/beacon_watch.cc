@@ -5,8 +5,7 @@
 
 #include "engine/comm.h"
 
-namespace braid {
-namespace lanes {
+namespace braid::lanes {
 
 namespace {
 
@@ -17,8 +16,8 @@ constexpr auto kLookEvery = std::chrono::milliseconds(2);
 
 }  // namespace
 
-void watchLanes(LaneGroup* group, ncclComm* comm, PortTable* ports, std::vector<Task> tasks, LaneProgram program,
-                const exec::LaneBeacon* beacons) {
+void watchLanes(LaneGroup* group, ncclComm* comm, PortTable* ports, std::vector<engine::Task> tasks,
+                LaneProgram program, const executor::LaneBeacon* beacons) {
   auto run = std::make_unique<CommRun>();
   run->comm = comm;
   run->ports = ports;
@@ -36,9 +35,9 @@ BeaconWatch::BeaconWatch(std::unique_ptr<LaneGroup> group, std::function<void()>
 // on its stream before that, which is no hang of braid's).
 bool BeaconWatch::started() const {
   for (const LaneRun& run : group_->runs) {
-    const exec::LaneBeacon& b = *run.beacon;
-    if (exec::loadRelaxed(&b.step) | exec::loadRelaxed(&b.waitingOn) | exec::loadRelaxed(&b.beats) |
-        exec::loadAcquire(&b.ended))
+    const executor::LaneBeacon& b = *run.beacon;
+    if (executor::loadRelaxed(&b.step) | executor::loadRelaxed(&b.waitingOn) | executor::loadRelaxed(&b.beats) |
+        executor::loadAcquire(&b.ended))
       return true;
   }
   return false;
@@ -48,16 +47,16 @@ bool BeaconWatch::poll() {
   bool all = true;
   for (LaneRun& run : group_->runs) {
     if (!run.done) {
-      const uint64_t ended = exec::loadAcquire(&run.beacon->ended);
+      const uint64_t ended = executor::loadAcquire(&run.beacon->ended);
       run.done = ended != 0;
-      if (run.done) run.status = exec::ExecStatus(int32_t(ended) - 1);
+      if (run.done) run.status = executor::ExecStatus(int32_t(ended) - 1);
     }
     all = all && run.done;
   }
   // A lane that failed on its own; the others of the launch end on its
   // failure word ("aborted": its echo, not a failure).
   for (const LaneRun& run : group_->runs)
-    if (run.done && run.status != exec::ExecStatus::Ok && run.status != exec::ExecStatus::Aborted) {
+    if (run.done && run.status != executor::ExecStatus::Ok && run.status != executor::ExecStatus::Aborted) {
       finish(laneFailure(run));
       return false;
     }
@@ -74,7 +73,7 @@ bool BeaconWatch::poll() {
 void BeaconWatch::finish(const Stop& stop) {
   abortLanes_();
   result_ = reportStop(stop);
-  for (const auto& c : group_->comms) setCommError(c->comm, result_);
+  for (const auto& c : group_->comms) engine::setCommError(c->comm, result_);
 }
 
 WatchThread::~WatchThread() {
@@ -121,5 +120,4 @@ void WatchThread::loop() {
   }
 }
 
-}  // namespace lanes
-}  // namespace braid
+}  // namespace braid::lanes

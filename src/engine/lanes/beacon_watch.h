@@ -1,6 +1,6 @@
 // The watchdog of lanes the host neither runs nor can read: a plan kernel's,
 // whose memory is on the device. Each lane publishes its place and its end in
-// a beacon in host-visible memory (exec::LaneBeacon); a host thread looks at
+// a beacon in host-visible memory (executor::LaneBeacon); a host thread looks at
 // the beacons with the one watchdog of the host runner (lane_watchdog.h):
 // BRAID_TIMEOUT from the moment the kernel started, with the same diagnosis
 // lines and rank 0's summary; SIGUSR1; failure notices from other ranks; a
@@ -22,8 +22,7 @@
 #include "engine/lanes/lane_group.h"
 #include "engine/lanes/lane_watchdog.h"
 
-namespace braid {
-namespace lanes {
+namespace braid::lanes {
 
 class BeaconWatch {
  public:
@@ -52,8 +51,8 @@ class BeaconWatch {
 
 // Adds one communicator's lanes to a group to watch: lane i of `program`
 // (the program the launch's image was written from) seen through beacons[i].
-void watchLanes(LaneGroup* group, ncclComm* comm, PortTable* ports, std::vector<Task> tasks, LaneProgram program,
-                const exec::LaneBeacon* beacons);
+void watchLanes(LaneGroup* group, ncclComm* comm, PortTable* ports, std::vector<engine::Task> tasks,
+                LaneProgram program, const executor::LaneBeacon* beacons);
 
 // One thread that polls the watches of a communicator's launches, started
 // with the first and idle (on a condition variable) while none is active.
@@ -80,5 +79,4 @@ class WatchThread {
   std::thread thread_;
 };
 
-}  // namespace lanes
-}  // namespace braid
+}  // namespace braid::lanes

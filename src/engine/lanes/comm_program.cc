@@ -6,24 +6,23 @@
 #include "engine/fingerprint.h"
 #include "engine/task_plan.h"
 
-namespace braid {
-namespace lanes {
+namespace braid::lanes {
 
 namespace {
 
 // The most bytes any message of the call can carry: its whole buffer. Every
 // rank computes the same value, so all choose the same protocol for it.
-uint64_t operationBytes(const Task& t) {
+uint64_t operationBytes(const engine::Task& t) {
   uint64_t elems = t.count;
   switch (t.coll) {
-    case Collective::AllGather:
-    case Collective::ReduceScatter:
-    case Collective::AllToAll:
-    case Collective::Gather:
-    case Collective::Scatter: elems *= uint64_t(t.comm->nranks); break;
+    case schedule::Collective::AllGather:
+    case schedule::Collective::ReduceScatter:
+    case schedule::Collective::AllToAll:
+    case schedule::Collective::Gather:
+    case schedule::Collective::Scatter: elems *= uint64_t(t.comm->nranks); break;
     default: break;
   }
-  return elems * typeSize(t.type);
+  return elems * reduce::typeSize(t.type);
 }
 
 // On host threads an LL line costs a poll of its own and twice the bytes,
@@ -31,10 +30,10 @@ uint64_t operationBytes(const Task& t) {
 // over shm (docs/performance.md, "One engine"), LL is faster only up to 32 B.
 constexpr uint64_t kHostLLOpBytes = 32;
 
-exec::Protocol protocolOf(const Task& t, const LaneLimits& limits, LaneRunner runner) {
+executor::Protocol protocolOf(const engine::Task& t, const LaneLimits& limits, LaneRunner runner) {
   const uint64_t most = runner == LaneRunner::Host ? std::min(kHostLLOpBytes, limits.llPayloadBytes)
                                                    : limits.llPayloadBytes;
-  return laneUsesLL(tuningInputOf(t), operationBytes(t), most) ? exec::Protocol::LL : exec::Protocol::Bulk;
+  return laneUsesLL(tuningInputOf(t), operationBytes(t), most) ? executor::Protocol::LL : executor::Protocol::Bulk;
 }
 
 }  // namespace
@@ -49,33 +48,32 @@ LaneLimits limitsOf(const ncclComm* comm) {
 
 uint64_t llStageBytesOf(const ncclComm* comm) { return (limitsOf(comm).llPayloadBytes + 7) / 8 * 8; }
 
-Result commProgramOf(const std::vector<const Task*>& tasks, LaneRunner runner, CommProgram* out) {
+Result commProgramOf(const std::vector<const engine::Task*>& tasks, LaneRunner runner, CommProgram* out) {
   if (tasks.empty()) return fail(ncclInternalError, "lane program of no call");
-  std::vector<Plan> plans;
+  std::vector<schedule::Plan> plans;
   std::vector<LaneOp> ops;
   CommProgram cp;
   const LaneLimits limits = limitsOf(tasks.front()->comm);
-  for (const Task* t : tasks) {
-    const CollShape shape = shapeOf(*t);
+  for (const engine::Task* t : tasks) {
+    const schedule::CollShape shape = shapeOf(*t);
     plans.push_back(generatePlan(shape));
     ops.push_back({t->type, protocolOf(*t, limits, runner), t->wire});
     cp.shapeFingerprints.push_back(shapeFingerprint(*t, shape, ops.back().protocol));
     cp.scratchOffsets.push_back(cp.scratchBytes);
-    cp.scratchBytes += (plans.back().scratchElems * typeSize(t->type) + 63) & ~size_t(63);
+    cp.scratchBytes += (plans.back().scratchElems * reduce::typeSize(t->type) + 63) & ~size_t(63);
   }
   BRAID_TRY(buildLaneProgram(ops, plans, limits, &cp.program));
   *out = std::move(cp);
   return Result::success();
 }
 
-exec::OpBuffers opBuffersOf(const Task& t, char* scratch, uint32_t shapeFingerprint) {
-  exec::OpBuffers o{static_cast<const char*>(t.sendbuff), static_cast<char*>(t.recvbuff), scratch, t.op,
-                    callFingerprint(shapeFingerprint, t.callNumber)};
+executor::OpBuffers opBuffersOf(const engine::Task& t, char* scratch, uint32_t shapeFingerprint) {
+  executor::OpBuffers o{static_cast<const char*>(t.sendbuff), static_cast<char*>(t.recvbuff), scratch, t.op,
+                        engine::callFingerprint(shapeFingerprint, t.callNumber)};
   o.wire = uint8_t(t.wire);
   // An allreduce's finished values reach every rank: all keep the owner's narrowing.
-  o.roundFinal = t.wire != WireType::None && t.coll == Collective::AllReduce;
+  o.roundFinal = t.wire != reduce::WireType::None && t.coll == schedule::Collective::AllReduce;
   return o;
 }
 
-}  // namespace lanes
-}  // namespace braid
+}  // namespace braid::lanes

@@ -10,8 +10,7 @@
 #include "engine/task.h"
 #include "kernels/executor/plan_interpreter.h"
 
-namespace braid {
-namespace lanes {
+namespace braid::lanes {
 
 struct CommProgram {
   LaneProgram program;
@@ -30,12 +29,11 @@ enum class LaneRunner { Host, Device };
 
 // Plans `tasks` (one communicator's, in call order) and merges them into lanes
 // with the protocol that suits `runner` (alike on every rank).
-Result commProgramOf(const std::vector<const Task*>& tasks, LaneRunner runner, CommProgram* out);
+Result commProgramOf(const std::vector<const engine::Task*>& tasks, LaneRunner runner, CommProgram* out);
 
 // A call's buffers, reduction, wire type and message fingerprint as its lanes
 // see them: its scratch at `scratch` (host memory, or the device block), its
 // shape's fingerprint (CommProgram::shapeFingerprints).
-exec::OpBuffers opBuffersOf(const Task& t, char* scratch, uint32_t shapeFingerprint);
+executor::OpBuffers opBuffersOf(const engine::Task& t, char* scratch, uint32_t shapeFingerprint);
 
-}  // namespace lanes
-}  // namespace braid
+}  // namespace braid::lanes

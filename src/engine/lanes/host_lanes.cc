@@ -2,8 +2,7 @@
 
 #include <memory>
 
-namespace braid {
-namespace lanes {
+namespace braid::lanes {
 
 void HostLanesDeleter::operator()(HostLanes* lanes) const { std::default_delete<HostLanes>()(lanes); }
 
@@ -12,5 +11,4 @@ HostLanes& hostLanesOf(ncclComm* comm) {
   return *comm->hostLanes;
 }
 
-}  // namespace lanes
-}  // namespace braid
+}  // namespace braid::lanes

@@ -10,8 +10,7 @@
 #include "engine/lanes/plan_cache.h"
 #include "engine/lanes/port_table.h"
 
-namespace braid {
-namespace lanes {
+namespace braid::lanes {
 
 struct HostLanes {
   PortTable ports{makeHostLaneMemory()};
@@ -22,5 +21,4 @@ struct HostLanes {
 // The communicator's host lanes, made on first use.
 HostLanes& hostLanesOf(ncclComm* comm);
 
-}  // namespace lanes
-}  // namespace braid
+}  // namespace braid::lanes

@@ -17,28 +17,28 @@
 #include "engine/lanes/lane_watchdog.h"
 #include "kernels/executor/host_lane_runner.h"
 
-namespace braid {
+namespace braid::lanes {
 
 namespace {
 
 // Every lane back at its first step, every stage counter at zero.
 void rewind(lanes::LaneGroup& group) {
   for (lanes::LaneRun& run : group.runs) {
-    exec::rewindLane(*run.exec);
+    executor::rewindLane(*run.exec);
     std::fill(run.exec->stages, run.exec->stages + run.exec->nstages, 0);
     run.done = false;
-    run.status = exec::ExecStatus::Ok;
+    run.status = executor::ExecStatus::Ok;
   }
 }
 
 // Runs the lane until it ends or would wait; true when it got anywhere. A
 // lane that waits is only re-entered once what it waits for is there.
 bool turn(lanes::LaneRun& run) {
-  exec::LaneExec& L = *run.exec;
-  if (!exec::awaitedReady(L)) return false;
+  executor::LaneExec& L = *run.exec;
+  if (!executor::awaitedReady(L)) return false;
   bool moved = false;
-  run.status = exec::runLaneTurn(L, &moved);
-  run.done = run.status != exec::ExecStatus::WouldBlock;
+  run.status = executor::runLaneTurn(L, &moved);
+  run.done = run.status != executor::ExecStatus::WouldBlock;
   return moved;
 }
 
@@ -84,7 +84,7 @@ class Bridges {
   // The head of the FIFO a waiting lane expects a message on, or null.
   static const uint64_t* awaitedHead(const lanes::LaneRun& run) {
     if (run.done) return nullptr;
-    const exec::WaitTarget t = exec::waitTargetOf(exec::loadRelaxed(&run.exec->waitingOn));
+    const executor::WaitTarget t = executor::waitTargetOf(executor::loadRelaxed(&run.exec->waitingOn));
     if (!t.waiting || t.send || t.port >= run.exec->nrecvPorts) return nullptr;
     return run.exec->recvPorts[t.port]->fifo.head;
   }
@@ -109,8 +109,8 @@ lanes::Stop runTurns(lanes::LaneGroup& group) {
       // The peer may have failed first, and said why.
       ncclComm* from = nullptr;
       std::string notice;
-      if (awaitFailureNotice({failed.comm}, kNoticeGrace, &from, &notice))
-        return {failureNoticeError(from->rank, notice), from};
+      if (engine::awaitFailureNotice({failed.comm}, engine::kNoticeGrace, &from, &notice))
+        return {bootstrap::failureNoticeError(from->rank, notice), from};
       return failed;
     }
     for (lanes::LaneRun& run : group.runs) {
@@ -118,7 +118,7 @@ lanes::Stop runTurns(lanes::LaneGroup& group) {
       progressed = true;
       if (!run.done) continue;
       --remaining;
-      if (run.status != exec::ExecStatus::Ok) return lanes::laneFailure(run);
+      if (run.status != executor::ExecStatus::Ok) return lanes::laneFailure(run);
     }
     if (progressed) {
       backoff.reset();
@@ -139,7 +139,7 @@ Result runPrepared(lanes::LaneGroup& group) {
 
 // A group of one communicator's calls (a lone call the commonest) runs from
 // the communicator's cache; the first group of a shape plans and connects.
-Result runCached(const std::vector<Task>& tasks) {
+Result runCached(const std::vector<engine::Task>& tasks) {
   ncclComm* comm = tasks.front().comm;
   PlanCache& plans = lanes::hostLanesOf(comm).plans;
   lanes::LaneGroup* group = plans.find(tasks);
@@ -152,17 +152,18 @@ Result runCached(const std::vector<Task>& tasks) {
   return runPrepared(*group);
 }
 
-bool oneCommunicator(const std::vector<Task>& tasks) {
-  return std::all_of(tasks.begin(), tasks.end(), [&](const Task& t) { return t.comm == tasks.front().comm; });
+bool oneCommunicator(const std::vector<engine::Task>& tasks) {
+  return std::all_of(tasks.begin(), tasks.end(), [&](const engine::Task& t) { return t.comm == tasks.front().comm; });
 }
 
 }  // namespace
 
-bool lanesShareMemoryWithEveryPeer(const std::vector<Task>& tasks) {
-  return std::all_of(tasks.begin(), tasks.end(), [](const Task& t) { return lanes::PortTable::reachable(t.comm); });
+bool lanesShareMemoryWithEveryPeer(const std::vector<engine::Task>& tasks) {
+  return std::all_of(tasks.begin(), tasks.end(),
+                     [](const engine::Task& t) { return lanes::PortTable::reachable(t.comm); });
 }
 
-Result runLaneGroup(const std::vector<Task>& tasks) {
+Result runLaneGroup(const std::vector<engine::Task>& tasks) {
   // With NCCL_DEBUG_SUBSYS=TUNING every call is planned afresh, so that each
   // one logs its choice. A group over several communicators (one thread
   // driving several ranks) is planned afresh too: its lanes span them all.
@@ -172,4 +173,4 @@ Result runLaneGroup(const std::vector<Task>& tasks) {
   return runPrepared(group);
 }
 
-}  // namespace braid
+}  // namespace braid::lanes

@@ -11,16 +11,16 @@
 #include "base/result.h"
 #include "engine/task.h"
 
-namespace braid {
+namespace braid::lanes {
 
 // Every communicator of the group has all its ranks on this host, sharing
 // memory (what the CUDA plan kernels need for now). Alike on every rank.
-bool lanesShareMemoryWithEveryPeer(const std::vector<Task>& tasks);
+bool lanesShareMemoryWithEveryPeer(const std::vector<engine::Task>& tasks);
 
 // Runs the group and returns when it is complete and every message has left
 // this process, or with an error naming the lane, step and peer on abort,
 // timeout, a lost peer or a plan the FIFOs cannot carry. The prepared lanes
 // of a group of one communicator's calls are kept per communicator and shape.
-Result runLaneGroup(const std::vector<Task>& tasks);
+Result runLaneGroup(const std::vector<engine::Task>& tasks);
 
-}  // namespace braid
+}  // namespace braid::lanes

@@ -10,16 +10,15 @@
 #include "engine/lanes/host_lanes.h"
 #include "engine/lanes/lane_image.h"
 
-namespace braid {
-namespace lanes {
+namespace braid::lanes {
 
 namespace {
 
 // Plans the communicator's calls and merges them into lanes.
 Result plan(CommRun& run) {
   ncclComm* comm = run.comm;
-  std::vector<const Task*> tasks;
-  for (const Task& t : run.tasks) tasks.push_back(&t);
+  std::vector<const engine::Task*> tasks;
+  for (const engine::Task& t : run.tasks) tasks.push_back(&t);
   CommProgram cp;
   BRAID_TRY(commProgramOf(tasks, LaneRunner::Host, &cp));
   std::vector<char>& scratch = hostLanesOf(comm).scratch;
@@ -30,7 +29,7 @@ Result plan(CommRun& run) {
   return Result::success();
 }
 
-exec::OpBuffers opBuffersOf(const CommRun& run, size_t i) {
+executor::OpBuffers opBuffersOf(const CommRun& run, size_t i) {
   return lanes::opBuffersOf(run.tasks[i], run.comm->hostLanes->scratch.data() + run.scratchOffsets[i],
                             run.shapeFingerprints[i]);
 }
@@ -40,7 +39,7 @@ exec::OpBuffers opBuffersOf(const CommRun& run, size_t i) {
 Result connect(std::vector<std::unique_ptr<CommRun>>& comms) {
   for (auto& c : comms) BRAID_TRY(c->comm->hostLanes->ports.offer(c->comm, portsOf(c->program), limitsOf(c->comm)));
   for (auto& c : comms) BRAID_TRY(c->comm->hostLanes->ports.accept(c->comm, portsOf(c->program), limitsOf(c->comm)));
-  std::vector<ConnectionNeed> needs;
+  std::vector<engine::ConnectionNeed> needs;
   for (auto& c : comms) {
     const auto more = c->comm->hostLanes->ports.bridgeNeeds(c->comm, portsOf(c->program));
     needs.insert(needs.end(), more.begin(), more.end());
@@ -61,7 +60,7 @@ Result buildImage(CommRun& c) {
   part.program = &c.program;
   part.ops = c.ops;
   part.portOf = [&ports](const PortKey& k) { return ports.port(k); };
-  part.abortWord = abortWordOf(*c.comm);
+  part.abortWord = engine::abortWordOf(*c.comm);
   part.resumable = true;
   const std::vector<ImagePart> parts = {part};
   c.image.assign((laneImageBytes(parts, stage) + 7) / 8, 0);
@@ -73,14 +72,14 @@ Result buildImage(CommRun& c) {
 // probe was (engine/call_probe.h).
 void remember(const CommRun& c) {
   for (size_t i = 0; i < c.tasks.size(); ++i)
-    rememberCall(c.comm, c.tasks[i], callFingerprint(c.shapeFingerprints[i], c.tasks[i].callNumber));
+    rememberCall(c.comm, c.tasks[i], engine::callFingerprint(c.shapeFingerprints[i], c.tasks[i].callNumber));
 }
 
 }  // namespace
 
-Result prepareLaneGroup(const std::vector<Task>& tasks, LaneGroup* group) {
+Result prepareLaneGroup(const std::vector<engine::Task>& tasks, LaneGroup* group) {
   std::map<ncclComm*, CommRun*> byComm;
-  for (const Task& t : tasks) {
+  for (const engine::Task& t : tasks) {
     CommRun*& run = byComm[t.comm];
     if (!run) {
       group->comms.push_back(std::make_unique<CommRun>());
@@ -96,22 +95,22 @@ Result prepareLaneGroup(const std::vector<Task>& tasks, LaneGroup* group) {
   }
   std::vector<ncclComm*> comms;
   for (auto& c : group->comms) comms.push_back(c->comm);
-  BRAID_TRY(preferFailureNotice(comms, connect(group->comms)));
+  BRAID_TRY(engine::preferFailureNotice(comms, connect(group->comms)));
   for (auto& c : group->comms) {
     BRAID_TRY(buildImage(*c));
-    auto* lanes = reinterpret_cast<exec::LaneExec*>(c->image.data());
+    auto* lanes = reinterpret_cast<executor::LaneExec*>(c->image.data());
     for (size_t i = 0; i < c->program.lanes.size(); ++i)
       group->runs.push_back({c.get(), &c->program.lanes[i], &lanes[i]});
   }
   return Result::success();
 }
 
-void rebindLaneGroup(LaneGroup& group, const std::vector<Task>& tasks) {
+void rebindLaneGroup(LaneGroup& group, const std::vector<engine::Task>& tasks) {
   CommRun& c = *group.comms.front();
-  auto* image = reinterpret_cast<exec::OpBuffers*>(reinterpret_cast<char*>(c.image.data()) + c.opsOffset);
+  auto* image = reinterpret_cast<executor::OpBuffers*>(reinterpret_cast<char*>(c.image.data()) + c.opsOffset);
   for (size_t i = 0; i < tasks.size(); ++i) {
     // The cache key fixed the rest of the call.
-    Task& mine = c.tasks[i];
+    engine::Task& mine = c.tasks[i];
     mine.sendbuff = tasks[i].sendbuff;
     mine.recvbuff = tasks[i].recvbuff;
     mine.op = tasks[i].op;
@@ -126,11 +125,10 @@ void rebindLaneGroup(LaneGroup& group, const std::vector<Task>& tasks) {
 
 int peerOfStep(const LaneRun& run, uint64_t step) {
   if (step >= run.lane->bound.steps.size()) return -1;
-  const exec::ExecStep& s = run.lane->bound.steps[step];
+  const executor::ExecStep& s = run.lane->bound.steps[step];
   if (s.recvPort >= 0) return run.lane->bound.recvPeers[size_t(s.recvPort)];
   if (s.sendPort >= 0) return run.lane->bound.sendPeers[size_t(s.sendPort)];
   return -1;
 }
 
-}  // namespace lanes
-}  // namespace braid
+}  // namespace braid::lanes

@@ -15,8 +15,7 @@
 
 struct ncclComm;
 
-namespace braid {
-namespace lanes {
+namespace braid::lanes {
 
 class PortTable;
 
@@ -25,11 +24,11 @@ struct CommRun {
   ncclComm* comm = nullptr;
   // Its FIFOs: the host lanes' (hostLanes->ports), or a plan kernel's.
   PortTable* ports = nullptr;
-  std::vector<Task> tasks;  // copies: a cached group outlives the calls
+  std::vector<engine::Task> tasks;  // copies: a cached group outlives the calls
   LaneProgram program;
   std::vector<size_t> scratchOffsets;  // per call, into the host lanes' scratch
   std::vector<uint32_t> shapeFingerprints;  // per call (engine/fingerprint.h)
-  std::vector<exec::OpBuffers> ops;
+  std::vector<executor::OpBuffers> ops;
   size_t opsOffset = 0;        // bytes from the image's start to `ops`' copy in it
   std::vector<uint64_t> image;  // the lanes (lane_image.h), run in place
 };
@@ -38,12 +37,12 @@ struct CommRun {
 struct LaneRun {
   CommRun* owner = nullptr;
   const ProgramLane* lane = nullptr;
-  exec::LaneExec* exec = nullptr;  // in owner->image
+  executor::LaneExec* exec = nullptr;  // in owner->image
   // A lane the host neither runs nor can read (a plan kernel's, in device
   // memory) has no exec: the watchdog sees it through its beacon.
-  const exec::LaneBeacon* beacon = nullptr;
+  const executor::LaneBeacon* beacon = nullptr;
   bool done = false;
-  exec::ExecStatus status = exec::ExecStatus::Ok;
+  executor::ExecStatus status = executor::ExecStatus::Ok;
 };
 
 // Neither copied nor moved: its lanes point into its own images.
@@ -58,14 +57,13 @@ struct LaneGroup {
 
 // Plans `tasks`, connects the FIFOs their lanes need (for every communicator
 // of the group at once) and lays the lanes out, resumable, ready to run.
-Result prepareLaneGroup(const std::vector<Task>& tasks, LaneGroup* group);
+Result prepareLaneGroup(const std::vector<engine::Task>& tasks, LaneGroup* group);
 
 // Points a cached group of one communicator's calls at these calls' buffers,
 // reductions and operation numbers (the calls of its key, in order).
-void rebindLaneGroup(LaneGroup& group, const std::vector<Task>& tasks);
+void rebindLaneGroup(LaneGroup& group, const std::vector<engine::Task>& tasks);
 
 // The peer a lane's step `step` waits for (receive first), or -1.
 int peerOfStep(const LaneRun& run, uint64_t step);
 
-}  // namespace lanes
-}  // namespace braid
+}  // namespace braid::lanes

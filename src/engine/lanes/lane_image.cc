@@ -4,8 +4,7 @@
 
 #include "kernels/executor/shared_layout.h"
 
-namespace braid {
-namespace lanes {
+namespace braid::lanes {
 
 namespace {
 
@@ -46,16 +45,16 @@ size_t lanesOf(const std::vector<ImagePart>& parts) {
 ImageLayout layoutOf(const std::vector<ImagePart>& parts, uint64_t llStageBytes) {
   Layout layout;
   ImageLayout l;
-  layout.take(lanesOf(parts) * sizeof(exec::LaneExec));
+  layout.take(lanesOf(parts) * sizeof(executor::LaneExec));
   for (const ImagePart& part : parts) {
     PartLayout pl;
-    pl.ops = layout.take(part.ops.size() * sizeof(exec::OpBuffers));
+    pl.ops = layout.take(part.ops.size() * sizeof(executor::OpBuffers));
     pl.stages = layout.take(part.program->nstages * sizeof(uint64_t));
     for (const ProgramLane& lane : part.program->lanes) {
       LaneParts p;
-      p.steps = layout.take(lane.bound.steps.size() * sizeof(exec::ExecStep));
-      p.sendPorts = layout.take(lane.bound.sendPeers.size() * sizeof(exec::Port*));
-      p.recvPorts = layout.take(lane.bound.recvPeers.size() * sizeof(exec::Port*));
+      p.steps = layout.take(lane.bound.steps.size() * sizeof(executor::ExecStep));
+      p.sendPorts = layout.take(lane.bound.sendPeers.size() * sizeof(executor::Port*));
+      p.recvPorts = layout.take(lane.bound.recvPeers.size() * sizeof(executor::Port*));
       if (lane.anyLL) {
         p.recvStage = layout.take(llStageBytes);
         p.sendStage = layout.take(llStageBytes);
@@ -69,25 +68,25 @@ ImageLayout layoutOf(const std::vector<ImagePart>& parts, uint64_t llStageBytes)
 }
 
 // Writes one lane's steps and port pointers into `host`; returns its LaneExec.
-exec::LaneExec writeLane(const ImagePart& part, const PartLayout& pl, size_t i, uint64_t llStageBytes,
-                         uintptr_t base, char* host) {
+executor::LaneExec writeLane(const ImagePart& part, const PartLayout& pl, size_t i, uint64_t llStageBytes,
+                             uintptr_t base, char* host) {
   const ProgramLane& lane = part.program->lanes[i];
   const LaneParts& p = pl.lanes[i];
   auto there = [base](size_t offset) { return base + offset; };
   if (!lane.bound.steps.empty())
-    memcpy(host + p.steps, lane.bound.steps.data(), lane.bound.steps.size() * sizeof(exec::ExecStep));
-  auto* sends = reinterpret_cast<exec::Port**>(host + p.sendPorts);
-  auto* recvs = reinterpret_cast<exec::Port**>(host + p.recvPorts);
+    memcpy(host + p.steps, lane.bound.steps.data(), lane.bound.steps.size() * sizeof(executor::ExecStep));
+  auto* sends = reinterpret_cast<executor::Port**>(host + p.sendPorts);
+  auto* recvs = reinterpret_cast<executor::Port**>(host + p.recvPorts);
   for (size_t k = 0; k < lane.bound.sendPeers.size(); ++k) sends[k] = part.portOf(lane.sendKey(k));
   for (size_t k = 0; k < lane.bound.recvPeers.size(); ++k) recvs[k] = part.portOf(lane.recvKey(k));
-  exec::LaneExec L;
-  L.steps = reinterpret_cast<const exec::ExecStep*>(there(p.steps));
+  executor::LaneExec L;
+  L.steps = reinterpret_cast<const executor::ExecStep*>(there(p.steps));
   L.nsteps = uint32_t(lane.bound.steps.size());
-  L.sendPorts = reinterpret_cast<exec::Port* const*>(there(p.sendPorts));
+  L.sendPorts = reinterpret_cast<executor::Port* const*>(there(p.sendPorts));
   L.nsendPorts = uint32_t(lane.bound.sendPeers.size());
-  L.recvPorts = reinterpret_cast<exec::Port* const*>(there(p.recvPorts));
+  L.recvPorts = reinterpret_cast<executor::Port* const*>(there(p.recvPorts));
   L.nrecvPorts = uint32_t(lane.bound.recvPeers.size());
-  L.ops = reinterpret_cast<const exec::OpBuffers*>(there(pl.ops));
+  L.ops = reinterpret_cast<const executor::OpBuffers*>(there(pl.ops));
   L.nops = uint32_t(part.ops.size());
   L.stages = reinterpret_cast<uint64_t*>(there(pl.stages));
   L.nstages = part.program->nstages;
@@ -112,7 +111,7 @@ size_t laneImageBytes(const std::vector<ImagePart>& parts, uint64_t llStageBytes
 }
 
 size_t opBuffersOffset(const std::vector<ImagePart>& parts, uint64_t llStageBytes, size_t part, size_t op) {
-  return layoutOf(parts, llStageBytes).parts[part].ops + op * sizeof(exec::OpBuffers);
+  return layoutOf(parts, llStageBytes).parts[part].ops + op * sizeof(executor::OpBuffers);
 }
 
 Result writeLaneImage(const std::vector<ImagePart>& parts, uint64_t llStageBytes, uintptr_t base, void* dst) {
@@ -126,19 +125,18 @@ Result writeLaneImage(const std::vector<ImagePart>& parts, uint64_t llStageBytes
   const ImageLayout l = layoutOf(parts, llStageBytes);
   char* host = static_cast<char*>(dst);
   memset(host, 0, l.bytes);  // stage counters start at zero
-  auto* lanes = reinterpret_cast<exec::LaneExec*>(host);
+  auto* lanes = reinterpret_cast<executor::LaneExec*>(host);
   size_t next = 0;
   for (size_t p = 0; p < parts.size(); ++p) {
     const ImagePart& part = parts[p];
     const PartLayout& pl = l.parts[p];
-    if (!part.ops.empty()) memcpy(host + pl.ops, part.ops.data(), part.ops.size() * sizeof(exec::OpBuffers));
+    if (!part.ops.empty()) memcpy(host + pl.ops, part.ops.data(), part.ops.size() * sizeof(executor::OpBuffers));
     for (size_t i = 0; i < part.program->lanes.size(); ++i) {
-      const exec::LaneExec L = writeLane(part, pl, i, llStageBytes, base, host);
+      const executor::LaneExec L = writeLane(part, pl, i, llStageBytes, base, host);
       memcpy(&lanes[next++], &L, sizeof(L));
     }
   }
   return Result::success();
 }
 
-}  // namespace lanes
-}  // namespace braid
+}  // namespace braid::lanes

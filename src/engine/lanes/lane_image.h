@@ -15,23 +15,22 @@
 #include "base/result.h"
 #include "engine/lanes/lane_program.h"
 
-namespace braid {
-namespace lanes {
+namespace braid::lanes {
 
 // The Port of a FIFO end, in memory the lanes' runner reaches.
-using PortOf = std::function<exec::Port*(const PortKey&)>;
+using PortOf = std::function<executor::Port*(const PortKey&)>;
 
 // One communicator's lanes in the block.
 struct ImagePart {
   const LaneProgram* program = nullptr;
-  std::vector<exec::OpBuffers> ops;  // buffers and reductions, at addresses the runner reaches
+  std::vector<executor::OpBuffers> ops;  // buffers and reductions, at addresses the runner reaches
   PortOf portOf;
   const uint32_t* abortWord = nullptr;  // polled by every wait
   bool resumable = false;               // host runner: waits return WouldBlock (WaitControl)
   uint32_t* failureWord = nullptr;      // optional: the worst failed status (CUDA kernel)
   // Optional: one per lane of the part, where a watchdog that cannot read the
   // lanes' memory sees them (CUDA kernel: mapped host memory; beacon_watch.h).
-  exec::LaneBeacon* beacons = nullptr;
+  executor::LaneBeacon* beacons = nullptr;
 };
 
 // Bytes of the block of `parts`.
@@ -48,5 +47,4 @@ size_t opBuffersOffset(const std::vector<ImagePart>& parts, uint64_t llStageByte
 // stage counters start at zero.
 Result writeLaneImage(const std::vector<ImagePart>& parts, uint64_t llStageBytes, uintptr_t base, void* dst);
 
-}  // namespace lanes
-}  // namespace braid
+}  // namespace braid::lanes

@@ -7,12 +7,11 @@
 #include "base/result.h"
 #include "reduce/host_reduce.h"
 
-namespace braid {
-namespace lanes {
+namespace braid::lanes {
 
-uint64_t payloadBytesOf(const LaneLimits& limits, int32_t channel, exec::Protocol protocol) {
-  if (protocol == exec::Protocol::LL) return limits.llPayloadBytes;
-  return channel == kPeerChannel ? limits.peerPayloadBytes : limits.channelPayloadBytes;
+uint64_t payloadBytesOf(const LaneLimits& limits, int32_t channel, executor::Protocol protocol) {
+  if (protocol == executor::Protocol::LL) return limits.llPayloadBytes;
+  return channel == schedule::kPeerChannel ? limits.peerPayloadBytes : limits.channelPayloadBytes;
 }
 
 bool PortKey::operator<(const PortKey& o) const {
@@ -32,7 +31,7 @@ namespace {
 
 struct LanePart {
   uint32_t op;
-  const Lane* lane;
+  const schedule::Lane* lane;
 };
 
 // Stage of each operation with channel lanes (-1 for the others), and how
@@ -42,12 +41,12 @@ struct Stages {
   std::vector<uint64_t> lanesOfStage;
 };
 
-Stages stagesOf(const std::vector<Plan>& plans) {
+Stages stagesOf(const std::vector<schedule::Plan>& plans) {
   Stages s;
-  for (const Plan& plan : plans) {
+  for (const schedule::Plan& plan : plans) {
     uint64_t n = 0;
-    for (const Lane& lane : plan.lanes)
-      if (lane.key.kind == LaneKind::Channel && !lane.steps.empty()) ++n;
+    for (const schedule::Lane& lane : plan.lanes)
+      if (lane.key.kind == schedule::LaneKind::Channel && !lane.steps.empty()) ++n;
     s.stageOf.push_back(n ? int32_t(s.lanesOfStage.size()) : -1);
     if (n) s.lanesOfStage.push_back(n);
   }
@@ -61,14 +60,14 @@ Result bindParts(const std::vector<LaneOp>& ops, const std::vector<LanePart>& pa
   pl.bound.channel = parts.front().lane->channel;
   for (const LanePart& p : parts) {
     const size_t first = pl.bound.steps.size();
-    const exec::Protocol protocol = ops[p.op].protocol;
-    pl.anyLL = pl.anyLL || protocol == exec::Protocol::LL;
-    const std::string why = exec::appendLane(*p.lane, p.op, protocol, typeSize(ops[p.op].type),
-                                             payloadBytesOf(limits, pl.bound.channel, protocol), &pl.bound,
-                                             ops[p.op].wire);
+    const executor::Protocol protocol = ops[p.op].protocol;
+    pl.anyLL = pl.anyLL || protocol == executor::Protocol::LL;
+    const std::string why =
+        executor::appendLane(*p.lane, p.op, protocol, reduce::typeSize(ops[p.op].type),
+                             payloadBytesOf(limits, pl.bound.channel, protocol), &pl.bound, ops[p.op].wire);
     if (!why.empty()) return fail(ncclInternalError, "lane program: %s", why.c_str());
     const int32_t stage = stages.stageOf[p.op];
-    if (p.lane->key.kind != LaneKind::Channel || stage < 0) continue;
+    if (p.lane->key.kind != schedule::LaneKind::Channel || stage < 0) continue;
     if (stage > 0) {
       pl.bound.steps[first].waitStage = stage - 1;
       pl.bound.steps[first].waitCount = stages.lanesOfStage[size_t(stage - 1)];
@@ -81,16 +80,16 @@ Result bindParts(const std::vector<LaneOp>& ops, const std::vector<LanePart>& pa
 
 }  // namespace
 
-Result buildLaneProgram(const std::vector<LaneOp>& ops, const std::vector<Plan>& plans, const LaneLimits& limits,
-                        LaneProgram* out) {
+Result buildLaneProgram(const std::vector<LaneOp>& ops, const std::vector<schedule::Plan>& plans,
+                        const LaneLimits& limits, LaneProgram* out) {
   if (ops.size() != plans.size()) return fail(ncclInternalError, "lane program: %zu operations, %zu plans",
                                               ops.size(), plans.size());
   // Lanes with one key and channel are concatenated; a key may name another
   // channel in another operation (a tree's second lane, a ring's second
   // channel), and then they stay apart.
-  std::map<std::pair<LaneKey, int32_t>, std::vector<LanePart>> byKey;
+  std::map<std::pair<schedule::LaneKey, int32_t>, std::vector<LanePart>> byKey;
   for (uint32_t i = 0; i < plans.size(); ++i)
-    for (const Lane& lane : plans[i].lanes)
+    for (const schedule::Lane& lane : plans[i].lanes)
       if (!lane.steps.empty()) byKey[{lane.key, lane.channel}].push_back({i, &lane});
   const Stages stages = stagesOf(plans);
   LaneProgram program;
@@ -112,5 +111,4 @@ std::vector<PortKey> portsOf(const LaneProgram& program) {
   return keys;
 }
 
-}  // namespace lanes
-}  // namespace braid
+}  // namespace braid::lanes

@@ -27,15 +27,14 @@
 #include "kernels/executor/lane_binding.h"
 #include "schedule/plan.h"
 
-namespace braid {
-namespace lanes {
+namespace braid::lanes {
 
 struct LaneOp {
   ncclDataType_t type = ncclFloat32;
   // Its messages' protocol: alike on every rank (the planner's laneUsesLL
   // takes only inputs all ranks share), so both ends of each FIFO agree.
-  exec::Protocol protocol = exec::Protocol::Bulk;
-  WireType wire = WireType::None;  // Task::wire: the size of its messages
+  executor::Protocol protocol = executor::Protocol::Bulk;
+  reduce::WireType wire = reduce::WireType::None;  // Task::wire: the size of its messages
 };
 
 struct LaneLimits {
@@ -46,19 +45,19 @@ struct LaneLimits {
 
 // The most bytes one message may carry on a FIFO of `channel` with `protocol`:
 // the size of that FIFO's slots.
-uint64_t payloadBytesOf(const LaneLimits& limits, int32_t channel, exec::Protocol protocol);
+uint64_t payloadBytesOf(const LaneLimits& limits, int32_t channel, executor::Protocol protocol);
 
 // Where a lane's port leads: the FIFO (peer, channel, direction, protocol).
 struct PortKey {
   int32_t peer = 0;
   int32_t channel = 0;
   bool send = false;
-  exec::Protocol protocol = exec::Protocol::Bulk;
+  executor::Protocol protocol = executor::Protocol::Bulk;
   bool operator<(const PortKey& o) const;
 };
 
 struct ProgramLane {
-  exec::BoundLane bound;  // steps naming ops, ports naming (peer, protocol)
+  executor::BoundLane bound;  // steps naming ops, ports naming (peer, protocol)
   bool anyLL = false;     // some step uses LL (the lane needs staging buffers)
   ncclDataType_t type = ncclFloat32;  // of its first operation (a lane may mix datatypes)
   PortKey sendKey(size_t port) const;
@@ -73,11 +72,10 @@ struct LaneProgram {
 // plans[i] is ops[i]'s plan at this rank. Fails (with the reason) when a step
 // does not fit its FIFO's slot, or a lane would mix datatypes under
 // oneTypePerLane.
-Result buildLaneProgram(const std::vector<LaneOp>& ops, const std::vector<Plan>& plans, const LaneLimits& limits,
-                        LaneProgram* out);
+Result buildLaneProgram(const std::vector<LaneOp>& ops, const std::vector<schedule::Plan>& plans,
+                        const LaneLimits& limits, LaneProgram* out);
 
 // Every FIFO the program's lanes use, once each.
 std::vector<PortKey> portsOf(const LaneProgram& program);
 
-}  // namespace lanes
-}  // namespace braid
+}  // namespace braid::lanes

@@ -13,18 +13,17 @@
 #include "engine/fingerprint.h"
 #include "engine/lanes/host_lanes.h"
 
-namespace braid {
-namespace lanes {
+namespace braid::lanes {
 
 namespace {
 
 // What a lane shows: its own words on the host, its beacon where the host
 // cannot read those (a plan kernel's lane).
 uint64_t stepOf(const LaneRun& run) {
-  return exec::loadRelaxed(run.beacon ? &run.beacon->step : &run.exec->currentStep);
+  return executor::loadRelaxed(run.beacon ? &run.beacon->step : &run.exec->currentStep);
 }
 uint64_t waitingOnOf(const LaneRun& run) {
-  return exec::loadRelaxed(run.beacon ? &run.beacon->waitingOn : &run.exec->waitingOn);
+  return executor::loadRelaxed(run.beacon ? &run.beacon->waitingOn : &run.exec->waitingOn);
 }
 
 bool running(const LaneRun& run) { return !run.done && stepOf(run) < run.lane->bound.steps.size(); }
@@ -40,11 +39,11 @@ bool running(const LaneRun& run) { return !run.done && stepOf(run) < run.lane->b
 // watchdog's last look with the lane at the same place (`stillPolls`).
 bool waitsOn(const LaneRun& run, bool stillPolls, int peer, PortKey* key = nullptr) {
   if (run.done) return false;
-  const exec::WaitTarget t = exec::waitTargetOf(waitingOnOf(run));
+  const executor::WaitTarget t = executor::waitTargetOf(waitingOnOf(run));
   if (!t.waiting) return false;
   const auto& peers = t.send ? run.lane->bound.sendPeers : run.lane->bound.recvPeers;
   if (t.port >= peers.size() || peers[t.port] != peer) return false;
-  if (run.beacon ? !stillPolls : exec::awaitedReady(*run.exec)) return false;
+  if (run.beacon ? !stillPolls : executor::awaitedReady(*run.exec)) return false;
   if (key) *key = t.send ? run.lane->sendKey(t.port) : run.lane->recvKey(t.port);
   return true;
 }
@@ -78,13 +77,13 @@ void summarizeComm(const LaneGroup& group, ncclComm* comm) {
   const double wait = std::min(3.0, comm->settings.timeoutSeconds);
   const Deadline deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(wait * 1000));
   if (comm->rank != 0) {
-    (void)comm->bootstrap->send(0, kTagDiagnosis, &mine, sizeof mine);
+    (void)comm->bootstrap->send(0, bootstrap::kTagDiagnosis, &mine, sizeof mine);
     return;
   }
   std::vector<int> missing, behind, waitingRanks;
   for (int r = 1; r < comm->nranks; ++r) {
     WaitReport rep;
-    if (!comm->bootstrap->recv(r, kTagDiagnosis, &rep, sizeof rep, deadline).ok()) {
+    if (!comm->bootstrap->recv(r, bootstrap::kTagDiagnosis, &rep, sizeof rep, deadline).ok()) {
       missing.push_back(r);
     } else if (rep.opCount < mine.opCount) {
       behind.push_back(r);
@@ -101,10 +100,10 @@ void summarizeComm(const LaneGroup& group, ncclComm* comm) {
 }
 
 uint64_t failedStepOf(const LaneRun& run) {
-  return run.beacon ? exec::loadRelaxed(&run.beacon->step) : run.exec->failedStep;
+  return run.beacon ? executor::loadRelaxed(&run.beacon->step) : run.exec->failedStep;
 }
 uint32_t receivedFingerprintOf(const LaneRun& run) {
-  return uint32_t(run.beacon ? exec::loadRelaxed(&run.beacon->receivedFingerprint) : run.exec->receivedFingerprint);
+  return uint32_t(run.beacon ? executor::loadRelaxed(&run.beacon->receivedFingerprint) : run.exec->receivedFingerprint);
 }
 
 // How long a rank that got a message of another call waits for its sender to
@@ -118,20 +117,21 @@ constexpr auto kPairWait = std::chrono::milliseconds(500);
 // still running does from its watchdog.
 Result pairedMismatch(const Stop& stop) {
   ncclComm* comm = stop.comm;
-  Bootstrap& bootstrap = *comm->bootstrap;
+  bootstrap::Bootstrap& bootstrap = *comm->bootstrap;
   const Clock::time_point until = Clock::now() + kPairWait;
   std::vector<bool> answered(size_t(comm->nranks), false);
-  MismatchNotice n;
+  bootstrap::MismatchNotice n;
   while (Clock::now() < until) {
     for (const std::string& notice : bootstrap.failureNotices()) {
       if (!parseMismatchNotice(notice, &n)) continue;
-      if (n.kind == MismatchNotice::Paired && n.sender == stop.pairFrom && n.reporter == comm->rank)
+      if (n.kind == bootstrap::MismatchNotice::Paired && n.sender == stop.pairFrom && n.reporter == comm->rank)
         return fail(ncclInvalidUsage, "%s", n.text.c_str());
-      if (n.kind != MismatchNotice::Received || n.sender != comm->rank || n.reporter < 0 ||
+      if (n.kind != bootstrap::MismatchNotice::Received || n.sender != comm->rank || n.reporter < 0 ||
           n.reporter >= comm->nranks || answered[size_t(n.reporter)])
         continue;
       answered[size_t(n.reporter)] = true;
-      bootstrap.notifyFailure(encodeMismatchNotice(answerOf(comm, n)), -1, Clock::now() + std::chrono::seconds(1));
+      bootstrap.notifyFailure(encodeMismatchNotice(engine::answerOf(comm, n)), -1,
+                              Clock::now() + std::chrono::seconds(1));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
@@ -147,13 +147,13 @@ Stop laneFailure(const lanes::LaneRun& run) {
   const uint32_t at = uint32_t(failedStepOf(run));
   const std::string where = "rank " + std::to_string(comm->rank) + ", " + describeLane(run, at);
   switch (run.status) {
-    case exec::ExecStatus::Aborted:
+    case executor::ExecStatus::Aborted:
       return {fail(ncclSystemError, "communicator aborted (%s)", where.c_str()), comm};
-    case exec::ExecStatus::FingerprintMismatch: {
+    case executor::ExecStatus::FingerprintMismatch: {
       // The other ranks hear of it (and the sender answers with its call).
       const int sender = peerOfStep(run, at);
-      const Task& t = run.owner->tasks[run.lane->bound.steps[at].op];
-      MismatchNotice n;
+      const engine::Task& t = run.owner->tasks[run.lane->bound.steps[at].op];
+      bootstrap::MismatchNotice n;
       n.sender = sender;
       n.reporter = comm->rank;
       n.fingerprint = receivedFingerprintOf(run);
@@ -164,12 +164,11 @@ Stop laneFailure(const lanes::LaneRun& run) {
       s.pairFrom = sender;
       return s;
     }
-    case exec::ExecStatus::SizeMismatch:
+    case executor::ExecStatus::SizeMismatch:
       return {fail(ncclInvalidUsage, "%s: rank %d sent a message of another size than this step expects: the "
                    "ranks called different operations or counts", where.c_str(), peerOfStep(run, at)), comm};
     default:
-      return {fail(ncclInternalError, "engine: %s: %s", where.c_str(), exec::execStatusName(run.status)),
-              comm};
+      return {fail(ncclInternalError, "engine: %s: %s", where.c_str(), executor::execStatusName(run.status)), comm};
   }
 }
 
@@ -186,7 +185,7 @@ std::string describeLane(const LaneRun& run, uint64_t step) {
   std::string d = "lane on channel " + std::to_string(bound.channel) + ", step " + std::to_string(step + 1) +
                   " of " + std::to_string(bound.steps.size());
   if (step < bound.steps.size()) {
-    const exec::ExecStep& s = bound.steps[step];
+    const executor::ExecStep& s = bound.steps[step];
     d += std::string(" (") + stepKindName(s.kind) + ", " + collectiveName(run.owner->tasks[s.op].coll) + ")";
     const int peer = peerOfStep(run, step);
     if (peer >= 0) d += " with rank " + std::to_string(peer);
@@ -201,14 +200,14 @@ std::string describeWaits(const std::vector<LaneRun>& runs) {
     const ncclComm* comm = run.owner->comm;
     const PeerInfo& self = comm->peers[size_t(comm->rank)];
     const uint64_t at = stepOf(run);
-    const exec::ExecStep& s = run.lane->bound.steps[at];
-    const Task& t = run.owner->tasks[s.op];
+    const executor::ExecStep& s = run.lane->bound.steps[at];
+    const engine::Task& t = run.owner->tasks[s.op];
     char line[400];
     snprintf(line, sizeof line,
              "braid diagnosis: rank %d of %d (pid %d on host %.64s): op #%llu %s(count=%zu, %s): lane on "
              "channel %d step %llu of %zu (%s, %llu elements) waits %s rank %d\n",
              comm->rank, comm->nranks, self.pid, self.hostname, static_cast<unsigned long long>(t.sequence),
-             collectiveName(t.coll), t.count, typeName(t.type), run.lane->bound.channel,
+             collectiveName(t.coll), t.count, reduce::typeName(t.type), run.lane->bound.channel,
              static_cast<unsigned long long>(at + 1), run.lane->bound.steps.size(), stepKindName(s.kind),
              static_cast<unsigned long long>(s.count), s.recvPort >= 0 ? "for data from" : "to send to",
              peerOfStep(run, at));
@@ -237,7 +236,7 @@ Stop LaneWatchdog::check() {
   // every call would cost a small call a tenth of its time.
   if (deadline_ == Clock::time_point::min()) {
     deadline_ = Clock::time_point::max();
-    for (const auto& c : group_.comms) deadline_ = std::min(deadline_, deadlineFromNow(c->comm));
+    for (const auto& c : group_.comms) deadline_ = std::min(deadline_, engine::deadlineFromNow(c->comm));
   }
   if (now > deadline_) {
     // Printed whatever NCCL_DEBUG says: a hang is what the user needs to see.
@@ -282,8 +281,9 @@ Stop LaneWatchdog::check() {
     if (lost.ok()) continue;
     std::string notice;
     ncclComm* from = nullptr;
-    if (lost.code() == ncclRemoteError && awaitFailureNotice({comm}, kNoticeGrace, &from, &notice))
-      return stop(comm, failureNoticeError(comm->rank, notice + " (afterwards this rank saw: " + lost.message() + ")"));
+    if (lost.code() == ncclRemoteError && engine::awaitFailureNotice({comm}, engine::kNoticeGrace, &from, &notice))
+      return stop(comm, bootstrap::failureNoticeError(comm->rank,
+                                                      notice + " (afterwards this rank saw: " + lost.message() + ")"));
     return stop(comm, lost.context("rank " + std::to_string(comm->rank)), peer, true);
   }
   return {};
@@ -293,23 +293,23 @@ Stop LaneWatchdog::check() {
 // the group does not stop the group (engine/call_probe.h).
 bool LaneWatchdog::laterOperation(const CommRun& c, const std::string& notice) const {
   uint64_t last = 0;
-  for (const Task& t : c.tasks) last = std::max(last, t.sequence);
-  return concernsALaterCall(c.comm, notice, last);
+  for (const engine::Task& t : c.tasks) last = std::max(last, t.sequence);
+  return engine::concernsALaterCall(c.comm, notice, last);
 }
 
 // A notice from another rank. One saying that this rank sent a message of
 // another call is answered with this rank's call, so that every rank can
 // name both sides.
 Stop LaneWatchdog::noticed(ncclComm* comm, const std::string& first) const {
-  MismatchNotice n;
+  bootstrap::MismatchNotice n;
   bool named = false;
   for (const std::string& notice : comm->bootstrap->failureNotices())
-    if (parseMismatchNotice(notice, &n) && n.kind == MismatchNotice::Received && n.sender == comm->rank) {
+    if (parseMismatchNotice(notice, &n) && n.kind == bootstrap::MismatchNotice::Received && n.sender == comm->rank) {
       named = true;
       break;
     }
-  if (!named) return stop(comm, failureNoticeError(comm->rank, first));
-  const MismatchNotice pair = answerOf(comm, n);
+  if (!named) return stop(comm, bootstrap::failureNoticeError(comm->rank, first));
+  const bootstrap::MismatchNotice pair = engine::answerOf(comm, n);
   Stop s = stop(comm, fail(ncclInvalidUsage, "%s", pair.text.c_str()), -1, true);
   s.notice = encodeMismatchNotice(pair);
   return s;
@@ -319,7 +319,7 @@ Stop LaneWatchdog::noticed(ncclComm* comm, const std::string& first) const {
 // told to every rank already.
 Stop LaneWatchdog::answerProbes() const {
   for (const auto& c : group_.comms) {
-    Stall stall;
+    engine::Stall stall;
     stall.long_ = probed_;
     stall.waitsOn = [this, comm = c->comm](int peer) { return waitedOn(comm, peer); };
     for (const LaneRun& run : group_.runs) {
@@ -398,7 +398,7 @@ void LaneWatchdog::notePolling() {
   for (size_t i = 0; i < group_.runs.size(); ++i) {
     const LaneRun& run = group_.runs[i];
     if (!run.beacon) continue;
-    const Look now{stepOf(run), waitingOnOf(run), exec::loadRelaxed(&run.beacon->beats), false};
+    const Look now{stepOf(run), waitingOnOf(run), executor::loadRelaxed(&run.beacon->beats), false};
     Look& last = looks_[i];
     const bool polls = now.step == last.step && now.waitingOn == last.waitingOn && now.beats != last.beats;
     last = now;
@@ -411,5 +411,4 @@ bool LaneWatchdog::stillPolls(const LaneRun& run) const {
   return i < looks_.size() && looks_[i].polls;
 }
 
-}  // namespace lanes
-}  // namespace braid
+}  // namespace braid::lanes

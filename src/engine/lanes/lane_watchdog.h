@@ -11,8 +11,7 @@
 #include "engine/lanes/lane_group.h"
 #include "transports/transport.h"
 
-namespace braid {
-namespace lanes {
+namespace braid::lanes {
 
 // Why a group stopped. `notify`: this rank saw a peer go (lostPeer, or -1
 // when it cannot tell which), or a message of another call, and tells the
@@ -87,5 +86,4 @@ class LaneWatchdog {
 // prints which ranks never arrived, are behind, or wait like it.
 void summarizeTimeout(const LaneGroup& group);
 
-}  // namespace lanes
-}  // namespace braid
+}  // namespace braid::lanes

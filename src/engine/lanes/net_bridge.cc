@@ -2,24 +2,23 @@
 
 #include <cstring>
 
-namespace braid {
-namespace lanes {
+namespace braid::lanes {
 
 namespace {
 
 // Message m (from 1) of a bridged FIFO is in slot m % nslots: the
 // connection's slot k = m - 1.
-SlotMemory slotsOf(const exec::FifoView& f) {
+transports::SlotMemory slotsOf(const executor::FifoView& f) {
   return {reinterpret_cast<uint8_t*>(f.slots), f.slotStride, f.nslots, 1};
 }
 
 }  // namespace
 
-void NetBridge::addSend(const exec::FifoView& fifo, SendConnection* conn, int peer) {
+void NetBridge::addSend(const executor::FifoView& fifo, transports::SendConnection* conn, int peer) {
   sends_.push_back({fifo, conn, peer, conn->useSlots(slotsOf(fifo)), 0, 0});
 }
 
-void NetBridge::addRecv(const exec::FifoView& fifo, RecvConnection* conn, int peer) {
+void NetBridge::addRecv(const executor::FifoView& fifo, transports::RecvConnection* conn, int peer) {
   recvs_.push_back({fifo, conn, peer, conn->useSlots(slotsOf(fifo)), 0, 0, Result()});
 }
 
@@ -32,7 +31,7 @@ std::vector<std::pair<int, Result>> NetBridge::closedReceivers() const {
 
 bool NetBridge::flushed() const {
   for (const SendHalf& h : sends_)
-    if (exec::loadAcquire(h.fifo.head) != h.forwarded || !h.conn->flushed()) return false;
+    if (executor::loadAcquire(h.fifo.head) != h.forwarded || !h.conn->flushed()) return false;
   return true;
 }
 
@@ -63,20 +62,20 @@ bool NetBridge::pump(SendHalf& h) {
   bool moved = false;
   if (h.inPlace && h.conn->sentSlots() != h.freed) {
     h.freed = h.conn->sentSlots();
-    exec::storeRelease(h.fifo.tail, h.freed);  // the lane may reuse their slots
+    executor::storeRelease(h.fifo.tail, h.freed);  // the lane may reuse their slots
     moved = true;
   }
   const uint64_t m = h.forwarded + 1;
-  if (int64_t(exec::loadAcquire(h.fifo.head) - m) < 0) return moved;
+  if (int64_t(executor::loadAcquire(h.fifo.head) - m) < 0) return moved;
   void* slot = h.conn->acquire();
   if (slot == nullptr) return moved;
   // The message's word was stored before head's release; its fingerprint
   // travels as the connection's mark.
   const uint64_t word = h.fifo.sizes[m % h.fifo.nslots];
-  const uint64_t bytes = exec::messageBytes(word);
+  const uint64_t bytes = executor::messageBytes(word);
   if (!h.inPlace) memcpy(slot, h.fifo.slot(m), bytes);
-  h.conn->post(bytes, exec::messageFingerprint(word));
-  if (!h.inPlace) exec::storeRelease(h.fifo.tail, m);  // copied: the lane may reuse the slot
+  h.conn->post(bytes, executor::messageFingerprint(word));
+  if (!h.inPlace) executor::storeRelease(h.fifo.tail, m);  // copied: the lane may reuse the slot
   h.forwarded = m;
   return true;
 }
@@ -90,7 +89,7 @@ bool NetBridge::pump(RecvHalf& h, bool readSocket) {
   bool moved = false;
   // In place, the slots the lane consumed go back to the connection to read into.
   if (h.inPlace)
-    for (const uint64_t tail = exec::loadAcquire(h.fifo.tail); h.returned < tail; ++h.returned, moved = true)
+    for (const uint64_t tail = executor::loadAcquire(h.fifo.tail); h.returned < tail; ++h.returned, moved = true)
       h.conn->release();
   if (readSocket) {
     Result r = h.conn->progress();
@@ -112,7 +111,7 @@ bool NetBridge::deliverNext(RecvHalf& h) {
     const void* data = h.conn->arrived(h.delivered, &bytes, &mark);
     return data != nullptr && deliver(h, data, bytes, mark);
   }
-  if (h.delivered + 1 - exec::loadAcquire(h.fifo.tail) > uint64_t(h.fifo.nslots)) return false;
+  if (h.delivered + 1 - executor::loadAcquire(h.fifo.tail) > uint64_t(h.fifo.nslots)) return false;
   const void* data = h.conn->peek(&bytes, &mark);
   if (data == nullptr || !deliver(h, data, bytes, mark)) return false;
   h.conn->release();
@@ -129,11 +128,10 @@ bool NetBridge::deliver(RecvHalf& h, const void* data, size_t bytes, uint32_t ma
   }
   const uint64_t m = h.delivered + 1;
   if (!h.inPlace) memcpy(h.fifo.slot(m), data, bytes);
-  h.fifo.sizes[m % h.fifo.nslots] = exec::messageWord(bytes, mark);
-  exec::storeRelease(h.fifo.head, m);
+  h.fifo.sizes[m % h.fifo.nslots] = executor::messageWord(bytes, mark);
+  executor::storeRelease(h.fifo.head, m);
   h.delivered = m;
   return true;
 }
 
-}  // namespace lanes
-}  // namespace braid
+}  // namespace braid::lanes

@@ -19,15 +19,14 @@
 #include "kernels/executor/fifo_view.h"
 #include "transports/transport.h"
 
-namespace braid {
-namespace lanes {
+namespace braid::lanes {
 
 class NetBridge {
  public:
   // `fifo` is host memory with bulk slots; its counters start at 0. The
   // connection carries this FIFO's messages only, and outlives the bridge.
-  void addSend(const exec::FifoView& fifo, SendConnection* conn, int peer);
-  void addRecv(const exec::FifoView& fifo, RecvConnection* conn, int peer);
+  void addSend(const executor::FifoView& fifo, transports::SendConnection* conn, int peer);
+  void addRecv(const executor::FifoView& fifo, transports::RecvConnection* conn, int peer);
   // Moves what can move now; true when something did. A receiving half reads
   // its socket only with readSockets, or when its FIFO's head is among
   // `awaited` (a lane waits for its next message); otherwise it delivers
@@ -47,16 +46,16 @@ class NetBridge {
 
  private:
   struct SendHalf {
-    exec::FifoView fifo;
-    SendConnection* conn;
+    executor::FifoView fifo;
+    transports::SendConnection* conn;
     int peer;
     bool inPlace;        // the connection sends from the FIFO's slots
     uint64_t forwarded;  // messages handed to the connection
     uint64_t freed;      // in place: messages sent, so the lane may reuse their slots
   };
   struct RecvHalf {
-    exec::FifoView fifo;
-    RecvConnection* conn;
+    executor::FifoView fifo;
+    transports::RecvConnection* conn;
     int peer;
     bool inPlace;        // the connection receives into the FIFO's slots
     uint64_t delivered;  // messages given to the lane
@@ -75,5 +74,4 @@ class NetBridge {
   Result error_;
 };
 
-}  // namespace lanes
-}  // namespace braid
+}  // namespace braid::lanes

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-namespace braid {
+namespace braid::lanes {
 
-PlanKey planKeyOf(const Task& t) {
+PlanKey planKeyOf(const engine::Task& t) {
   PlanKey k;
   k.coll = t.coll;
   k.count = t.count;
@@ -14,10 +14,10 @@ PlanKey planKeyOf(const Task& t) {
   return k;
 }
 
-GroupKey groupKeyOf(const std::vector<Task>& tasks) {
+GroupKey groupKeyOf(const std::vector<engine::Task>& tasks) {
   GroupKey key;
   key.reserve(tasks.size());
-  for (const Task& t : tasks) key.push_back(planKeyOf(t));
+  for (const engine::Task& t : tasks) key.push_back(planKeyOf(t));
   return key;
 }
 
@@ -34,7 +34,7 @@ lanes::LaneGroup* PlanCache::findWhere(size_t n, const KeyAt& keyAt) {
   return nullptr;
 }
 
-lanes::LaneGroup* PlanCache::find(const std::vector<Task>& tasks) {
+lanes::LaneGroup* PlanCache::find(const std::vector<engine::Task>& tasks) {
   return findWhere(tasks.size(), [&](size_t i) { return planKeyOf(tasks[i]); });
 }
 
@@ -56,4 +56,4 @@ lanes::LaneGroup* PlanCache::insert(GroupKey key, std::unique_ptr<lanes::LaneGro
   return slot->group.get();
 }
 
-}  // namespace braid
+}  // namespace braid::lanes

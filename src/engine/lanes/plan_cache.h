@@ -16,24 +16,24 @@
 #include "engine/lanes/lane_group.h"
 #include "engine/task.h"
 
-namespace braid {
+namespace braid::lanes {
 
 struct PlanKey {
-  Collective coll = Collective::AllReduce;
+  schedule::Collective coll = schedule::Collective::AllReduce;
   size_t count = 0;
   ncclDataType_t type = ncclFloat32;
   int root = 0;
-  WireType wire = WireType::None;  // a wire type rules algorithms out
+  reduce::WireType wire = reduce::WireType::None;  // a wire type rules algorithms out
   bool operator==(const PlanKey& o) const {
     return coll == o.coll && count == o.count && type == o.type && root == o.root && wire == o.wire;
   }
 };
 
-PlanKey planKeyOf(const Task& t);
+PlanKey planKeyOf(const engine::Task& t);
 
 // A group's calls in issue order: the lanes depend on all of them.
 using GroupKey = std::vector<PlanKey>;
-GroupKey groupKeyOf(const std::vector<Task>& tasks);
+GroupKey groupKeyOf(const std::vector<engine::Task>& tasks);
 
 // A handful of entries, least recently used replaced: lookups are a linear scan
 // of a few short keys, cheaper than hashing.
@@ -43,7 +43,7 @@ class PlanCache {
 
   // The group of these calls (compared key by key, in order, so that a
   // lookup allocates nothing), or null.
-  lanes::LaneGroup* find(const std::vector<Task>& tasks);
+  lanes::LaneGroup* find(const std::vector<engine::Task>& tasks);
   lanes::LaneGroup* find(const GroupKey& key);
   lanes::LaneGroup* insert(GroupKey key, std::unique_ptr<lanes::LaneGroup> group);
 
@@ -60,4 +60,4 @@ class PlanCache {
   uint64_t clock_ = 0;
 };
 
-}  // namespace braid
+}  // namespace braid::lanes

@@ -9,15 +9,14 @@
 #include "transports/inproc/inproc_transport.h"
 #include "transports/shm/shm_transport.h"
 
-namespace braid {
-namespace lanes {
+namespace braid::lanes {
 
 namespace {
 
 class HostLaneMemory : public LaneMemory {
  public:
-  FifoMemoryProvider& provider(bool sameProcess) override { return sameProcess ? *heap_ : *shm_; }
-  Result makePort(const exec::FifoView& fifo, exec::Port** out) override {
+  transports::FifoMemoryProvider& provider(bool sameProcess) override { return sameProcess ? *heap_ : *shm_; }
+  Result makePort(const executor::FifoView& fifo, executor::Port** out) override {
     ports_.emplace_back();
     ports_.back().fifo = fifo;
     *out = &ports_.back();
@@ -25,9 +24,9 @@ class HostLaneMemory : public LaneMemory {
   }
 
  private:
-  std::unique_ptr<FifoMemoryProvider> heap_ = makeHeapFifoProvider();
-  std::unique_ptr<FifoMemoryProvider> shm_ = makeShmFifoProvider();
-  std::deque<exec::Port> ports_;  // stable addresses
+  std::unique_ptr<transports::FifoMemoryProvider> heap_ = inproc::makeHeapFifoProvider();
+  std::unique_ptr<transports::FifoMemoryProvider> shm_ = shm::makeShmFifoProvider();
+  std::deque<executor::Port> ports_;  // stable addresses
 };
 
 }  // namespace
@@ -41,8 +40,10 @@ namespace {
 
 // A FIFO of `layout` in the provider's memory, its image written before any
 // peer can see it.
-Result createFifo(FifoMemoryProvider& provider, const exec::FifoLayout& layout, std::unique_ptr<FifoMemory>* out) {
-  return provider.create(layout.totalBytes, [&](char* image) { exec::initFifoImage(image, layout, 0); }, out);
+Result createFifo(transports::FifoMemoryProvider& provider, const executor::FifoLayout& layout,
+                  std::unique_ptr<transports::FifoMemory>* out) {
+  return provider.create(
+      layout.totalBytes, [&](char* image) { executor::initFifoImage(image, layout, 0); }, out);
 }
 
 bool sameProcess(const PeerInfo& a, const PeerInfo& b) { return a.processId == b.processId; }
@@ -53,15 +54,16 @@ bool sameShm(const PeerInfo& a, const PeerInfo& b) {
 }  // namespace
 
 bool LaneMemory::reaches(ncclComm* comm, int peer) const {
-  const Transport* t = selectTransport(comm, peer);
+  const transports::Transport* t = engine::selectTransport(comm, peer);
   return t != nullptr && t->sharesMemory();
 }
 
 // Bridged FIFOs are bulk whatever the key's protocol: the proxy learns each
 // message's size from the slot (the lanes on both ends follow the FIFO).
-exec::FifoLayout PortTable::layoutOf(ncclComm* comm, const PortKey& key, const LaneLimits& limits) const {
-  const exec::Protocol protocol = isRemote(comm, key) ? exec::Protocol::Bulk : key.protocol;
-  return exec::fifoLayout(protocol, uint32_t(comm->settings.nslots), payloadBytesOf(limits, key.channel, key.protocol));
+executor::FifoLayout PortTable::layoutOf(ncclComm* comm, const PortKey& key, const LaneLimits& limits) const {
+  const executor::Protocol protocol = isRemote(comm, key) ? executor::Protocol::Bulk : key.protocol;
+  return executor::fifoLayout(protocol, uint32_t(comm->settings.nslots),
+                              payloadBytesOf(limits, key.channel, key.protocol));
 }
 
 namespace {
@@ -77,7 +79,7 @@ bool PortTable::reachable(const ncclComm* comm) {
   return true;
 }
 
-FifoMemoryProvider& PortTable::providerFor(const ncclComm* comm, int peer) const {
+transports::FifoMemoryProvider& PortTable::providerFor(const ncclComm* comm, int peer) const {
   return memory_->provider(sameProcess(comm->peers[size_t(comm->rank)], comm->peers[size_t(peer)]));
 }
 
@@ -85,23 +87,23 @@ FifoMemoryProvider& PortTable::providerFor(const ncclComm* comm, int peer) const
 // full /dev/shm, say) it sends an empty blob instead, and both ends bridge
 // the FIFO over a network transport, with a warning rather than a failed job.
 Result PortTable::create(ncclComm* comm, const PortKey& key, const LaneLimits& limits) {
-  const exec::FifoLayout layout = layoutOf(comm, key, limits);
+  const executor::FifoLayout layout = layoutOf(comm, key, limits);
   Entry e;
   Result made = createFifo(providerFor(comm, key.peer), layout, &e.memory);
-  if (made.ok()) made = memory_->makePort(exec::fifoViewAt(e.memory->base(), layout), &e.port);
+  if (made.ok()) made = memory_->makePort(executor::fifoViewAt(e.memory->base(), layout), &e.port);
   if (!made.ok()) BRAID_TRY(fallBackToBridge(comm, key, made));
   const Blob blob = made.ok() ? e.memory->blob() : Blob();
   const uint32_t length = uint32_t(blob.size());
-  BRAID_TRY(comm->bootstrap->send(key.peer, kTagLaneFifo, &length, sizeof(length)));
+  BRAID_TRY(comm->bootstrap->send(key.peer, bootstrap::kTagLaneFifo, &length, sizeof(length)));
   if (!made.ok()) return Result::success();
-  BRAID_TRY(comm->bootstrap->send(key.peer, kTagLaneFifo, blob.data(), blob.size()));
+  BRAID_TRY(comm->bootstrap->send(key.peer, bootstrap::kTagLaneFifo, blob.data(), blob.size()));
   entries_[key] = std::move(e);
   logMade(comm, key, providerFor(comm, key.peer).name());
   return Result::success();
 }
 
 Result PortTable::fallBackToBridge(ncclComm* comm, const PortKey& key, const Result& why) {
-  const Transport* t = selectTransport(comm, key.peer, true);
+  const transports::Transport* t = engine::selectTransport(comm, key.peer, true);
   if (t == nullptr) return why;
   BRAID_WARN("rank %d: %s; using the %s transport from rank %d instead (slower)", comm->rank, why.message().c_str(),
              t->name(), key.peer);
@@ -110,21 +112,22 @@ Result PortTable::fallBackToBridge(ncclComm* comm, const PortKey& key, const Res
 }
 
 Result PortTable::open(ncclComm* comm, const PortKey& key, const LaneLimits& limits) {
-  BRAID_TRY(awaitSetUpMessage(comm, key.peer, kTagLaneFifo, "lane FIFO (channel " + std::to_string(key.channel) + ")"));
-  const Deadline deadline = deadlineFromNow(comm);
+  BRAID_TRY(engine::awaitSetUpMessage(comm, key.peer, bootstrap::kTagLaneFifo,
+                                      "lane FIFO (channel " + std::to_string(key.channel) + ")"));
+  const Deadline deadline = engine::deadlineFromNow(comm);
   uint32_t length = 0;
-  BRAID_TRY(comm->bootstrap->recv(key.peer, kTagLaneFifo, &length, sizeof(length), deadline));
+  BRAID_TRY(comm->bootstrap->recv(key.peer, bootstrap::kTagLaneFifo, &length, sizeof(length), deadline));
   if (length > 4096) return fail(ncclInternalError, "rank %d sent a lane FIFO blob of %u bytes", key.peer, length);
   if (length == 0) {  // the receiver could not make it: bridged
     bridged_.insert(key);
     return Result::success();
   }
   Blob blob(length);
-  BRAID_TRY(comm->bootstrap->recv(key.peer, kTagLaneFifo, blob.data(), length, deadline));
-  const exec::FifoLayout layout = layoutOf(comm, key, limits);
+  BRAID_TRY(comm->bootstrap->recv(key.peer, bootstrap::kTagLaneFifo, blob.data(), length, deadline));
+  const executor::FifoLayout layout = layoutOf(comm, key, limits);
   Entry e;
   BRAID_TRY(providerFor(comm, key.peer).open(blob, layout.totalBytes, &e.memory));
-  BRAID_TRY(memory_->makePort(exec::fifoViewAt(e.memory->base(), layout), &e.port));
+  BRAID_TRY(memory_->makePort(executor::fifoViewAt(e.memory->base(), layout), &e.port));
   entries_[key] = std::move(e);
   logMade(comm, key, providerFor(comm, key.peer).name());
   return Result::success();
@@ -132,13 +135,13 @@ Result PortTable::open(ncclComm* comm, const PortKey& key, const LaneLimits& lim
 
 void PortTable::logMade(const ncclComm* comm, const PortKey& k, const char* how) const {
   BRAID_INFO(kLogInit, "rank %d: lane FIFO %s rank %d, channel %d, %s (%s)", comm->rank, directionName(k), k.peer,
-             k.channel, k.protocol == exec::Protocol::LL ? "LL" : "bulk", how);
+             k.channel, k.protocol == executor::Protocol::LL ? "LL" : "bulk", how);
 }
 
 int PortTable::bridgeChannel(const PortKey& key) {
   // Past the plans' channels (0..kPeerChannel): one connection per
   // lane FIFO, so the bridge never has to say which FIFO a message is for.
-  return kPeerChannel + 1 + 2 * key.channel + (key.protocol == exec::Protocol::LL ? 1 : 0);
+  return schedule::kPeerChannel + 1 + 2 * key.channel + (key.protocol == executor::Protocol::LL ? 1 : 0);
 }
 
 // A FIFO with a rank out of memory reach is bulk whatever its operations'
@@ -149,15 +152,15 @@ int PortTable::bridgeChannel(const PortKey& key) {
 PortKey PortTable::bridgedKey(ncclComm* comm, const PortKey& k) const {
   if (memory_->reaches(comm, k.peer)) return k;
   PortKey b = k;
-  b.protocol = exec::Protocol::Bulk;
+  b.protocol = executor::Protocol::Bulk;
   return b;
 }
 
-std::vector<ConnectionNeed> PortTable::bridgeNeeds(ncclComm* comm, const std::vector<PortKey>& keys) const {
+std::vector<engine::ConnectionNeed> PortTable::bridgeNeeds(ncclComm* comm, const std::vector<PortKey>& keys) const {
   std::set<PortKey> bridged;
   for (const PortKey& k : keys)
     if (isRemote(comm, k) && port(k) == nullptr) bridged.insert(bridgedKey(comm, k));
-  std::vector<ConnectionNeed> needs;
+  std::vector<engine::ConnectionNeed> needs;
   for (const PortKey& b : bridged)
     if (port(b) == nullptr) needs.push_back({comm, b.peer, bridgeChannel(b), b.send});
   return needs;
@@ -174,22 +177,22 @@ Result PortTable::attachBridged(ncclComm* comm, const std::vector<PortKey>& keys
 }
 
 Result PortTable::bridge(ncclComm* comm, const PortKey& key, const LaneLimits& limits) {
-  const exec::FifoLayout layout = layoutOf(comm, key, limits);
-  const ConnectionKey ck{key.peer, bridgeChannel(key)};
+  const executor::FifoLayout layout = layoutOf(comm, key, limits);
+  const engine::ConnectionKey ck{key.peer, bridgeChannel(key)};
   if (key.send ? !comm->sendConns.count(ck) : !comm->recvConns.count(ck))
     return fail(ncclInternalError, "rank %d: no connection for the lane FIFO %s rank %d", comm->rank,
                 directionName(key), key.peer);
   Entry e;
   // The bridge reads and writes it on the host: host memory.
   BRAID_TRY(createFifo(memory_->provider(true), layout, &e.memory));
-  BRAID_TRY(memory_->makePort(exec::fifoViewAt(e.memory->base(), layout), &e.port));
+  BRAID_TRY(memory_->makePort(executor::fifoViewAt(e.memory->base(), layout), &e.port));
   if (!bridge_) bridge_ = std::make_unique<NetBridge>();
-  const exec::FifoView view = exec::fifoViewAt(e.memory->base(), layout);
+  const executor::FifoView view = executor::fifoViewAt(e.memory->base(), layout);
   if (key.send) bridge_->addSend(view, comm->sendConns.at(ck).get(), key.peer);
   else bridge_->addRecv(view, comm->recvConns.at(ck).get(), key.peer);
   entries_[key] = std::move(e);
-  const std::string how = std::string("bridged over ") +
-                          selectTransport(comm, key.peer, true)->name() + ", bulk slots";
+  const std::string how =
+      std::string("bridged over ") + engine::selectTransport(comm, key.peer, true)->name() + ", bulk slots";
   logMade(comm, key, how.c_str());
   return Result::success();
 }
@@ -222,10 +225,9 @@ Result PortTable::accept(ncclComm* comm, const std::vector<PortKey>& keys, const
   return Result::success();
 }
 
-exec::Port* PortTable::port(const PortKey& key) const {
+executor::Port* PortTable::port(const PortKey& key) const {
   auto it = entries_.find(key);
   return it == entries_.end() ? nullptr : it->second.port;
 }
 
-}  // namespace lanes
-}  // namespace braid
+}  // namespace braid::lanes

@@ -15,11 +15,11 @@
 
 struct ncclComm;
 
-namespace braid {
-
+namespace braid::engine {
 struct ConnectionNeed;  // engine/connect.h
+}  // namespace braid::engine
 
-namespace lanes {
+namespace braid::lanes {
 
 // Where one table's FIFOs and Ports live: host memory for lanes on host
 // threads, device memory for lanes in a CUDA kernel
@@ -28,10 +28,10 @@ class LaneMemory {
  public:
   virtual ~LaneMemory() = default;
   // The provider of FIFOs shared with a peer in this process or another one.
-  virtual FifoMemoryProvider& provider(bool sameProcess) = 0;
+  virtual transports::FifoMemoryProvider& provider(bool sameProcess) = 0;
   // A Port (message count 0) for a FIFO end, in memory the lanes reach; it
   // lives as long as this object.
-  virtual Result makePort(const exec::FifoView& fifo, exec::Port** out) = 0;
+  virtual Result makePort(const executor::FifoView& fifo, executor::Port** out) = 0;
   // Whether a FIFO with `peer` can live in memory both reach; else it is
   // bridged over the network (host threads: where the pair's transport
   // shares memory, so NCCL_SHM_DISABLE=1 sends it over TCP).
@@ -69,7 +69,7 @@ class PortTable {
   // which connections connectAll must make (for every communicator of the
   // group at once); attachBridged then makes the FIFOs and adds them to the
   // bridge.
-  std::vector<ConnectionNeed> bridgeNeeds(ncclComm* comm, const std::vector<PortKey>& keys) const;
+  std::vector<engine::ConnectionNeed> bridgeNeeds(ncclComm* comm, const std::vector<PortKey>& keys) const;
   Result attachBridged(ncclComm* comm, const std::vector<PortKey>& keys, const LaneLimits& limits);
   static int bridgeChannel(const PortKey& key);
   // The bridge of this communicator's FIFOs with other hosts (null when it
@@ -83,17 +83,17 @@ class PortTable {
   }
 
   // The port of a connected FIFO end (stable address), or null.
-  exec::Port* port(const PortKey& key) const;
+  executor::Port* port(const PortKey& key) const;
 
  private:
   struct Entry {
-    std::unique_ptr<FifoMemory> memory;
-    exec::Port* port = nullptr;  // owned by memory_
+    std::unique_ptr<transports::FifoMemory> memory;
+    executor::Port* port = nullptr;  // owned by memory_
   };
   Result create(ncclComm* comm, const PortKey& key, const LaneLimits& limits);
   Result open(ncclComm* comm, const PortKey& key, const LaneLimits& limits);
-  FifoMemoryProvider& providerFor(const ncclComm* comm, int peer) const;
-  exec::FifoLayout layoutOf(ncclComm* comm, const PortKey& key, const LaneLimits& limits) const;
+  transports::FifoMemoryProvider& providerFor(const ncclComm* comm, int peer) const;
+  executor::FifoLayout layoutOf(ncclComm* comm, const PortKey& key, const LaneLimits& limits) const;
   void logMade(const ncclComm* comm, const PortKey& key, const char* how) const;
   Result bridge(ncclComm* comm, const PortKey& key, const LaneLimits& limits);
   Result fallBackToBridge(ncclComm* comm, const PortKey& key, const Result& why);
@@ -105,5 +105,4 @@ class PortTable {
   std::unique_ptr<NetBridge> bridge_;
 };
 
-}  // namespace lanes
-}  // namespace braid
+}  // namespace braid::lanes

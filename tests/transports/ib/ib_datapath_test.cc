@@ -65,8 +65,8 @@ PeerInfo peer(int rank, uint64_t hostHash) {
   return p;
 }
 
-ConnectRequest request(const PeerInfo& self, const PeerInfo& other, size_t slotBytes, int nslots) {
-  ConnectRequest r;
+transports::ConnectRequest request(const PeerInfo& self, const PeerInfo& other, size_t slotBytes, int nslots) {
+  transports::ConnectRequest r;
   r.self = self;
   r.peer = other;
   r.channel = 0;
@@ -98,7 +98,7 @@ class IbDataPath : public ::testing::Test {
   // Receiver is rank 1 ("node1"), sender rank 0 ("node0"), on different hosts.
   void connectPair(size_t slotBytes, int nslots, Blob (*tamper)(const Blob&) = nullptr) {
     const PeerInfo s = peer(0, 0xa), r = peer(1, 0xb);
-    std::unique_ptr<RecvEndpoint> ep;
+    std::unique_ptr<transports::RecvEndpoint> ep;
     Result res = transport_->listen(request(r, s, slotBytes, nslots), &ep);
     ASSERT_TRUE(res.ok()) << res.message();
     const Blob blob = tamper ? tamper(ep->blob()) : ep->blob();
@@ -112,9 +112,9 @@ class IbDataPath : public ::testing::Test {
   std::shared_ptr<VerbsLibrary> lib_;
   Fake f_{};
   int baseline_ = 0;
-  std::unique_ptr<Transport> transport_;
-  std::unique_ptr<SendConnection> send_;
-  std::unique_ptr<RecvConnection> recv_;
+  std::unique_ptr<transports::Transport> transport_;
+  std::unique_ptr<transports::SendConnection> send_;
+  std::unique_ptr<transports::RecvConnection> recv_;
 };
 
 uint8_t pattern(uint64_t seq, size_t i) { return static_cast<uint8_t>(seq * 131 + i * 7 + 1); }
@@ -349,7 +349,7 @@ TEST_F(IbDataPath, TeardownLeavesNoFakeObjects) {
 
 TEST_F(IbDataPath, GeometryMismatchIsRejected) {
   const PeerInfo s = peer(0, 0xa), r = peer(1, 0xb);
-  std::unique_ptr<RecvEndpoint> ep;
+  std::unique_ptr<transports::RecvEndpoint> ep;
   ASSERT_TRUE(transport_->listen(request(r, s, 1024, 4), &ep).ok());
   Result res = transport_->connect(request(s, r, 2048, 4), ep->blob(), &send_);
   EXPECT_EQ(res.code(), ncclInternalError);
@@ -358,9 +358,9 @@ TEST_F(IbDataPath, GeometryMismatchIsRejected) {
 }
 
 TEST_F(IbDataPath, ChosenOverTcpOnlyForOtherHostsAndWhenSwitchedOn) {
-  std::vector<std::unique_ptr<Transport>> ts;
+  std::vector<std::unique_ptr<transports::Transport>> ts;
   ts.push_back(std::move(transport_));
-  ts.push_back(makeTcpTransport());
+  ts.push_back(tcp::makeTcpTransport());
   auto chosen = [&](const PeerInfo& a, const PeerInfo& b) -> std::string {
     for (auto& t : ts)
       if (t->canConnect(a, b)) return t->name();
