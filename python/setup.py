@@ -80,7 +80,7 @@ class BuildPyWithConfig(build_py):
                           f"TORCH_VERSION = {torch.__version__!r}\n")
 
 
-SOURCES = ["module.cc", "backend.cc", "bootstrap.cc", "braid_api.cc", "device_sync.cc", "gil.cc",
+SOURCES = ["module.cc", "any_source.cc", "backend.cc", "bootstrap.cc", "braid_api.cc", "device_sync.cc", "gil.cc",
            "ops_gather.cc", "ops_p2p.cc", "ops_reduce.cc", "tensor_util.cc", "types.cc",
            "work.cc", "worker.cc"]
 

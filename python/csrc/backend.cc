@@ -76,6 +76,7 @@ BraidBackend::BraidBackend(const c10::intrusive_ptr<c10d::Store>& store, int ran
   ctx_->size = size;
   ctx_->timeout = timeout;
   ctx_->comm = createCommunicator(store, rank, size, timeout);
+  anySource_ = std::make_shared<AnySourceLedger>(store, rank, size);
   init();
 }
 
@@ -117,6 +118,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::submit(OpSpec spec, bool asyncOp) {
     std::lock_guard<std::mutex> lock(submitMutex_);
     op.work = c10::make_intrusive<BraidWork>(ctx_->rank, spec.type, describe(spec.name, ++seq_), spec.results,
                                              op.device);
+    if (spec.source) op.work->setSource(spec.source);
     op.spec = std::move(spec);
     if (coalescing_) {
       open_->ops.push_back(op);

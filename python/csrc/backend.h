@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "any_source.h"
 #include "device_sync.h"
 #include "op.h"
 #include "work.h"
@@ -89,6 +90,9 @@ class BraidBackend final : public c10d::Backend {
                                           const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
+  // Takes the next message of a peer that has sent this rank one not yet
+  // received (any_source.h); waits for one up to the group's timeout.
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
   // Operations issued between these two run as one ncclGroupStart/End, so
@@ -138,6 +142,7 @@ class BraidBackend final : public c10d::Backend {
   std::string describe(const std::string& name, uint64_t seq) const;
 
   std::shared_ptr<CommContext> ctx_;
+  std::shared_ptr<AnySourceLedger> anySource_;  // send and receive counts per peer
   CommStreams streams_;
   std::mutex submitMutex_;  // coalescing state and sequence numbers
   bool coalescing_ = false;

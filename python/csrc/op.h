@@ -6,6 +6,7 @@
 #include <nccl.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -34,6 +35,7 @@ struct OpSpec {
   std::vector<at::Tensor> results;   // the future's value
   std::function<void(const IssueContext&)> issue;
   std::function<void()> finish;      // may be empty
+  std::shared_ptr<std::atomic<int>> source;  // receives: the rank the message came from
 };
 
 struct Op {

@@ -132,7 +132,9 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::send(std::vector<at::Tensor>& tenso
   part.issue = [in, dstRank](const IssueContext& ic) {
     ic.check(braid().send(in.data(), byteSize(in.flat), ncclUint8, dstRank, ic.comm, ic.stream), "ncclSend");
   };
-  return submit(combine(c10d::OpType::SEND, "send", {part}, tensors));
+  auto work = submit(combine(c10d::OpType::SEND, "send", {part}, tensors));
+  anySource_->noteSend(dstRank);  // in issue order: submit() queued it
+  return work;
 }
 
 c10::intrusive_ptr<c10d::Work> BraidBackend::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
@@ -140,13 +142,45 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::recv(std::vector<at::Tensor>& tenso
   TORCH_CHECK(srcRank >= 0 && srcRank < size_ && srcRank != rank_, "braid: recv from rank ", srcRank,
               " on rank ", rank_, " in a group of ", size_);
   Staged out = stageOut(t, "recv");
+  auto source = std::make_shared<std::atomic<int>>(-1);
   Part part;
   part.tensors = {t, out.flat};
-  part.issue = [out, srcRank](const IssueContext& ic) {
+  part.issue = [out, srcRank, source, ledger = anySource_](const IssueContext& ic) {
+    ledger->noteReceive(srcRank);
     ic.check(braid().recv(out.data(), byteSize(out.flat), ncclUint8, srcRank, ic.comm, ic.stream), "ncclRecv");
+    source->store(srcRank);
   };
   part.finish = [out] { out.writeBack(); };
-  return submit(combine(c10d::OpType::RECV, "recv", {part}, tensors));
+  OpSpec spec = combine(c10d::OpType::RECV, "recv", {part}, tensors);
+  spec.source = source;
+  return submit(std::move(spec));
+}
+
+c10::intrusive_ptr<c10d::Work> BraidBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  const at::Tensor& t = single(tensors, "recv from any source");
+  TORCH_CHECK(size_ > 1, "braid: recv from any source in a group of one rank: no rank can send");
+  {
+    std::lock_guard<std::mutex> lock(submitMutex_);
+    TORCH_CHECK(!coalescing_, "braid: recv from any source inside a coalesced batch (batch_isend_irecv): the "
+                              "batch's operations are issued together, before any source is known");
+  }
+  Staged out = stageOut(t, "recvAnySource");
+  auto source = std::make_shared<std::atomic<int>>(-1);
+  Part part;
+  part.tensors = {t, out.flat};
+  part.issue = [out, source, ledger = anySource_, ctx = ctx_](const IssueContext& ic) {
+    const int src = ledger->pickSource(ctx->timeout, [&ctx] {
+      std::lock_guard<std::mutex> lock(ctx->mutex);
+      return ctx->aborted;
+    });
+    ledger->noteReceive(src);
+    ic.check(braid().recv(out.data(), byteSize(out.flat), ncclUint8, src, ic.comm, ic.stream), "ncclRecv");
+    source->store(src);
+  };
+  part.finish = [out] { out.writeBack(); };
+  OpSpec spec = combine(c10d::OpType::RECVANYSOURCE, "recvAnySource", {part}, tensors);
+  spec.source = source;
+  return submit(std::move(spec));
 }
 
 }  // namespace braid_torch

@@ -23,6 +23,14 @@ BraidWork::BraidWork(int rank, c10d::OpType type, std::string description, std::
       future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
                                                        futureDevices(device_))) {}
 
+int BraidWork::sourceRank() const {
+  const int src = source_ ? source_->load() : -1;
+  TORCH_CHECK(src >= 0, "braid: ", description_,
+              source_ ? " has not received yet: wait for it before asking its source"
+                      : " is not a receive: only recv works have a source rank");
+  return src;
+}
+
 bool BraidWork::isCompleted() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!completed_) return false;

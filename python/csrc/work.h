@@ -4,6 +4,7 @@
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -36,11 +37,17 @@ class BraidWork : public c10d::Work {
 
   const std::string& description() const { return description_; }
 
+  // recv and recv from any source: the rank the message came from, once the
+  // receive has run (PyTorch's work._source_rank()).
+  void setSource(std::shared_ptr<std::atomic<int>> source) { source_ = std::move(source); }
+  int sourceRank() const override;
+
  private:
   std::string description_;
   std::vector<at::Tensor> results_;
   std::shared_ptr<DeviceSync> device_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::shared_ptr<std::atomic<int>> source_;
 };
 
 }  // namespace braid_torch

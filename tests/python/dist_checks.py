@@ -413,6 +413,46 @@ def check_p2p(rank, world, chk, gloo):
     dist.barrier()
 
 
+def check_any_source(rank, world, chk, gloo):
+    """recv without a source takes each sender's messages in the order sent,
+    after the ones a named recv took, and says who sent it."""
+    def value(src, i):
+        return torch.full((5,), float(100 * src + i))
+
+    sent = {src: (3 if src == 1 else 2) for src in range(1, world)}  # rank 1 sends one more
+    if rank == 0:
+        first = torch.empty(5)
+        dist.recv(first, src=1)  # takes rank 1's message 0: any source must not take it again
+        chk.same("named recv before any source", first, value(1, 0))
+        nxt = {src: (1 if src == 1 else 0) for src in sent}
+        for k in range(sum(sent.values()) - 1):
+            t = torch.empty(5)
+            if k % 2 == 0:
+                src = dist.recv(t)
+            else:
+                w = dist.irecv(t)
+                w.wait()
+                src = w._source_rank()
+            if src not in nxt or nxt[src] >= sent[src]:
+                chk.failures.append(f"recv from any source: message {k} claims rank {src}")
+                continue
+            chk.same(f"any source message {k} from rank {src}", t, value(src, nxt[src]))
+            nxt[src] += 1
+        chk.same("every message taken once", torch.tensor(list(nxt.values())), torch.tensor(list(sent.values())))
+    else:
+        works = [dist.isend(value(rank, i), dst=0) for i in range(sent[rank])]
+        for w in works:
+            w.wait()
+    t = torch.empty(1)
+    if rank == world - 1:  # a named recv's work knows its source too
+        w = dist.irecv(t, src=0)
+        w.wait()
+        chk.same("named irecv source rank", torch.tensor(w._source_rank()), torch.tensor(0))
+    elif rank == 0:
+        dist.send(torch.ones(1), dst=world - 1)
+    dist.barrier()
+
+
 def check_async(rank, world, chk, gloo):
     xs = [gen(rank, (100 + i,), torch.float32, 230 + i) for i in range(6)]
     ts = [x.clone() for x in xs]
@@ -457,7 +497,8 @@ def check_objects(rank, world, chk, gloo):
 
 
 ALL_CHECKS = [check_allreduce, check_refusals, check_coalesced, check_broadcast_reduce, check_allgather,
-              check_reduce_scatter, check_alltoall, check_gather_scatter, check_p2p, check_async, check_objects]
+              check_reduce_scatter, check_alltoall, check_gather_scatter, check_p2p, check_any_source, check_async,
+              check_objects]
 
 
 def run_checks(rank, world, store_path, names):
@@ -576,6 +617,23 @@ def timeout(rank, world, store_path):
         dist.all_reduce(t)
         chk.same("late allreduce", t, torch.full((8,), float(world)))
         time.sleep(8)  # absent while rank 0 times out
+    chk.done()
+
+
+def any_source_timeout(rank, world, store_path):
+    """A receive from any source that no rank sends to fails within the
+    group's timeout, naming the rank and what it saw."""
+    init(rank, world, store_path, timeout_s=3)
+    chk = Checker(rank)
+    if rank == 0:
+        start = time.monotonic()
+        chk.raises("recv from any source with no sender", lambda: dist.recv(torch.empty(2)),
+                   "recvAnySource", "no rank sent a message", "rank 0", "rank 1 0/0")
+        elapsed = time.monotonic() - start
+        if not 2.0 <= elapsed <= 30:
+            chk.failures.append(f"any-source timeout took {elapsed:.1f} s for a 3 s process group timeout")
+    else:
+        time.sleep(8)  # sends nothing while rank 0 times out
     chk.done()
 
 

@@ -16,7 +16,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # point-to-point, barrier, groups, DDP.
 SUBSET = ["test_all_reduce_sum", "test_all_reduce_max", "test_all_reduce_sum_async", "test_all_gather",
           "test_all_gather_coalesced_simple", "test_broadcast", "test_reduce_sum", "test_gather", "test_scatter",
-          "test_send_recv", "test_isend", "test_irecv", "test_barrier", "test_destroy_group",
+          "test_send_recv", "test_isend", "test_irecv", "test_send_recv_any_source", "test_barrier",
+          "test_destroy_group",
           "test_get_rank_size_group", "test_DistributedDataParallelCPU"]
 
 

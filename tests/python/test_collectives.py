@@ -7,7 +7,7 @@ import harness
 
 REDUCING = ["check_allreduce", "check_refusals", "check_coalesced", "check_reduce_scatter"]
 MOVING = ["check_broadcast_reduce", "check_allgather", "check_alltoall", "check_gather_scatter", "check_p2p",
-          "check_async", "check_objects"]
+          "check_any_source", "check_async", "check_objects"]
 
 
 @pytest.mark.parametrize("world", [2, 3, 4])

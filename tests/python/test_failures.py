@@ -12,6 +12,10 @@ def test_timeout_names_operation_and_rank(tmp_path):
     harness.run_ranks(dist_checks.timeout, 2, tmp_path, timeout=60)
 
 
+def test_any_source_timeout_names_rank_and_counts(tmp_path):
+    harness.run_ranks(dist_checks.any_source_timeout, 2, tmp_path, timeout=60)
+
+
 def test_subgroup_timeout(tmp_path):
     harness.run_ranks(dist_checks.subgroup_timeout, 2, tmp_path, timeout=100)
 
