@@ -5,18 +5,18 @@
 # Usage: bench/ab_builds.sh BUILD_A BUILD_B [--ranks N] [--mode shm|tcp|netns]
 #                           [--rounds R] [--min S] [--max S]
 #                           [--env-a VAR=VALUE]... [--env-b VAR=VALUE]...
-#                           [--rate RATE]
+#                           [--rate RATE] [--datatype T]
 # --env-a/--env-b set a variable for one side's runs only: with the same build
 # twice, an A/B of a setting (e.g. --env-b BRAID_WIRE_TYPE=bf16).
 # --rate (netns only) limits each direction of the veth pair to RATE with a
 # token bucket (tc tbf, e.g. 10gbit): a link slower than this guest's memory,
-# as a NIC between two hosts is.
+# as a NIC between two hosts is. --datatype: all_reduce_perf's -d (default float).
 # netns: ranks alternate between two network namespaces joined by a veth pair
 # (two "hosts", TCP between them; needs root and iproute2).
 set -euo pipefail
 A=$1 B=$2; shift 2
 RANKS=2 MODE=shm ROUNDS=2 MIN=8 MAX=64M
-ENV_A=() ENV_B=() RATE=
+ENV_A=() ENV_B=() RATE= DTYPE=float
 while (($#)); do
   case "$1" in
     --ranks) RANKS=$2; shift 2 ;;
@@ -27,6 +27,7 @@ while (($#)); do
     --env-a) ENV_A+=("$2"); shift 2 ;;
     --env-b) ENV_B+=("$2"); shift 2 ;;
     --rate) RATE=$2; shift 2 ;;
+    --datatype) DTYPE=$2; shift 2 ;;
     *) echo "ab_builds.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -44,7 +45,7 @@ if [ "$MODE" = netns ]; then
   fi
 fi
 run() {  # build, output file, VAR=VALUE...
-  local bench=$1/bench out=$2 args=(-b "$MIN" -e "$MAX" -f 2 -c 0 --memory host)
+  local bench=$1/bench out=$2 args=(-b "$MIN" -e "$MAX" -f 2 -c 0 -d "$DTYPE" --memory host)
   shift 2
   [ $# -gt 0 ] && export "$@"
   case "$MODE" in

@@ -39,7 +39,9 @@ ncclResult_t braidCommSetReproducible(ncclComm_t comm, int on);
  * ncclFloat8e5m2; ncclFloat32 turns it off (the default; BRAID_WIRE_TYPE=bf16,
  * fp16, fp8e4m3 or fp8e5m2 sets it at init). Every hop accumulates in float32;
  * an allreduce's results are the owner's narrowed values, the same bits on every
- * rank. Lossy: the error bound is in docs/algorithms.md. float16 and fp8 are
+ * rank. bfloat16 sums and averages travel narrowed under the fp8 types too (added
+ * in float, stored once as bfloat16). Lossy: the error bound is in
+ * docs/algorithms.md. float16 and fp8 are
  * scaled per 32 values, so gradients neither underflow nor overflow. Every rank
  * of `comm` must set the same type (a mismatch fails the call). Reproducible
  * mode, where on, takes precedence. Device buffers are staged through the host. */

@@ -127,9 +127,13 @@ bool matches(double got, double want, double tolerance) {
 
 DataPattern forWireType(DataPattern p) {
   const char* w = std::getenv("BRAID_WIRE_TYPE");
-  if (w == nullptr || p.type->type != ncclFloat32 || (p.op != ncclSum && p.op != ncclAvg)) return p;
+  const ncclDataType_t type = p.type->type;
+  if (w == nullptr || (type != ncclFloat32 && type != ncclBfloat16) || (p.op != ncclSum && p.op != ncclAvg))
+    return p;
   // Integers every partial sum may reach exactly: 2^(mantissa bits + 1).
+  // bfloat16 travels narrowed only under the fp8 wires.
   const std::string wire = w;
+  if (type == ncclBfloat16 && wire.rfind("fp8", 0) != 0) return p;
   if (wire == "bf16") p.maxExactInt = 256, p.epsilon = std::ldexp(1.0, -8);
   if (wire == "fp16") p.maxExactInt = 2048, p.epsilon = std::ldexp(1.0, -11);
   if (wire == "fp8e4m3") p.maxExactInt = 16, p.epsilon = std::ldexp(1.0, -4);

@@ -17,6 +17,20 @@ namespace braid::executor {
 #define BRAID_EXEC_HAS_FP8 0
 #endif
 
+// Narrow messages (a wire type) run on the host; the device path stages such
+// calls, and a block (or its emulation) refuses them.
+template <class T, class G>
+BRAID_HD ExecStatus runStepOrWireStep(const G& g, LaneExec& L, const ExecStep& s) {
+  if (L.ops[s.op].wire != 0) {
+    if constexpr (G::kDevice) {
+      return ExecStatus::BadStep;
+    } else {
+      return runWireStep<G, T>(g, L, s);
+    }
+  }
+  return runStep<T>(g, L, s);
+}
+
 template <class G>
 BRAID_HD ExecStatus runStepOfItsType(const G& g, LaneExec& L, const ExecStep& s) {
   if (s.op >= L.nops) return ExecStatus::BadStep;
@@ -28,19 +42,9 @@ BRAID_HD ExecStatus runStepOfItsType(const G& g, LaneExec& L, const ExecStep& s)
     case ncclInt64: return runStep<int64_t>(g, L, s);
     case ncclUint64: return runStep<uint64_t>(g, L, s);
     case ncclFloat16: return runStep<reduce::Half>(g, L, s);
-    case ncclFloat32:
-      // Narrow messages run on the host; the device path stages such calls,
-      // and a block (or its emulation) refuses them.
-      if (L.ops[s.op].wire != 0) {
-        if constexpr (G::kDevice) {
-          return ExecStatus::BadStep;
-        } else {
-          return runWireStep(g, L, s);
-        }
-      }
-      return runStep<float>(g, L, s);
+    case ncclFloat32: return runStepOrWireStep<float>(g, L, s);
     case ncclFloat64: return runStep<double>(g, L, s);
-    case ncclBfloat16: return runStep<reduce::BFloat16>(g, L, s);
+    case ncclBfloat16: return runStepOrWireStep<reduce::BFloat16>(g, L, s);
 #if BRAID_EXEC_HAS_FP8
     case ncclFloat8e4m3: return runStep<reduce::Fp8E4M3>(g, L, s);
     case ncclFloat8e5m2: return runStep<reduce::Fp8E5M2>(g, L, s);

@@ -1,4 +1,4 @@
-// A float32 step whose messages travel narrowed (OpBuffers::wire; the format
+// A float32 (or, under an fp8 wire, bfloat16) step whose messages travel narrowed (OpBuffers::wire; the format
 // is src/reduce/wire_format.h): what it receives is widened, accumulated in
 // float with the step's functor and narrowed once more where it is sent, so
 // every hop adds in float and only the wire is narrow.
@@ -16,19 +16,39 @@
 // On the host the loops run built for the CPU's vector unit (host_wire.cc).
 #pragma once
 
+#include <type_traits>
+
 #include "kernels/executor/plan_interpreter.h"
 #include "reduce/wire_format.h"
 #include "reduce/wire_loops.h"
 
 namespace braid::executor {
 
+// The op as the wire loops compute it, in float: a bfloat16 PreMulSum's
+// scalar, kept in bfloat16, becomes the float it stands for.
+template <class Data>
+BRAID_HD reduce::RedOp floatComputedOp(const reduce::RedOp& op) {
+  reduce::RedOp f = op;
+  if constexpr (!std::is_same<Data, float>::value) {
+    if (op.kind == reduce::RedKind::PreMulSum) {
+      const float scale = reduce::scaleOf<Data>(op).scalar;
+      const uint8_t* b = reinterpret_cast<const uint8_t*>(&scale);
+      for (size_t i = 0; i < sizeof(float); ++i) f.scalar[i] = b[i];
+    }
+    f.type = ncclFloat32;
+  }
+  return f;
+}
+
 // The step's arithmetic (src/reduce/wire_loops.h does it per group of 32
 // values): `in` the received message or null, `out` the message to fill or null.
-template <class G>
+// Data: the values' type, float or reduce::BFloat16.
+template <class G, class Data>
 BRAID_HD void computeWireStep(const G& g, const OpBuffers& o, const ExecStep& s, const char* in, char* out) {
   reduce::WirePiece p;
   p.wire = reduce::WireType(o.wire);
-  p.op = o.op;
+  p.data = o.op.type;
+  p.op = floatComputedOp<Data>(o.op);
   p.pre = (s.flags & kStepContribution) != 0;
   // A Send applies no post-division, as in runStep.
   p.post = (s.flags & kStepFinal) != 0 && s.kind != schedule::StepKind::Send;
@@ -38,19 +58,21 @@ BRAID_HD void computeWireStep(const G& g, const OpBuffers& o, const ExecStep& s,
   p.stride = g.size();
   p.in = reinterpret_cast<const uint8_t*>(in);
   p.out = reinterpret_cast<uint8_t*>(out);
-  p.dst = stepWritesDstKind(s.kind) ? bufferAt<float>(o, s.dstBuffer, s.dstOffset) : nullptr;
+  Data* dst = stepWritesDstKind(s.kind) ? bufferAt<Data>(o, s.dstBuffer, s.dstOffset) : nullptr;
   const bool local = s.kind != schedule::StepKind::Recv && s.kind != schedule::StepKind::RecvCopySend;
-  p.src = local ? bufferAt<float>(o, s.srcBuffer, s.srcOffset) : nullptr;
+  const Data* src = local ? bufferAt<Data>(o, s.srcBuffer, s.srcOffset) : nullptr;
+  p.dst = dst;
+  p.src = src;
   if (s.kind == schedule::StepKind::RecvCopySend) {
     // Forwarded as received: the owner's narrowing, bit for bit.
     copyElems(g, p.out, p.in, wireBytes(p.wire, p.count));
     p.out = nullptr;
   }
   if (s.kind == schedule::StepKind::Copy && !p.round) {
-    if (p.pre || p.post || p.src != p.dst) applyCopy(g, o.op, p.dst, p.src, p.count, p.pre, p.post);
+    if (p.pre || p.post || src != dst) applyCopy(g, o.op, dst, src, p.count, p.pre, p.post);
   } else {
 #if defined(__CUDA_ARCH__)
-    withWireCodec(p.wire, [&](auto codec) { reduce::runWirePieceAs<decltype(codec)>(p); });
+    withWireCodec(p.wire, [&](auto codec) { reduce::runWirePieceAs<decltype(codec), Data>(p); });
 #else
     reduce::runWirePieceOnHost(p);
 #endif
@@ -58,12 +80,12 @@ BRAID_HD void computeWireStep(const G& g, const OpBuffers& o, const ExecStep& s,
   g.sync();
 }
 
-template <class G>
+template <class G, class Data>
 BRAID_HD ExecStatus runWireStep(const G& g, LaneExec& L, const ExecStep& s) {
   if (s.op >= L.nops) return ExecStatus::BadStep;
   const reduce::WireType w = reduce::WireType(L.ops[s.op].wire);
   return runStepWith(g, L, s, wireBytes(w, s.count),
-                     [&](const char* in, char* out) { computeWireStep(g, L.ops[s.op], s, in, out); });
+                     [&](const char* in, char* out) { computeWireStep<G, Data>(g, L.ops[s.op], s, in, out); });
 }
 
 }  // namespace braid::executor

@@ -6,15 +6,18 @@ namespace braid::engine {
 
 reduce::WireType wireTypeFor(const Task& t) {
   const ncclComm* comm = t.comm;
-  if (comm->settings.wireType == reduce::WireType::None || comm->nranks < 2 || t.type != ncclFloat32)
-    return reduce::WireType::None;
+  const reduce::WireType wire = comm->settings.wireType;
+  if (wire == reduce::WireType::None || comm->nranks < 2) return reduce::WireType::None;
+  // float32 under every wire type; bfloat16 only under the fp8 ones, which are narrower.
+  const bool fp8 = wire == reduce::WireType::Fp8E4M3 || wire == reduce::WireType::Fp8E5M2;
+  if (t.type != ncclFloat32 && !(t.type == ncclBfloat16 && fp8)) return reduce::WireType::None;
   if (t.coll != schedule::Collective::AllReduce && t.coll != schedule::Collective::ReduceScatter &&
       t.coll != schedule::Collective::Reduce)
     return reduce::WireType::None;
   const reduce::RedKind k = t.op.kind;
   if (k != reduce::RedKind::Sum && k != reduce::RedKind::PreMulSum && k != reduce::RedKind::SumPostDiv)
     return reduce::WireType::None;
-  return comm->settings.wireType;
+  return wire;
 }
 
 tuning::TuningInput tuningInputOf(const Task& t) {

@@ -4,13 +4,16 @@
 // has a local operand, the widened message alone when it only receives, or
 // g(local) when it only sends; it is then narrowed into the outgoing message,
 // replaced by that narrowing's widened value when the step keeps the owner's
-// rounding, and stored. BRAID_HD: host_wire.cc builds it for the host's
-// vector units; a device kernel would run the same loops per thread.
+// rounding, and stored. The values are float32, or bfloat16 under an fp8
+// wire: loaded into float, computed in float, stored once. BRAID_HD:
+// host_wire.cc builds it for the host's vector units; a device kernel would
+// run the same loops per thread.
 #pragma once
 
 #include <cstdint>
 
 #include "reduce/op_dispatch.h"
+#include "reduce/reduce_ops.h"
 #include "reduce/wire_format.h"
 
 // Lambdas of these loops are inlined where they are used, so that the AVX2
@@ -26,14 +29,15 @@ namespace braid::reduce {
 
 struct WirePiece {
   WireType wire = WireType::None;
+  ncclDataType_t data = ncclFloat32;  // of src and dst: ncclFloat32, or ncclBfloat16 (fp8 wires)
   RedOp op;
   bool pre = false;             // local operand is a contribution (PreMulSum)
   bool post = false;            // the value is finished (SumPostDiv)
   bool round = false;           // stored values are the widened narrowing
   const uint8_t* in = nullptr;  // received message, or null
   uint8_t* out = nullptr;       // message to fill, or null
-  const float* src = nullptr;   // local operand, or null
-  float* dst = nullptr;         // where values go, or null
+  const void* src = nullptr;    // local operand, or null
+  void* dst = nullptr;          // where values go, or null
   uint64_t count = 0;
   // This thread's share: groups firstGroup, firstGroup + stride, ... (all: 0, 1).
   uint64_t firstGroup = 0;
@@ -53,7 +57,7 @@ struct WireGroups {
 };
 
 // One group: m values (32, or fewer for the last), value(v) fills them.
-template <class Codec, class Value>
+template <class Codec, class Data, class Value>
 BRAID_HD BRAID_INLINE void wireGroup(const WirePiece& p, const WireGroups<Codec>& out, uint64_t gi, uint32_t m,
                                      Value value) {
   float v[kWireGroup];
@@ -68,24 +72,25 @@ BRAID_HD BRAID_INLINE void wireGroup(const WirePiece& p, const WireGroups<Codec>
     Codec::decode(codes, header, m, v);
   }
   if (p.dst != nullptr) {
-    float* d = p.dst + gi * kWireGroup;
-    for (uint32_t j = 0; j < m; ++j) d[j] = v[j];
+    Data* d = static_cast<Data*>(p.dst) + gi * kWireGroup;
+    for (uint32_t j = 0; j < m; ++j) d[j] = Traits<Data>::store(v[j]);
   }
 }
 
 // Every group of the piece (this thread's share): full groups with the
 // constant 32 (the loops unroll and vectorise), the short last one apart.
-template <class Codec, class Value>
+template <class Codec, class Data, class Value>
 BRAID_HD BRAID_INLINE void wireGroupsOf(const WirePiece& p, Value value) {
   const WireGroups<Codec> out(p.out, p.count);
   const uint64_t full = p.count / kWireGroup;
   const uint64_t groups = wireGroups(p.count);
   for (uint64_t gi = p.firstGroup; gi < groups; gi += p.stride) {
     if (gi < full) {
-      wireGroup<Codec>(p, out, gi, kWireGroup, [&](float* v, uint32_t) BRAID_LAMBDA_INLINE { value(gi, v, kWireGroup); });
+      wireGroup<Codec, Data>(p, out, gi, kWireGroup,
+                             [&](float* v, uint32_t) BRAID_LAMBDA_INLINE { value(gi, v, kWireGroup); });
     } else {
       const uint32_t m = uint32_t(p.count - gi * kWireGroup);
-      wireGroup<Codec>(p, out, gi, m, [&](float* v, uint32_t n) BRAID_LAMBDA_INLINE { value(gi, v, n); });
+      wireGroup<Codec, Data>(p, out, gi, m, [&](float* v, uint32_t n) BRAID_LAMBDA_INLINE { value(gi, v, n); });
     }
   }
 }
@@ -94,11 +99,11 @@ BRAID_HD BRAID_INLINE void wireGroupsOf(const WirePiece& p, Value value) {
 // thread runs it (the host), else over this thread's groups. value(i) is
 // element i's value; kOut/kRound/kDst are the piece's flags, fixed per loop
 // so that it vectorises.
-template <class Codec, bool kOut, bool kRound, bool kDst, class Value>
+template <class Codec, class Data, bool kOut, bool kRound, bool kDst, class Value>
 BRAID_HD BRAID_INLINE void wireValues(const WirePiece& p, Value value) {
   using Code = typename Codec::Code;
   Code* out = reinterpret_cast<Code*>(p.out);
-  float* dst = p.dst;
+  Data* dst = static_cast<Data*>(p.dst);
   auto range = [&](uint64_t b, uint64_t e) BRAID_LAMBDA_INLINE {
     for (uint64_t i = b; i < e; ++i) {
       float x = value(i);
@@ -109,7 +114,7 @@ BRAID_HD BRAID_INLINE void wireValues(const WirePiece& p, Value value) {
       } else if (kRound) {
         x = Codec::decodeOne(Codec::encodeOne(x));
       }
-      if (kDst) dst[i] = x;
+      if (kDst) dst[i] = Traits<Data>::store(x);
     }
   };
   if (p.stride == 1 && p.firstGroup == 0) return range(0, p.count);
@@ -119,31 +124,35 @@ BRAID_HD BRAID_INLINE void wireValues(const WirePiece& p, Value value) {
   }
 }
 
-template <class Codec, class Value>
+template <class Codec, class Data, class Value>
 BRAID_HD BRAID_INLINE void wireValuesOf(const WirePiece& p, Value value) {
   const bool out = p.out != nullptr, dst = p.dst != nullptr;
-  if (out && p.round && dst) return wireValues<Codec, true, true, true>(p, value);
-  if (out && dst) return wireValues<Codec, true, false, true>(p, value);
-  if (out) return wireValues<Codec, true, false, false>(p, value);
-  if (p.round) return wireValues<Codec, false, true, true>(p, value);
-  return wireValues<Codec, false, false, true>(p, value);
+  if (out && p.round && dst) return wireValues<Codec, Data, true, true, true>(p, value);
+  if (out && dst) return wireValues<Codec, Data, true, false, true>(p, value);
+  if (out) return wireValues<Codec, Data, true, false, false>(p, value);
+  if (p.round) return wireValues<Codec, Data, false, true, true>(p, value);
+  return wireValues<Codec, Data, false, false, true>(p, value);
 }
 
-template <class Codec>
+// `p.op` computes in float: for bfloat16 values its PreMulSum scalar is a
+// float (wire_step.h converts it).
+template <class Codec, class Data = float>
 BRAID_HD BRAID_INLINE void runWirePieceAs(const WirePiece& p) {
+  const Data* src = static_cast<const Data*>(p.src);
   if constexpr (!Codec::kScaled) {
     using Code = typename Codec::Code;
     const Code* in = reinterpret_cast<const Code*>(p.in);
-    const float* src = p.src;
     if (p.in != nullptr && p.src == nullptr) {
-      wireValuesOf<Codec>(p, [&](uint64_t i) BRAID_LAMBDA_INLINE { return Codec::decodeOne(in[i]); });
+      wireValuesOf<Codec, Data>(p, [&](uint64_t i) BRAID_LAMBDA_INLINE { return Codec::decodeOne(in[i]); });
     } else if (p.in != nullptr) {
       withReduceFn<float>(p.op, p.pre, p.post, [&](auto f) BRAID_LAMBDA_INLINE {
-        wireValuesOf<Codec>(p, [&](uint64_t i) BRAID_LAMBDA_INLINE { return f(Codec::decodeOne(in[i]), src[i]); });
+        wireValuesOf<Codec, Data>(p, [&](uint64_t i) BRAID_LAMBDA_INLINE {
+          return f(Codec::decodeOne(in[i]), Traits<Data>::load(src[i]));
+        });
       });
     } else {
       auto loop = [&](auto f) BRAID_LAMBDA_INLINE {
-        wireValuesOf<Codec>(p, [&](uint64_t i) BRAID_LAMBDA_INLINE { return f(src[i]); });
+        wireValuesOf<Codec, Data>(p, [&](uint64_t i) BRAID_LAMBDA_INLINE { return f(Traits<Data>::load(src[i])); });
       };
       withCopyFn<float>(p.op, p.pre, p.post, loop,
                         [&]() BRAID_LAMBDA_INLINE { loop([](float x) BRAID_LAMBDA_INLINE { return x; }); });
@@ -152,22 +161,22 @@ BRAID_HD BRAID_INLINE void runWirePieceAs(const WirePiece& p) {
   }
   const WireGroups<Codec> in(p.in, p.count);
   if (p.in != nullptr && p.src == nullptr) {
-    wireGroupsOf<Codec>(p, [&](uint64_t gi, float* v, uint32_t m) BRAID_LAMBDA_INLINE {
+    wireGroupsOf<Codec, Data>(p, [&](uint64_t gi, float* v, uint32_t m) BRAID_LAMBDA_INLINE {
       Codec::decode(in.codes(gi), in.header(gi), m, v);
     });
   } else if (p.in != nullptr) {
     withReduceFn<float>(p.op, p.pre, p.post, [&](auto f) BRAID_LAMBDA_INLINE {
-      wireGroupsOf<Codec>(p, [&](uint64_t gi, float* v, uint32_t m) BRAID_LAMBDA_INLINE {
+      wireGroupsOf<Codec, Data>(p, [&](uint64_t gi, float* v, uint32_t m) BRAID_LAMBDA_INLINE {
         Codec::decode(in.codes(gi), in.header(gi), m, v);
-        const float* s = p.src + gi * kWireGroup;
-        for (uint32_t j = 0; j < m; ++j) v[j] = f(v[j], s[j]);
+        const Data* s = src + gi * kWireGroup;
+        for (uint32_t j = 0; j < m; ++j) v[j] = f(v[j], Traits<Data>::load(s[j]));
       });
     });
   } else {
     auto loop = [&](auto f) BRAID_LAMBDA_INLINE {
-      wireGroupsOf<Codec>(p, [&](uint64_t gi, float* v, uint32_t m) BRAID_LAMBDA_INLINE {
-        const float* s = p.src + gi * kWireGroup;
-        for (uint32_t j = 0; j < m; ++j) v[j] = f(s[j]);
+      wireGroupsOf<Codec, Data>(p, [&](uint64_t gi, float* v, uint32_t m) BRAID_LAMBDA_INLINE {
+        const Data* s = src + gi * kWireGroup;
+        for (uint32_t j = 0; j < m; ++j) v[j] = f(Traits<Data>::load(s[j]));
       });
     };
     withCopyFn<float>(p.op, p.pre, p.post, loop,

@@ -1,5 +1,6 @@
 // Wire types (braidCommSetWireType, BRAID_WIRE_TYPE): float32 sums whose
-// messages travel as bfloat16, float16, fp8 e4m3 or fp8 e5m2, through every
+// messages travel as bfloat16, float16, fp8 e4m3 or fp8 e5m2 (and bfloat16
+// sums under the fp8 ones), through every
 // algorithm, 1-4 channels, both protocols, shared memory and TCP, 2 to 8
 // ranks. Every rank of an allreduce gets the same bits; sums whose every
 // partial the wire type holds exactly (small integers times gradient-sized
@@ -77,12 +78,16 @@ std::string fileOf(const std::string& dir, const char* call, const char* wire, i
   return dir + "/" + call + "_" + wire + "." + std::to_string(rank);
 }
 
-void runConfig(const Config& c, const std::string& dir) {
+mptest::RankOptions optionsOf(const Config& c) {
   mptest::RankOptions opts = mptest::transportOptions(c.transport, 120);
   if (c.algo) opts.env.push_back({"NCCL_ALGO", c.algo});
   if (c.proto) opts.env.push_back({"NCCL_PROTO", c.proto});
   opts.env.push_back({"BRAID_NCHANNELS", std::to_string(c.channels)});
   if (c.byEnv) opts.env.push_back({"BRAID_WIRE_TYPE", "fp8e4m3"});
+  return opts;
+}
+
+void runConfig(const Config& c, const std::string& dir) {
   mptest::runRanks(
       c.nranks,
       [c, dir](int rank, int nranks, const ncclUniqueId& id) {
@@ -110,7 +115,7 @@ void runConfig(const Config& c, const std::string& dir) {
         }
         MP_NCCL_CHECK(ncclCommDestroy(comm));
       },
-      opts);
+      optionsOf(c));
 }
 
 std::vector<float> readFloats(const std::string& path) {
@@ -191,8 +196,9 @@ TEST(MpWireType, EveryPlanSameBitsOnEveryRankWithinTheBound) {
       for (int r = 0; r < n; ++r) {
         const std::vector<float> got = readFloats(fileOf(dir, "allreduce", w.name, r));
         EXPECT_EQ(std::memcmp(got.data(), first.data(), kCount * 4), 0) << "rank " << r << "'s bits differ from rank 0's";
-        if (w.type != ncclFloat8e5m2 || n <= 4)
+        if (w.type != ncclFloat8e5m2 || n <= 4) {
           EXPECT_EQ(readFloats(fileOf(dir, "exact", w.name, r)), exactSum) << "exact sums, rank " << r;
+        }
         expectWithinBound(got, exactSums(n, kCount, 0, kCount), w, n, 1, "allreduce rank " + std::to_string(r));
         expectWithinBound(readFloats(fileOf(dir, "reducescatter", w.name, r)),
                           exactSums(n, kCount * size_t(n), kCount * size_t(r), kCount), w, n, 1,
@@ -244,6 +250,149 @@ TEST(MpWireType, OtherCallsUnchangedBadTypeRefused) {
         MP_NCCL_CHECK(ncclCommDestroy(comm));
       },
       mptest::transportOptions("shm", 60));
+}
+
+// bfloat16 values under an fp8 wire: widened to float, summed in float,
+// narrowed to fp8 for every message, stored once as bfloat16.
+uint16_t toBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (std::isnan(f)) return uint16_t((u >> 16) | 0x40);
+  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+float fromBf16(uint16_t b) {
+  const uint32_t u = uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+std::vector<uint16_t> toBf16(const std::vector<float>& v) {
+  std::vector<uint16_t> b(v.size());
+  for (size_t i = 0; i < v.size(); ++i) b[i] = toBf16(v[i]);
+  return b;
+}
+std::vector<float> fromBf16(const std::vector<uint16_t>& b) {
+  std::vector<float> v(b.size());
+  for (size_t i = 0; i < b.size(); ++i) v[i] = fromBf16(b[i]);
+  return v;
+}
+
+// What rank `c` contributes as bfloat16, back in float (the sums' reference).
+std::vector<float> bf16Contribution(int c, size_t n) { return fromBf16(toBf16(contribution(c, n))); }
+
+void runBf16Config(const Config& c, const std::string& dir) {
+  mptest::runRanks(
+      c.nranks,
+      [dir](int rank, int nranks, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+        auto save = [&](const char* call, const char* wire, const std::vector<uint16_t>& v) {
+          std::ofstream(fileOf(dir, call, wire, rank), std::ios::binary)
+              .write(reinterpret_cast<const char*>(v.data()), std::streamsize(v.size() * 2));
+        };
+        // Under a bfloat16 wire, bfloat16 sums run as without one (the wire is no narrower).
+        std::vector<uint16_t> plain = toBf16(contribution(rank, kCount)), viaBf16Wire = plain;
+        MP_NCCL_CHECK(ncclAllReduce(plain.data(), plain.data(), kCount, ncclBfloat16, ncclSum, comm, nullptr));
+        MP_NCCL_CHECK(braidCommSetWireType(comm, ncclBfloat16));
+        MP_NCCL_CHECK(
+            ncclAllReduce(viaBf16Wire.data(), viaBf16Wire.data(), kCount, ncclBfloat16, ncclSum, comm, nullptr));
+        MP_EXPECT(plain == viaBf16Wire, "rank %d: a bfloat16 wire changed a bfloat16 sum", rank);
+        for (const Wire& w : kWires) {
+          if (w.type != ncclFloat8e4m3 && w.type != ncclFloat8e5m2) continue;
+          MP_NCCL_CHECK(braidCommSetWireType(comm, w.type));
+          std::vector<uint16_t> exact = toBf16(exactContribution(rank, kCount));
+          MP_NCCL_CHECK(ncclAllReduce(exact.data(), exact.data(), kCount, ncclBfloat16, ncclSum, comm, nullptr));
+          save("exact", w.name, exact);
+          std::vector<uint16_t> buf = toBf16(contribution(rank, kCount));
+          MP_NCCL_CHECK(ncclAllReduce(buf.data(), buf.data(), kCount, ncclBfloat16, ncclSum, comm, nullptr));
+          save("allreduce", w.name, buf);
+          std::vector<uint16_t> in = toBf16(contribution(rank, kCount * size_t(nranks))), out(kCount);
+          MP_NCCL_CHECK(ncclReduceScatter(in.data(), out.data(), kCount, ncclBfloat16, ncclAvg, comm, nullptr));
+          save("reducescatter", w.name, out);
+        }
+        MP_NCCL_CHECK(ncclCommDestroy(comm));
+      },
+      optionsOf(c));
+}
+
+std::vector<uint16_t> readBf16(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::vector<uint16_t> v(kCount);
+  f.read(reinterpret_cast<char*>(v.data()), std::streamsize(kCount * 2));
+  EXPECT_TRUE(f.good()) << path;
+  return v;
+}
+
+// The reference sums of what the ranks contributed as bfloat16.
+Exact bf16Sums(int n, size_t all, size_t first, size_t count) {
+  Exact e{std::vector<long double>(count, 0), std::vector<double>(count, 0)};
+  for (int c = 0; c < n; ++c) {
+    const std::vector<float> v = bf16Contribution(c, all);
+    for (size_t i = 0; i < count; ++i) e.sum[i] += v[first + i], e.magnitude[i] += std::fabs(double(v[first + i]));
+  }
+  return e;
+}
+
+// Significant bits of a finite non-zero value (a code of fp8 e4m3 has at
+// most 4, of e5m2 at most 3, whatever its group's scale).
+int significantBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  uint32_t m = u & 0x7fffffu;
+  if ((u & 0x7f800000u) != 0) m |= 0x800000u;
+  int top = 31 - __builtin_clz(m), low = __builtin_ctz(m);
+  return top - low + 1;
+}
+
+TEST(MpWireType, Bfloat16ValuesOverFp8SameBitsOnEveryRankWithinTheBound) {
+  // At most 4 ranks: e5m2 holds every partial of the exact sums up to 4.
+  const Config configs[] = {
+      {3, "shm", "ring", 2, "ll", false},
+      {4, "tcp", "tree", 1, "simple", false},
+      {2, "shm", nullptr, 3, nullptr, false},
+  };
+  char dirTemplate[] = "/tmp/braid_wire_bf16_XXXXXX";
+  ASSERT_NE(mkdtemp(dirTemplate), nullptr);
+  const std::string dir = dirTemplate;
+  for (const Config& c : configs) {
+    SCOPED_TRACE(std::to_string(c.nranks) + " ranks, " + c.transport + ", NCCL_ALGO=" + (c.algo ? c.algo : "-"));
+    runBf16Config(c, dir);
+    const int n = c.nranks;
+    for (const Wire& w : kWires) {
+      if (w.type != ncclFloat8e4m3 && w.type != ncclFloat8e5m2) continue;
+      SCOPED_TRACE(w.name);
+      std::vector<float> exactSum(kCount, 0);
+      for (int r = 0; r < n; ++r) {
+        const std::vector<float> v = exactContribution(r, kCount);
+        for (size_t i = 0; i < kCount; ++i) exactSum[i] += v[i];
+      }
+      const std::vector<uint16_t> first = readBf16(fileOf(dir, "allreduce", w.name, 0));
+      for (int r = 0; r < n; ++r) {
+        const std::vector<uint16_t> got = readBf16(fileOf(dir, "allreduce", w.name, r));
+        EXPECT_EQ(got, first) << "rank " << r << "'s bits differ from rank 0's";
+        // The results are the owner's fp8 narrowing: bfloat16 sums would keep up to 8 bits.
+        const int wireBits = w.type == ncclFloat8e4m3 ? 4 : 3;
+        for (size_t i = 0; i < kCount; ++i) {
+          const float v = fromBf16(got[i]);
+          if (std::isfinite(v) && v != 0) {
+            ASSERT_LE(significantBits(v), wireBits) << "element " << i << ": " << v;
+          }
+        }
+        EXPECT_EQ(fromBf16(readBf16(fileOf(dir, "exact", w.name, r))), exactSum) << "exact sums, rank " << r;
+        expectWithinBound(fromBf16(got), bf16Sums(n, kCount, 0, kCount), w, n, 1,
+                          "allreduce rank " + std::to_string(r));
+        // The average is stored once as bfloat16: one more rounding (2^-9) than the wire's bound.
+        Exact avg = bf16Sums(n, kCount * size_t(n), kCount * size_t(r), kCount);
+        Wire stored = w;
+        stored.u += std::ldexp(1.0, -9);
+        expectWithinBound(fromBf16(readBf16(fileOf(dir, "reducescatter", w.name, r))), avg, stored, n, n,
+                          "reduce-scatter avg rank " + std::to_string(r));
+      }
+      for (int r = 0; r < n; ++r)
+        for (const char* call : {"exact", "allreduce", "reducescatter"}) unlink(fileOf(dir, call, w.name, r).c_str());
+    }
+  }
+  rmdir(dir.c_str());
 }
 
 // One rank with bfloat16 messages, the others with float32: every rank fails
