@@ -1,6 +1,7 @@
 #include "engine/task_plan.h"
 
 #include "engine/comm.h"
+#include "reduce/wire_format.h"
 
 namespace braid::engine {
 
@@ -50,6 +51,7 @@ schedule::CollShape shapeOf(const Task& t) {
   s.algorithm = choice.algorithm;
   s.chunkElems = choice.chunkElems;
   s.nchannels = choice.nchannels;
+  if (t.wire != reduce::WireType::None) s.align = reduce::kWireGroup;
   s.order = &comm->ringOrder;
   return s;
 }

@@ -5,9 +5,19 @@
 
 namespace braid::schedule {
 
-std::vector<ElemRange> splitOverChannels(size_t count, int nchannels, size_t minPerChannel) {
+std::vector<ElemRange> splitOverChannels(size_t count, int nchannels, size_t minPerChannel, size_t align) {
   size_t lanes = std::max<size_t>(1, std::min<size_t>(nchannels, count / std::max<size_t>(1, minPerChannel)));
   std::vector<ElemRange> ranges;
+  if (align > 1) {
+    // At least `align` elements a lane, so that aligned starts stay distinct.
+    lanes = std::max<size_t>(1, std::min(lanes, count / align));
+    for (size_t i = 0; i < lanes; ++i) {
+      const size_t begin = count * i / lanes / align * align;
+      const size_t end = i + 1 == lanes ? count : count * (i + 1) / lanes / align * align;
+      ranges.push_back({begin, end});
+    }
+    return ranges;
+  }
   size_t begin = 0;
   for (size_t i = 0; i < lanes; ++i) {
     size_t n = count / lanes + (i < count % lanes ? 1 : 0);
@@ -31,7 +41,7 @@ const char* algorithmName(Algorithm a) {
 bool algorithmSupports(Algorithm a, Collective c) { return findSchedule(c, a) != nullptr; }
 
 bool algorithmHasOneOwner(Algorithm a, Collective c) {
-  return c != Collective::AllReduce || a == Algorithm::Ring || a == Algorithm::Tree;
+  return c != Collective::AllReduce || a != Algorithm::RecursiveDoubling;
 }
 
 namespace {

@@ -15,13 +15,14 @@ enum class Algorithm : uint8_t { Ring, Tree, RecursiveDoubling, HalvingDoubling,
 constexpr int kNumAlgorithms = 5;
 const char* algorithmName(Algorithm a);
 bool algorithmSupports(Algorithm a, Collective c);
-// Whether each finished value of the collective reaches the ranks that need
-// it only as its owner's own messages, forwarded as they are: ring and tree
-// allreduce (and every reduce-scatter and reduce, whose results stay on one
-// rank). Not recursive doubling, which computes a value on every rank from
-// its own operands, nor halving-doubling and direct, which send a finished
-// value again in other pieces than those that made it (a wire type's
-// narrowing of those pieces may differ: src/reduce/wire_format.h).
+// Whether each finished value of the collective is computed on one rank, its
+// owner, and reaches the others as messages that narrow it as the owner did:
+// ring and tree allreduce (the owner's messages, forwarded as they are),
+// halving-doubling allreduce (re-sent in other pieces, which narrow a value
+// exactly as its owner did where pieces start at multiples of the wire's group:
+// CollShape::align), and every reduce-scatter and reduce, whose results stay on
+// one rank. Not recursive doubling, which computes a value on every rank from
+// its own operands (src/reduce/wire_format.h says why that matters).
 bool algorithmHasOneOwner(Algorithm a, Collective c);
 
 struct CollShape {
@@ -35,6 +36,11 @@ struct CollShape {
   size_t count = 0;
   int root = 0;              // Broadcast/Reduce/Gather/Scatter root; Send/Recv peer
   size_t chunkElems = 1;     // largest step, in elements (one FIFO slot)
+  // Halving-doubling allreduce: its channels, blocks and pieces start at
+  // multiples of `align` elements when chunkElems >= align (a wire type's group
+  // of 32, so that a value re-sent in another piece narrows as its owner's
+  // did); 1: anywhere.
+  size_t align = 1;
   int nchannels = 1;         // ring collectives split their data over this many lanes
   // Where ranks sit in rings and trees (null or identity: rank r at position r).
   // Not applied where a step spans several ranks' blocks (recursive-doubling

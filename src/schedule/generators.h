@@ -13,8 +13,9 @@ struct ElemRange {
 };
 
 // Splits [0, count) over up to `nchannels` lanes, never making a lane smaller
-// than `minPerChannel` elements (so small calls use one lane).
-std::vector<ElemRange> splitOverChannels(size_t count, int nchannels, size_t minPerChannel);
+// than `minPerChannel` elements (so small calls use one lane); with align > 1
+// every lane starts at a multiple of `align` (CollShape::align).
+std::vector<ElemRange> splitOverChannels(size_t count, int nchannels, size_t minPerChannel, size_t align = 1);
 
 void ringAllReduce(const CollShape& s, ElemRange range, Lane* lane);
 void ringReduceScatter(const CollShape& s, ElemRange range, Lane* lane);

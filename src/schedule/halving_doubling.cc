@@ -73,7 +73,11 @@ void halvingRounds(int r, int core, bool fromInput, Buffer partials, size_t chun
 
 void halvingDoublingAllReduce(const CollShape& s, Plan* plan) {
   const int p = s.nranks, r = s.rank, core = floorPow2(p);
-  const auto ranges = splitOverChannels(s.count, s.nchannels, s.chunkElems);
+  const size_t align = std::max<size_t>(1, s.align);
+  // Pieces cut from aligned starts by an aligned chunk start aligned too (a
+  // chunk below `align`, never a FIFO slot's, is left as it is).
+  const size_t chunk = s.chunkElems >= align ? s.chunkElems / align * align : s.chunkElems;
+  const auto ranges = splitOverChannels(s.count, s.nchannels, chunk, align);
   for (size_t i = 0; i < ranges.size(); ++i) {
     const ElemRange range = ranges[i];
     const int ch = static_cast<int>(i);
@@ -86,32 +90,34 @@ void halvingDoublingAllReduce(const CollShape& s, Plan* plan) {
       continue;
     }
     if (r >= core) {
-      sendAll(r - core, Buffer::Input, whole, s.chunkElems, true, lane);
-      recvAll(r - core, Buffer::Output, whole, s.chunkElems, lane);
+      sendAll(r - core, Buffer::Input, whole, chunk, true, lane);
+      recvAll(r - core, Buffer::Output, whole, chunk, lane);
       continue;
     }
     const int folded = r + core < p ? r + core : -1;
     if (folded >= 0)
-      for (const Seg& piece : cutIntoPieces(whole, s.chunkElems))
+      for (const Seg& piece : cutIntoPieces(whole, chunk))
         lane->steps.push_back(recvReduceStep(StepKind::RecvReduceCopy, folded, -1, {Buffer::Input, piece.off},
                                              {Buffer::Output, piece.off}, piece.len, true, false));
     // Block b of the range starts at start(b); blocks may be empty.
-    auto start = [&](int b) { return range.begin + range.size() * static_cast<size_t>(b) / core; };
+    auto start = [&](int b) {
+      return b == core ? range.end : range.begin + range.size() * static_cast<size_t>(b) / core / align * align;
+    };
     auto segsOf = [&](int lo, int hi) {
       Segs segs;
       appendSeg(&segs, start(lo), start(hi) - start(lo));
       return segs;
     };
     halvingRounds(
-        r, core, folded < 0, Buffer::Output, s.chunkElems, segsOf,
+        r, core, folded < 0, Buffer::Output, chunk, segsOf,
         [](size_t off, bool) {
           return BufferRef{Buffer::Output, off};
         },
         lane);
     for (int d = 1; d < core; d *= 2) {
       const int peer = r ^ d;
-      const Segs mine = cutIntoPieces(segsOf(r & ~(d - 1), (r & ~(d - 1)) + d), s.chunkElems);
-      const Segs theirs = cutIntoPieces(segsOf(peer & ~(d - 1), (peer & ~(d - 1)) + d), s.chunkElems);
+      const Segs mine = cutIntoPieces(segsOf(r & ~(d - 1), (r & ~(d - 1)) + d), chunk);
+      const Segs theirs = cutIntoPieces(segsOf(peer & ~(d - 1), (peer & ~(d - 1)) + d), chunk);
       interleave(
           lane, mine.size(), theirs.size(),
           [&](size_t j) {
@@ -121,7 +127,7 @@ void halvingDoublingAllReduce(const CollShape& s, Plan* plan) {
             return recvStep(peer, {Buffer::Output, theirs[j].off}, theirs[j].len);
           });
     }
-    if (folded >= 0) sendAll(folded, Buffer::Output, whole, s.chunkElems, false, lane);
+    if (folded >= 0) sendAll(folded, Buffer::Output, whole, chunk, false, lane);
   }
 }
 

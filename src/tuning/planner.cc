@@ -47,8 +47,9 @@ void warnEmptyFilter(schedule::Collective c, bool proto, reduce::WireType wire =
   const uint32_t bit = 1u << (static_cast<int>(c) + (proto ? 16 : wire != reduce::WireType::None ? 24 : 0));
   if (warned.fetch_or(bit) & bit) return;
   if (wire != reduce::WireType::None) {
-    BRAID_WARN("%s leaves no algorithm for %s that a wire type (BRAID_WIRE_TYPE=%s) can run: only ring and tree "
-               "give every rank the same bits; the cost model chooses between them instead",
+    BRAID_WARN("%s leaves no algorithm for %s that a wire type (BRAID_WIRE_TYPE=%s) can run: recursive doubling "
+               "computes every value on every rank, which would not give every rank the same bits; the cost model "
+               "chooses instead",
                var, collectiveName(c), wireTypeName(wire));
     return;
   }

@@ -97,6 +97,34 @@ TEST(PlanChecker, EveryScheduleUpTo64Ranks) {
     }
 }
 
+// Under a wire type, halving-doubling allreduce starts every step at a
+// multiple of the wire's group (CollShape::align): a finished value re-sent in
+// another piece then narrows as its owner's did. The plans stay correct, and
+// every step's offset is aligned (its end too, unless it is the call's end).
+TEST(PlanChecker, HalvingDoublingAllReduceAlignedToWireGroups) {
+  const Schedule hd{schedule::Algorithm::HalvingDoubling, schedule::Collective::AllReduce};
+  for (int p = 1; p <= 12; ++p)
+    for (const Setting& st : std::vector<Setting>{{1031, 100, 1}, {1031, 64, 3}, {96, 40, 4}, {31, 32, 2},
+                                                  {5000, 300, 4}, {33 * 32 + 5, 32, 2}}) {
+      schedule::CollShape s = shape(hd, p, st.count, 0, st.chunk, st.channels);
+      s.align = 32;
+      ASSERT_EQ(checkCollective(s, CheckOptions{}), "") << p << " ranks, count " << st.count;
+      for (int r = 0; r < p; ++r) {
+        s.rank = r;
+        const schedule::Plan plan = schedule::generatePlan(s);
+        for (const schedule::Lane& lane : plan.lanes)
+          for (const schedule::Step& step : lane.steps) {
+            for (const schedule::BufferRef& ref : {step.src, step.dst}) {
+              if (ref.buffer == schedule::Buffer::Scratch) continue;
+              EXPECT_EQ(ref.offset % 32, 0u) << p << " ranks, rank " << r << ", count " << st.count;
+            }
+            const size_t end = (step.kind == schedule::StepKind::Send ? step.src : step.dst).offset + step.count;
+            EXPECT_TRUE(end % 32 == 0 || end == st.count) << p << " ranks, rank " << r << ", count " << st.count;
+          }
+      }
+    }
+}
+
 // Ranks placed on hosts in every way: round robin over h hosts, and a
 // shuffled placement. Rings and trees then run over host-contiguous positions.
 std::vector<std::vector<uint64_t>> placements(int p) {
