@@ -13,6 +13,7 @@ tests that do not pass do not.
 
 import os
 import tempfile
+import unittest
 
 # Under CI=..., PyTorch's test runner writes XML reports and needs xmlrunner;
 # this runner reports on stdout (the spawned ranks import this file too).
@@ -35,6 +36,16 @@ class TestBraidSuite(TestDistBackend, DistributedTest._DistTestBase):
     def setUp(self):
         super().setUp()
         self._spawn_processes()
+
+
+# Tests that ask for what PyTorch does not let a plugin backend provide
+# (docs/pytorch.md lists them): skipped with the reason, not failed.
+PYTORCH_LIMITS = {
+    "test_ddp_logging_data_cpu": "DDP's logging data names every plugin backend 'custom' "
+                                 "(PyTorch's ProcessGroup::getBackendName); dist.get_backend() says 'braid'",
+}
+for _name, _reason in PYTORCH_LIMITS.items():
+    setattr(TestBraidSuite, _name, unittest.skip(_reason)(getattr(TestBraidSuite, _name)))
 
 
 if __name__ == "__main__":
