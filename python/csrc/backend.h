@@ -132,6 +132,10 @@ class BraidBackend final : public c10d::Backend {
   // A setting of the communicator (`issue` calls braid on it), in order with
   // the operations issued before and after; returns when it has run.
   void configure(const char* name, std::function<void(const IssueContext&)> issue);
+  // recv and recvAnysource: a receive into `t` from the rank sourceOf() names
+  // when the operation's turn comes on the worker (counted for any_source.h).
+  c10::intrusive_ptr<c10d::Work> receive(const at::Tensor& t, c10d::OpType type, const char* name,
+                                         std::function<int()> sourceOf);
   // allreduce of a sparse (COO) CPU tensor: Gloo's gather-and-coalesce sum.
   c10::intrusive_ptr<c10d::Work> allreduceSparse(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts);
   void post(const std::shared_ptr<Batch>& batch);

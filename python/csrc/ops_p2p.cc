@@ -141,19 +141,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::recv(std::vector<at::Tensor>& tenso
   const at::Tensor& t = single(tensors, "recv");
   TORCH_CHECK(srcRank >= 0 && srcRank < size_ && srcRank != rank_, "braid: recv from rank ", srcRank,
               " on rank ", rank_, " in a group of ", size_);
-  Staged out = stageOut(t, "recv");
-  auto source = std::make_shared<std::atomic<int>>(-1);
-  Part part;
-  part.tensors = {t, out.flat};
-  part.issue = [out, srcRank, source, ledger = anySource_](const IssueContext& ic) {
-    ledger->noteReceive(srcRank);
-    ic.check(braid().recv(out.data(), byteSize(out.flat), ncclUint8, srcRank, ic.comm, ic.stream), "ncclRecv");
-    source->store(srcRank);
-  };
-  part.finish = [out] { out.writeBack(); };
-  OpSpec spec = combine(c10d::OpType::RECV, "recv", {part}, tensors);
-  spec.source = source;
-  return submit(std::move(spec));
+  return receive(t, c10d::OpType::RECV, "recv", [srcRank] { return srcRank; });
 }
 
 c10::intrusive_ptr<c10d::Work> BraidBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
@@ -164,21 +152,28 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::recvAnysource(std::vector<at::Tenso
     TORCH_CHECK(!coalescing_, "braid: recv from any source inside a coalesced batch (batch_isend_irecv): the "
                               "batch's operations are issued together, before any source is known");
   }
-  Staged out = stageOut(t, "recvAnySource");
-  auto source = std::make_shared<std::atomic<int>>(-1);
-  Part part;
-  part.tensors = {t, out.flat};
-  part.issue = [out, source, ledger = anySource_, ctx = ctx_](const IssueContext& ic) {
-    const int src = ledger->pickSource(ctx->timeout, [&ctx] {
+  return receive(t, c10d::OpType::RECVANYSOURCE, "recvAnySource", [ledger = anySource_, ctx = ctx_] {
+    return ledger->pickSource(ctx->timeout, [&ctx] {
       std::lock_guard<std::mutex> lock(ctx->mutex);
       return ctx->aborted;
     });
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> BraidBackend::receive(const at::Tensor& t, c10d::OpType type, const char* name,
+                                                     std::function<int()> sourceOf) {
+  Staged out = stageOut(t, name);
+  auto source = std::make_shared<std::atomic<int>>(-1);
+  Part part;
+  part.tensors = {t, out.flat};
+  part.issue = [out, source, sourceOf, ledger = anySource_](const IssueContext& ic) {
+    const int src = sourceOf();
     ledger->noteReceive(src);
     ic.check(braid().recv(out.data(), byteSize(out.flat), ncclUint8, src, ic.comm, ic.stream), "ncclRecv");
     source->store(src);
   };
   part.finish = [out] { out.writeBack(); };
-  OpSpec spec = combine(c10d::OpType::RECVANYSOURCE, "recvAnySource", {part}, tensors);
+  OpSpec spec = combine(type, name, {part}, {t});
   spec.source = source;
   return submit(std::move(spec));
 }
