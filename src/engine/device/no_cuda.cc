@@ -49,9 +49,9 @@ bool isDeviceMemory(const void* ptr) {
          type == kMemoryTypeDevice;
 }
 
-Result classifyGroup(const std::vector<Task>& tasks, bool* device) {
+Result classifyGroup(const std::vector<engine::Task>& tasks, bool* device) {
   *device = false;
-  for (const Task& t : tasks) {
+  for (const engine::Task& t : tasks) {
     if (t.count == 0) continue;
     for (const void* p : {t.sendbuff, static_cast<const void*>(t.recvbuff)}) {
       if (isDeviceMemory(p))
@@ -64,7 +64,7 @@ Result classifyGroup(const std::vector<Task>& tasks, bool* device) {
   return Result::success();
 }
 
-Result submitDeviceGroup(const std::vector<Task>&, const StagedRunner&) {
+Result submitDeviceGroup(const std::vector<engine::Task>&, const StagedRunner&) {
   return fail(ncclInvalidArgument, "device buffers need a braid built with CUDA");
 }
 
