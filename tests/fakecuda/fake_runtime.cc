@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -125,6 +126,10 @@ void checkLaunchStream(cudaStream_t stream, const char* what) {
   const std::string call = std::string(what) + " launched on the legacy default stream";
   checkSync(call.c_str(), __builtin_return_address(0), true);
 }
+
+std::atomic<uint64_t> pinnedAllocationCount{0};
+
+uint64_t pinnedAllocations() { return pinnedAllocationCount.load(); }
 
 }  // namespace fakecuda
 
@@ -245,6 +250,7 @@ cudaError_t CUDARTAPI cudaFree(void* devPtr) {
 cudaError_t CUDARTAPI cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {
   FAKECUDA_SYNC("cudaHostAlloc");
   if (pHost == nullptr) return result(cudaErrorInvalidValue);
+  fakecuda::pinnedAllocationCount.fetch_add(1);
   *pHost = dev().allocate(size, fakecuda::MemKind::Pinned, fakecuda::tDevice, true);
   return *pHost ? cudaSuccess : result(cudaErrorMemoryAllocation);
 }
@@ -252,6 +258,7 @@ cudaError_t CUDARTAPI cudaHostAlloc(void** pHost, size_t size, unsigned int flag
 cudaError_t CUDARTAPI cudaMallocHost(void** ptr, size_t size) {
   FAKECUDA_SYNC("cudaMallocHost");
   if (ptr == nullptr) return result(cudaErrorInvalidValue);
+  fakecuda::pinnedAllocationCount.fetch_add(1);
   *ptr = dev().allocate(size, fakecuda::MemKind::Pinned, fakecuda::tDevice, true);
   return *ptr ? cudaSuccess : result(cudaErrorMemoryAllocation);
 }
@@ -325,6 +332,21 @@ cudaError_t CUDARTAPI cudaMemcpyAsync(void* dst, const void* src, size_t count, 
   FAKECUDA_LEGACY(stream, "cudaMemcpyAsync");
   if (!fakecuda::validCopy(dst, src, count, kind)) return result(cudaErrorInvalidValue);
   return result(fakecuda::enqueueOn(stream, [=] { std::memmove(dst, src, count); }));
+}
+
+// Rows of `width` bytes, each checked as a copy of its own.
+cudaError_t CUDARTAPI cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                                        size_t height, cudaMemcpyKind kind, cudaStream_t stream) {
+  FAKECUDA_LEGACY(stream, "cudaMemcpy2DAsync");
+  if (width > dpitch || width > spitch) return result(cudaErrorInvalidPitchValue);
+  for (size_t row = 0; row < height; ++row)
+    if (!fakecuda::validCopy(static_cast<char*>(dst) + row * dpitch, static_cast<const char*>(src) + row * spitch,
+                             width, kind))
+      return result(cudaErrorInvalidValue);
+  return result(fakecuda::enqueueOn(stream, [=] {
+    for (size_t row = 0; row < height; ++row)
+      std::memmove(static_cast<char*>(dst) + row * dpitch, static_cast<const char*>(src) + row * spitch, width);
+  }));
 }
 
 cudaError_t CUDARTAPI cudaMemset(void* devPtr, int value, size_t count) {

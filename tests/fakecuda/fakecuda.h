@@ -34,6 +34,10 @@ void finishLaunch(uint64_t id);
 // How many tracked kernels were launched so far in this process.
 uint64_t launchesTracked();
 
+// How many blocks of pinned memory (cudaHostAlloc, cudaMallocHost) were made
+// so far in this process.
+uint64_t pinnedAllocations();
+
 // Whether `p` .. `p + bytes` lies in memory the emulated device may address
 // (device memory, mapped or portable pinned memory).
 bool deviceAddressable(const void* p, size_t bytes);

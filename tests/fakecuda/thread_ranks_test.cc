@@ -84,14 +84,12 @@ TEST_P(ThreadRanks, QueuedCallsOfSeveralSizesFromAThreadPerRank) {
 // All-gather and scatter from a thread per rank, each thread destroying its
 // own communicator once every rank's stream is done, as the perf tools' -t
 // does (on an H200, staged, 4 ranks: scatter_perf and all_gather_perf stalled
-// at their end before the kernels' code was loaded at creation). The calls fit
-// the staging reserve: a larger staged call still allocates pinned memory
-// while other ranks' kernels wait, and a destruction while they wait frees it
-// (issue 16's remaining item: staging larger calls through the reserve).
+// at their end before the kernels' code was loaded at creation). Calls larger
+// than the reserve's blocks: staged_pieces_test.cc.
 TEST_P(ThreadRanks, GatherAndScatterThenEachThreadDestroys) {
   ncclComm_t comms[kRanks] = {};
   ASSERT_NO_FATAL_FAILURE(initRanks(GetParam(), comms));
-  constexpr size_t kCount = 16384 + 3;  // per rank, int32: within the staging reserve
+  constexpr size_t kCount = 16384 + 3;  // per rank, int32
   std::vector<int32_t*> send(kRanks), recv(kRanks);
   std::vector<cudaStream_t> streams(kRanks);
   for (int r = 0; r < kRanks; ++r) {

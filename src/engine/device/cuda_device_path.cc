@@ -92,111 +92,260 @@ void prepareDeviceWork(ncclComm* comm) {
 
 namespace {
 
-// One call's staging.
+// Blocks a call in pieces cycles through: while the host works on one piece,
+// the next one's contribution is copied in.
+constexpr size_t kPieceDepth = 2;
+// What one piece's rows may take of a block (the rest: alignment, a scalar).
+constexpr size_t kPieceBudget = kStagingBlockMax - 512;
+
+// One call's staging: its pieces (column ranges of its rows, stagePieceColumns)
+// pass through its blocks in turn. Stream order on the call's stream keeps a
+// block's next copy in behind its previous copy out, and the host work on a
+// piece that reuses a block starts once its stream has passed that point: a
+// block is reused with no wait on the host.
 struct StagedCall {
-  StageSpan span;
-  StageLayout layout;
-  PinnedBlock block;
-  size_t scalarOffset = 0;  // of a device-resident PreMulSum scalar in `block`
-  engine::Task staged;      // the call with its buffers in `block`
+  StageRows rows;
+  size_t columns = 0;  // per piece
+  size_t pieces = 1;
+  std::vector<PinnedBlock> blocks;
+  std::vector<bool> returned;  // per block: handed to an InflightJob, which returns it to the pool
 };
 
-// Where one call's bytes go in pinned memory (a block from the pool), and the
-// call on them.
-Result prepareCall(DeviceProxy* proxy, const engine::Task& t, StagedCall* c) {
-  c->span = stageSpanOf(t, t.comm->rank, t.comm->nranks);
-  c->layout = stageLayoutOf(t.sendbuff, t.recvbuff, c->span);
-  c->staged = t;
-  c->staged.sendbuff = nullptr;
-  c->staged.recvbuff = nullptr;
-  // A device-resident PreMulSum scalar travels at the end of the block.
-  c->scalarOffset = (c->layout.blockBytes + 63) & ~size_t(63);
-  const size_t blockBytes = t.deviceScalar ? c->scalarOffset + sizeof(t.op.scalar) : c->layout.blockBytes;
-  if (blockBytes > 0) BRAID_TRY(proxy->stagingBlock(blockBytes, &c->block));
-  if (c->span.outBytes) c->staged.recvbuff = c->block.data + c->layout.outOffset;
-  if (t.deviceScalar) c->staged.deviceScalar = c->block.data + c->scalarOffset;
-  if (c->span.inBytes) c->staged.sendbuff = c->block.data + c->layout.inOffset;
+size_t elementBytes(const engine::Task& t) { return reduce::typeSize(t.type); }
+
+// Where piece `p`'s rows and scalar lie in its block.
+struct PieceGeometry {
+  size_t first = 0;  // column
+  size_t columns = 0;
+  StageLayout layout;
+  size_t scalarOffset = 0;  // of a device-resident PreMulSum scalar
+  size_t blockBytes = 0;
+};
+
+PieceGeometry pieceOf(const engine::Task& t, const StagedCall& c, size_t p) {
+  PieceGeometry g;
+  g.first = p * c.columns;
+  g.columns = std::min(c.columns, t.count - std::min(t.count, g.first));
+  g.layout = stageLayoutOf(c.rows, g.columns * elementBytes(t));
+  g.scalarOffset = (g.layout.blockBytes + 63) & ~size_t(63);
+  g.blockBytes = t.deviceScalar ? g.scalarOffset + sizeof(t.op.scalar) : g.layout.blockBytes;
+  return g;
+}
+
+// The call's pieces and blocks: `columns` per piece (all of them: one piece).
+Result prepareCall(DeviceProxy* proxy, const engine::Task& t, size_t columns, StagedCall* c) {
+  c->rows = stageRowsOf(t, t.comm->rank, t.comm->nranks);
+  c->columns = std::max<size_t>(columns, 1);
+  c->pieces = t.count == 0 ? 1 : (t.count + c->columns - 1) / c->columns;
+  const size_t bytes = pieceOf(t, *c, 0).blockBytes;  // the first piece is the largest
+  if (bytes == 0) return Result::success();
+  for (size_t i = 0; i < std::min(c->pieces, kPieceDepth); ++i) {
+    PinnedBlock b;
+    BRAID_TRY(proxy->stagingBlock(bytes, &b));
+    c->blocks.push_back(b);
+    c->returned.push_back(false);
+  }
   return Result::success();
 }
 
-// Enqueues the copies of the call's contribution (and scalar) to pinned memory.
-Result copyIn(const engine::Task& t, const StagedCall& c) {
+Result prepareStagedCall(DeviceProxy* proxy, const engine::Task& t, StagedCall* c) {
+  return prepareCall(proxy, t, stagePieceColumns(t, t.comm->nranks, kPieceBudget), c);
+}
+
+const PinnedBlock* blockOf(const StagedCall& c, size_t p) {
+  return c.blocks.empty() ? nullptr : &c.blocks[p % c.blocks.size()];
+}
+
+// Piece `p` of the call as a call on its block.
+engine::Task pieceTask(const engine::Task& t, const StagedCall& c, size_t p) {
+  const PieceGeometry g = pieceOf(t, c, p);
+  const PinnedBlock* block = blockOf(c, p);
+  engine::Task piece = t;
+  piece.count = g.columns;
+  piece.sendbuff = c.rows.in && block ? block->data + g.layout.inOffset : nullptr;
+  piece.recvbuff = c.rows.out && block ? block->data + g.layout.outOffset : nullptr;
+  if (t.deviceScalar) piece.deviceScalar = block->data + g.scalarOffset;
+  return piece;
+}
+
+// `rows` rows of `width` bytes, `spitch` and `dpitch` apart.
+Result copyRows(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t rows,
+                cudaMemcpyKind kind, cudaStream_t stream) {
+  if (width == 0 || rows == 0) return Result::success();
+  if (rows == 1 || (dpitch == width && spitch == width))
+    BRAID_CUDA_TRY(cudaMemcpyAsync(dst, src, width * rows, kind, stream));
+  else if (std::max(dpitch, spitch) <= size_t(INT32_MAX))
+    BRAID_CUDA_TRY(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, kind, stream));
+  else  // beyond the pitches a 2D copy takes
+    for (size_t r = 0; r < rows; ++r)
+      BRAID_CUDA_TRY(cudaMemcpyAsync(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch,
+                                     width, kind, stream));
+  return Result::success();
+}
+
+// Enqueues the copies of piece `p`'s contribution (and scalar) to pinned memory.
+Result copyIn(const engine::Task& t, const StagedCall& c, size_t p) {
+  const PieceGeometry g = pieceOf(t, c, p);
+  const PinnedBlock* block = blockOf(c, p);
+  if (block == nullptr) return Result::success();
   if (t.deviceScalar)
-    BRAID_CUDA_TRY(cudaMemcpyAsync(c.block.data + c.scalarOffset, t.deviceScalar, reduce::typeSize(t.type),
+    BRAID_CUDA_TRY(cudaMemcpyAsync(block->data + g.scalarOffset, t.deviceScalar, elementBytes(t),
                                    cudaMemcpyDeviceToHost, t.stream));
-  if (c.span.inBytes)
-    BRAID_CUDA_TRY(cudaMemcpyAsync(c.block.data + c.layout.inOffset, t.sendbuff, c.span.inBytes,
-                                   cudaMemcpyDeviceToHost, t.stream));
+  const size_t es = elementBytes(t);
+  return copyRows(block->data + g.layout.inOffset, g.columns * es, static_cast<const char*>(t.sendbuff) + g.first * es,
+                  t.count * es, g.columns * es, c.rows.in, cudaMemcpyDeviceToHost, t.stream);
+}
+
+// Enqueues the copies of piece `p`'s results back into the user's buffer.
+Result copyOut(const engine::Task& t, const StagedCall& c, size_t p) {
+  const PieceGeometry g = pieceOf(t, c, p);
+  const PinnedBlock* block = blockOf(c, p);
+  if (block == nullptr) return Result::success();
+  const size_t es = elementBytes(t);
+  return copyRows(static_cast<char*>(t.recvbuff) + g.first * es, t.count * es, block->data + g.layout.outOffset,
+                  g.columns * es, g.columns * es, c.rows.out, cudaMemcpyHostToDevice, t.stream);
+}
+
+// One communicator's calls of the group, staged in rounds: round j runs piece
+// j of every call that has one, as one job of its proxy.
+struct CommStaging {
+  DeviceProxy* proxy = nullptr;
+  std::vector<size_t> mine;       // its tasks in the group
+  std::vector<StagedCall> calls;  // parallel to mine
+  size_t rounds = 0;
+  std::vector<uint64_t> waitValues;  // of the rounds handed to the proxy
+};
+
+Result prepareComm(const std::vector<engine::Task>& tasks, CommStaging* s) {
+  s->calls.resize(s->mine.size());
+  for (size_t k = 0; k < s->mine.size(); ++k) {
+    BRAID_TRY(prepareStagedCall(s->proxy, tasks[s->mine[k]], &s->calls[k]));
+    s->rounds = std::max(s->rounds, s->calls[k].pieces);
+  }
   return Result::success();
 }
 
-// Enqueues the copies of the results back into the user's buffer.
-Result copyOut(const engine::Task& t, const StagedCall& c) {
-  if (c.span.outBytes)
-    BRAID_CUDA_TRY(cudaMemcpyAsync(t.recvbuff, c.block.data + c.layout.outOffset, c.span.outBytes,
-                                   cudaMemcpyHostToDevice, t.stream));
-  return Result::success();
-}
-
-// Copies the contributions of one communicator's calls to pinned memory.
-Result stageIn(DeviceProxy* proxy, const std::vector<engine::Task>& tasks, const std::vector<size_t>& mine,
-               std::vector<StagedCall>* calls, DeviceJob* job) {
-  for (size_t i : mine) {
-    const engine::Task& t = tasks[i];
-    StagedCall& c = (*calls)[i];
-    BRAID_TRY(prepareCall(proxy, t, &c));
-    BRAID_TRY(copyIn(t, c));
-    if (c.span.inBytes || t.deviceScalar) {
+// Copies round j's contributions to pinned memory, as a job for the proxy.
+Result stageIn(const std::vector<engine::Task>& tasks, CommStaging& s, size_t j, DeviceJob* job) {
+  for (size_t k = 0; k < s.mine.size(); ++k) {
+    const engine::Task& t = tasks[s.mine[k]];
+    const StagedCall& c = s.calls[k];
+    if (j >= c.pieces) continue;
+    BRAID_TRY(copyIn(t, c, j));
+    // A reused block: the host work must also wait for the previous piece's
+    // copy out of it, even where nothing is copied in.
+    if (!c.blocks.empty() && (c.rows.in || t.deviceScalar || j >= c.blocks.size())) {
       job->ready.emplace_back();
       BRAID_TRY(job->ready.back().record(t.stream));
     }
-    job->staged.push_back(c.staged);
+    job->staged.push_back(pieceTask(t, c, j));
     job->sequence = std::max(job->sequence, t.sequence);
   }
   // Under CUDA_LAUNCH_BLOCKING=1 the stream-wait launch waits, inside the
   // CUDA runtime, for its kernel, which waits for the proxy: the proxy must
   // then make no CUDA call (an event query waits behind the launch; seen on an
   // H200). The copies are done (they were blocking too): the job goes ready.
-  if (proxy->comm()->settings.launchesBlock) {
+  if (s.proxy->comm()->settings.launchesBlock) {
     for (CudaEvent& e : job->ready) BRAID_CUDA_TRY(cudaEventSynchronize(e.get()));
     job->ready.clear();
   }
   return Result::success();
 }
 
-// Holds each stream until the job is published, then copies the results back.
-Result stageOut(DeviceProxy* proxy, uint64_t sequence, const std::vector<engine::Task>& tasks,
-                const std::vector<size_t>& mine, std::vector<StagedCall>* calls, InflightJob* inflight) {
+Result submitRound(const std::vector<engine::Task>& tasks, CommStaging& s, size_t j, const StagedRunner& run) {
+  DeviceJob job;
+  BRAID_TRY(stageIn(tasks, s, j, &job));
+  job.run = run;
+  s.waitValues.push_back(s.proxy->submit(std::move(job)));
+  return Result::success();
+}
+
+// Whether piece j is the last to use its block.
+bool lastUseOfBlock(const StagedCall& c, size_t j) {
+  return j < c.pieces && !c.blocks.empty() && j + c.blocks.size() >= c.pieces;
+}
+
+// Holds each stream of round j until its job is published, then copies the
+// results back; the blocks whose last piece this is return to the pool after.
+Result stageOut(const std::vector<engine::Task>& tasks, CommStaging& s, size_t j, InflightJob* inflight) {
   std::set<cudaStream_t> held;
-  for (size_t i : mine) {
-    const engine::Task& t = tasks[i];
-    StagedCall& c = (*calls)[i];
+  for (size_t k = 0; k < s.mine.size(); ++k) {
+    const engine::Task& t = tasks[s.mine[k]];
+    StagedCall& c = s.calls[k];
+    if (j >= c.pieces) continue;
     if (held.insert(t.stream).second)
-      BRAID_TRY(kernels::launchStreamWait(proxy->words().devicePublished(), sequence, proxy->words().deviceAbort(),
-                                          t.stream));
-    BRAID_TRY(copyOut(t, c));
+      BRAID_TRY(kernels::launchStreamWait(s.proxy->words().devicePublished(), s.waitValues[j],
+                                          s.proxy->words().deviceAbort(), t.stream));
+    BRAID_TRY(copyOut(t, c, j));
     inflight->done.emplace_back();
     BRAID_TRY(inflight->done.back().record(t.stream));
+    if (lastUseOfBlock(c, j)) inflight->blocks.push_back(*blockOf(c, j));
   }
   return Result::success();
 }
 
-// stageIn on a capturing stream (one per communicator: classifyGroup). The
-// staging memory belongs to the captured job, which the graph owns from before
-// any copy into it is captured; no event is recorded (none recorded in a
-// capture could be queried), the job's host function follows the copies.
+// The blocks of calls whose copies may still run or whose host work may still
+// use them: never reused.
+void abandonBlocks(CommStaging& s) {
+  for (StagedCall& c : s.calls)
+    for (size_t b = 0; b < c.blocks.size(); ++b)
+      if (!c.returned[b]) s.proxy->pool().abandon(c.blocks[b]);
+}
+
+// Enqueues the staged communicators' rounds. The first kPieceDepth rounds of
+// every communicator are copied in before any stream waits, so ranks of one
+// process that share a stream never wait behind each other's wait kernel; a
+// later round's copies in follow the stream waits of the round that used its
+// blocks before.
+Result runRounds(const std::vector<engine::Task>& tasks, std::vector<CommStaging*>& comms, const StagedRunner& run) {
+  Result r;
+  for (size_t j = 0; j < kPieceDepth && r.ok(); ++j)
+    for (CommStaging* s : comms) {
+      if (j >= s->rounds) continue;
+      DeviceGuard guard(s->proxy->device());
+      r = guard.status();
+      if (r.ok()) r = submitRound(tasks, *s, j, run);
+      if (!r.ok()) break;
+    }
+  size_t rounds = 0;
+  for (CommStaging* s : comms) rounds = std::max(rounds, s->rounds);
+  for (size_t j = 0; j < rounds && r.ok(); ++j)
+    for (CommStaging* s : comms) {
+      if (j >= s->rounds) continue;
+      DeviceGuard guard(s->proxy->device());
+      r = guard.status();
+      InflightJob inflight;
+      if (r.ok()) r = stageOut(tasks, *s, j, &inflight);
+      if (r.ok()) {  // else its events are not all recorded: its blocks are abandoned below
+        for (StagedCall& c : s->calls)
+          if (lastUseOfBlock(c, j)) c.returned[j % c.blocks.size()] = true;
+        s->proxy->addInflight(std::move(inflight));
+      }
+      if (r.ok() && j + kPieceDepth < s->rounds) r = submitRound(tasks, *s, j + kPieceDepth, run);
+      if (!r.ok()) break;
+    }
+  if (!r.ok())
+    for (CommStaging* s : comms) abandonBlocks(*s);
+  return r;
+}
+
+// A call captured in a CUDA graph stages whole, in blocks the graph owns from
+// before any copy into them is captured (they are made at capture, once): one
+// piece. No event is recorded (none recorded in a capture could be queried);
+// the job's host function follows the copies.
 Result captureIn(DeviceProxy* proxy, const StagedRunner& run, cudaGraph_t graph, const std::vector<engine::Task>& tasks,
                  const std::vector<size_t>& mine, std::vector<StagedCall>* calls, std::shared_ptr<CapturedJob>* out) {
   auto job = std::make_shared<CapturedJob>();
   job->run = run;
+  calls->resize(mine.size());
   Result r;
-  for (size_t i : mine) {
-    StagedCall& c = (*calls)[i];
-    r = prepareCall(proxy, tasks[i], &c);
-    if (!r.ok()) break;
-    if (c.block.data) job->blocks.push_back(c.block);
-    job->staged.push_back(c.staged);
-    job->sequence = std::max(job->sequence, tasks[i].sequence);
+  for (size_t k = 0; k < mine.size() && r.ok(); ++k) {
+    const engine::Task& t = tasks[mine[k]];
+    StagedCall& c = (*calls)[k];
+    r = prepareCall(proxy, t, t.count, &c);
+    job->blocks.insert(job->blocks.end(), c.blocks.begin(), c.blocks.end());
+    job->staged.push_back(pieceTask(t, c, 0));
+    job->sequence = std::max(job->sequence, t.sequence);
   }
   if (!r.ok()) {
     for (const PinnedBlock& b : job->blocks) proxy->pool().release(b);  // nothing was enqueued
@@ -204,20 +353,19 @@ Result captureIn(DeviceProxy* proxy, const StagedRunner& run, cudaGraph_t graph,
   }
   BRAID_TRY(proxy->adoptCaptured(job, graph));
   *out = job;
-  for (size_t i : mine) BRAID_TRY(copyIn(tasks[i], (*calls)[i]));
+  for (size_t k = 0; k < mine.size(); ++k) BRAID_TRY(copyIn(tasks[mine[k]], (*calls)[k], 0));
   return Result::success();
 }
 
-// stageOut on a capturing stream: the stream-wait kernel reads the ticket that
-// the launch's host function wrote.
+// The stream-wait kernel of a captured job reads the ticket that the launch's
+// host function wrote.
 Result captureOut(DeviceProxy* proxy, const CapturedJob& job, const std::vector<engine::Task>& tasks,
                   const std::vector<size_t>& mine, const std::vector<StagedCall>& calls) {
   BRAID_TRY(kernels::launchStreamWaitIndirect(proxy->words().deviceLaunchPublished(), job.ticket.device,
                                               proxy->words().deviceAbort(), tasks[mine.front()].stream));
-  for (size_t i : mine) BRAID_TRY(copyOut(tasks[i], calls[i]));
+  for (size_t k = 0; k < mine.size(); ++k) BRAID_TRY(copyOut(tasks[mine[k]], calls[k], 0));
   return Result::success();
 }
-
 }  // namespace
 
 namespace {
@@ -278,66 +426,52 @@ Result submitDeviceGroup(const std::vector<engine::Task>& tasks, const StagedRun
     BRAID_TRY(captureOf(tasks[byComm[comm].front()].stream, &captures[comm]));
   }
 
-  // Every copy to the host is enqueued before any wait: ranks of one process
-  // that share a stream then never wait behind each other's wait kernel.
-  std::vector<StagedCall> calls(tasks.size());
-  std::map<ncclComm*, DeviceJob> jobs;
+  // Captured communicators: every copy to the host is captured before any
+  // wait (ranks of one process may share the capturing stream), then each
+  // launch submits its job after its copies. Their streams capture, so they
+  // are not the staged communicators' streams.
+  std::map<ncclComm*, std::vector<StagedCall>> capturedCalls;
   std::map<ncclComm*, std::shared_ptr<CapturedJob>> captured;
-  Result r;
   for (ncclComm* comm : comms) {
-    DeviceProxy* proxy = proxies[comm];
-    DeviceGuard guard(proxy->device());
+    if (!captures[comm].active) continue;
+    DeviceGuard guard(proxies[comm]->device());
+    BRAID_TRY(guard.status());
+    proxies[comm]->reclaim();
+    BRAID_TRY(captureIn(proxies[comm], run, captures[comm].graph, tasks, byComm[comm], &capturedCalls[comm],
+                        &captured[comm]));
+  }
+  for (auto& [comm, job] : captured) {
+    DeviceGuard guard(proxies[comm]->device());
+    BRAID_TRY(guard.status());
+    BRAID_TRY(proxies[comm]->enqueueLaunch(job.get(), tasks[byComm[comm].front()].stream));
+  }
+
+  std::vector<CommStaging> staging;
+  for (ncclComm* comm : comms)
+    if (!captures[comm].active) staging.push_back(CommStaging{proxies[comm], byComm[comm], {}, 0, {}});
+  std::vector<CommStaging*> stagedComms;
+  Result r;
+  for (CommStaging& s : staging) {
+    DeviceGuard guard(s.proxy->device());
     r = guard.status();
-    if (r.ok()) {
-      proxy->reclaim();
-      r = captures[comm].active
-              ? captureIn(proxy, run, captures[comm].graph, tasks, byComm[comm], &calls, &captured[comm])
-              : stageIn(proxy, tasks, byComm[comm], &calls, &jobs[comm]);
-    }
+    if (r.ok()) s.proxy->reclaim();
+    if (r.ok()) r = prepareComm(tasks, &s);
+    stagedComms.push_back(&s);
     if (!r.ok()) break;
   }
-  // A launch submits a captured job after its copies.
-  for (ncclComm* comm : comms) {
-    if (!r.ok() || !captures[comm].active) continue;
-    DeviceGuard guard(proxies[comm]->device());
-    r = guard.status();
-    if (r.ok()) r = proxies[comm]->enqueueLaunch(captured[comm].get(), tasks[byComm[comm].front()].stream);
-  }
   if (!r.ok()) {
-    // Nothing was handed to a proxy; copies may still be writing the blocks.
-    // Those of captured calls belong to their graphs.
-    for (ncclComm* comm : comms)
-      if (!captures[comm].active)
-        for (size_t i : byComm[comm]) proxies[comm]->pool().abandon(calls[i].block);
+    for (CommStaging* s : stagedComms)  // nothing was enqueued
+      for (const StagedCall& c : s->calls)
+        for (const PinnedBlock& b : c.blocks) s->proxy->pool().release(b);
     return r;
   }
-  std::map<ncclComm*, uint64_t> sequences;
-  for (ncclComm* comm : comms) {
-    if (captures[comm].active) continue;
-    DeviceJob& job = jobs[comm];
-    job.run = run;
-    sequences[comm] = job.sequence;
-    proxies[comm]->submit(std::move(job));
-  }
-  for (ncclComm* comm : comms) {
-    DeviceProxy* proxy = proxies[comm];
-    DeviceGuard guard(proxy->device());
+  r = runRounds(tasks, stagedComms, run);
+
+  for (auto& [comm, job] : captured) {
+    DeviceGuard guard(proxies[comm]->device());
     Result s = guard.status();
-    if (captures[comm].active) {
-      if (s.ok()) s = captureOut(proxy, *captured[comm], tasks, byComm[comm], calls);
-      if (r.ok()) r = s;  // the graph owns the staging memory
-      continue;
-    }
-    InflightJob inflight;
-    if (s.ok()) s = stageOut(proxy, sequences[comm], tasks, byComm[comm], &calls, &inflight);
-    if (s.ok()) {
-      for (size_t i : byComm[comm]) inflight.blocks.push_back(calls[i].block);
-      proxy->addInflight(std::move(inflight));
-      continue;
-    }
-    // The host work still uses the blocks, and no event says when it is done.
-    for (size_t i : byComm[comm]) proxy->pool().abandon(calls[i].block);
-    if (r.ok()) r = s;
+    if (s.ok()) s = captureOut(proxies[comm], *job, tasks, byComm[comm], capturedCalls[comm]);
+    if (r.ok()) r = s;  // the graph owns the staging memory
   }
   return r;
 }

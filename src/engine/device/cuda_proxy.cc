@@ -24,8 +24,11 @@ constexpr auto kReleaseWait = std::chrono::seconds(30);
 // stream), two of each up to 1 MiB.
 constexpr size_t kSmallClassMax = size_t(64) << 10;
 constexpr size_t kSmallPerClass = 8;
-constexpr size_t kLargeClassMax = size_t(1) << 20;
+constexpr size_t kLargeClassMax = kStagingBlockMax;
 constexpr size_t kLargePerClass = 2;
+// Blocks of the largest class: a call in pieces cycles through two, so two
+// such calls of a group (or a call and the next) stage without allocating.
+constexpr size_t kLargestClassCount = 4;
 
 // How long a call that finds no free staging block waits for the
 // communicator's earlier device work to return one before it allocates.
@@ -113,7 +116,8 @@ Result DeviceProxy::start() {
   // Before any launch of this communicator (its first device calls are
   // planned in one group with its peers'), the blocks common calls need.
   BRAID_TRY(pool_.reserve(1, kSmallClassMax, kSmallPerClass));
-  BRAID_TRY(pool_.reserve(kSmallClassMax * 2, kLargeClassMax, kLargePerClass));
+  BRAID_TRY(pool_.reserve(kSmallClassMax * 2, kLargeClassMax / 2, kLargePerClass));
+  BRAID_TRY(pool_.reserve(kLargeClassMax, kLargeClassMax, kLargestClassCount));
   if (comm_->settings.deviceKernels && comm_->timeSlicedGpu.empty()) {
     std::unique_ptr<lanes::LaneMemory> memory;
     BRAID_TRY(makeReservedCudaLaneMemory(device_, &memory));
@@ -174,12 +178,15 @@ DeviceProxy::~DeviceProxy() {
              comm_->rank, captured_.size(), bytes);
 }
 
-void DeviceProxy::submit(DeviceJob&& job) {
+uint64_t DeviceProxy::submit(DeviceJob&& job) {
+  uint64_t waitValue = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    job.waitValue = waitValue = ++lastWaitValue_;
     queue_.push_back(std::move(job));
   }
   cv_.notify_all();
+  return waitValue;
 }
 
 void DeviceProxy::drain() {
@@ -462,7 +469,7 @@ void DeviceProxy::runJob(DeviceJob& job) {
   if (job.captured) {
     words_.publishLaunch(job.ticket);
   } else {
-    words_.publish(job.sequence);
+    words_.publish(job.waitValue);
   }
   job.ready.clear();  // after the publication: a CUDA call may wait behind a blocking launch
 }

@@ -47,7 +47,10 @@ class CudaEvent {
 // What the proxy runs for one communicator's calls of one group, or for one
 // launch of a graph that captured such calls.
 struct DeviceJob {
-  uint64_t sequence = 0;          // outside graphs: published when the host work ends, failed or not
+  uint64_t sequence = 0;          // the calls' operation number (for messages)
+  // Outside graphs: what its stream-wait kernels wait for, published when its
+  // host work ends, failed or not (set by DeviceProxy::submit, in issue order).
+  uint64_t waitValue = 0;
   bool captured = false;          // a graph launch: its ticket is published instead
   uint64_t ticket = 0;            // a graph launch's, in the order launches reached the proxy
   std::vector<engine::Task> staged;  // the calls, their buffers in pinned memory
@@ -79,6 +82,10 @@ struct CapturedJob {
   std::atomic<bool> released{false};    // by the graph: no launch will come
 };
 
+// The largest blocks of a communicator's pinned reserve: the staged path
+// carries a call through pinned memory in pieces that fit one.
+constexpr size_t kStagingBlockMax = size_t(1) << 20;
+
 class DeviceProxy {
  public:
   DeviceProxy(ncclComm* comm, int device);
@@ -103,7 +110,8 @@ class DeviceProxy {
   // Watches this communicator's plan kernels (lanes/beacon_watch.h).
   lanes::WatchThread& watch() { return watch_; }
 
-  void submit(DeviceJob&& job);
+  // Queues a job issued outside graphs; returns its waitValue.
+  uint64_t submit(DeviceJob&& job);
   void drain();
   // Waits for the queued calls and the running job, then leaves graph launches
   // queued until resume() (a call on host buffers uses the connections).
@@ -158,11 +166,12 @@ class DeviceProxy {
   std::deque<DeviceJob> queue_;     // issued outside graphs, in issue order
   std::deque<DeviceJob> launches_;  // graph launches, in ticket order
   uint64_t lastTicket_ = 0;
+  uint64_t lastWaitValue_ = 0;
   bool busy_ = false;
   bool paused_ = false;  // launches wait: a call on host buffers runs
   bool stop_ = false;
-  std::atomic<bool> lostLaunch_{false};
-  std::atomic<bool> grewPool_{false};  // the reserve ran short once (logged)  // a launch could not be queued (out of memory)
+  std::atomic<bool> lostLaunch_{false};  // a launch could not be queued (out of memory)
+  std::atomic<bool> grewPool_{false};  // the reserve ran short once (logged)
   bool failed_ = false;  // proxy thread only: later jobs are skipped
   std::mutex inflightMu_;
   std::vector<InflightJob> inflight_;
