@@ -21,6 +21,9 @@ struct PeerInfo {
   // The PCI domain, bus and device of the rank's current GPU at creation,
   // packed (gpuBusIdOf), or -1: none, or CUDA not yet in use by the process.
   int32_t gpuBusId;
+  // That GPU's multiprocessors (0 with gpuBusId -1): how many plan-kernel
+  // lanes it runs at once (tuning/device_channels.h).
+  int32_t gpuSms;
   uint8_t tcpAddr[128];   // sockaddr_storage of the interface the bootstrap chose
   char hostname[64];
 };

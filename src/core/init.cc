@@ -18,6 +18,7 @@
 #include "engine/device/device.h"
 #include "engine/device/launch_plan.h"
 #include "transports/registry/registry.h"
+#include "tuning/device_channels.h"
 #include "tuning/planner.h"
 
 namespace braid::core {
@@ -45,6 +46,8 @@ Result makeCommSettings(const ncclConfig_t* config, engine::CommSettings* out) {
   // stay below 1 GiB whatever NCCL_BUFFSIZE asks.
   s.slotBytes = static_cast<size_t>(std::clamp<int64_t>(buff / s.nslots, 4096, kMaxSlotBytes)) & ~size_t(63);
   s.nchannels = static_cast<int>(std::clamp<int64_t>(envInt("BRAID_NCHANNELS", 1), 1, 32));
+  s.nchannelsFixed = !envString("BRAID_NCHANNELS").empty();
+  s.deviceFifoArenaBytes = static_cast<size_t>(std::max<int64_t>(0, envInt("BRAID_DEVICE_FIFO_ARENA", int64_t(64) << 20)));
   s.timeoutSeconds = static_cast<double>(envInt("BRAID_TIMEOUT", 600));
   s.wait.yieldMicros = std::max<int64_t>(0, envInt("BRAID_YIELD_US", 5000));
   s.checkCalls = envInt("BRAID_CHECK", 0) != 0;
@@ -65,8 +68,10 @@ Result makeCommSettings(const ncclConfig_t* config, engine::CommSettings* out) {
     if (configHas(config, &config->blocking) && config->blocking != NCCL_CONFIG_UNDEF_INT)
       s.blocking = config->blocking != 0;
     if (configHas(config, &config->maxCTAs) && config->maxCTAs != NCCL_CONFIG_UNDEF_INT &&
-        config->maxCTAs > 0)
+        config->maxCTAs > 0) {
       s.nchannels = std::min(s.nchannels, config->maxCTAs);
+      s.nchannelsFixed = s.nchannelsFixed || config->maxCTAs < tuning::kMaxDeviceChannels;
+    }
     if (configHas(config, &config->commName) && config->commName) s.name = config->commName;
   }
   *out = s;
@@ -130,6 +135,17 @@ void chooseWaitPolicy(ncclComm* comm) {
   comm->settings.wait.spinPolls = static_cast<int>(std::clamp<int64_t>(envInt("BRAID_SPIN_POLLS", fallback), 1, 1 << 24));
 }
 
+namespace {
+
+// Channels whose FIFOs the plan kernels' arena holds, two FIFOs each (a ring
+// receives on one per channel; trees on more, made on demand past the arena).
+int deviceFifoChannels(const engine::CommSettings& s) {
+  const size_t perChannel = 2 * s.slotBytes * static_cast<size_t>(s.nslots);
+  return static_cast<int>(std::max<size_t>(1, s.deviceFifoArenaBytes / perChannel));
+}
+
+}  // namespace
+
 size_t peerFifoBytes(int nranks, size_t ringFifoBytes) {
   constexpr size_t kBudget = 64 << 20, kFloor = 256 << 10;
   const size_t share = kBudget / static_cast<size_t>(std::max(1, 2 * (nranks - 1)));
@@ -152,7 +168,9 @@ Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int 
     comm->peers.assign(nranks, PeerInfo{});
     comm->peers[rank] = makeLocalPeerInfo(rank, comm->cudaDev, comm->bootstrap->localAddress());
     comm->peers[rank].gpuBusId = device::currentGpuBusId();
+    comm->peers[rank].gpuSms = comm->peers[rank].gpuBusId >= 0 ? device::currentGpuMultiprocessors() : 0;
     BRAID_TRY(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo), deadline));
+    comm->deviceChannelCap = tuning::deviceChannelCap(comm->peers, deviceFifoChannels(comm->settings));
     if (comm->settings.deviceKernels)
       comm->timeSlicedGpu = device::timeSlicedPeers(comm->peers, rank, device::mpsDaemonRunning());
     device::prepareDeviceWork(comm);

@@ -34,6 +34,12 @@ struct CommSettings {
   size_t peerSlotBytes = 512 * 1024;  // the same for per-peer FIFOs (set at init from the rank count)
   int nslots = 8;
   int nchannels = 1;
+  // BRAID_NCHANNELS or ncclConfig_t::maxCTAs set the channels of every call;
+  // else plan kernels choose theirs per call (tuning/device_channels.h).
+  bool nchannelsFixed = false;
+  // BRAID_DEVICE_FIFO_ARENA: device memory made at creation for the plan
+  // kernels' FIFOs with ranks of this process.
+  size_t deviceFifoArenaBytes = size_t(64) << 20;
   double timeoutSeconds = 600;
   WaitPolicy wait;  // spinPolls set at init from ranks per core
   bool checkCalls = false;  // BRAID_CHECK=1: ranks compare their collectives before running them
@@ -102,6 +108,9 @@ struct ncclComm {
   // timeSlicedPeers), so its device calls take the staged path; empty: none.
   std::string timeSlicedGpu;
   braid::engine::CommSettings settings;
+  // The most channels a plan kernel of this communicator uses (alike on
+  // every rank: tuning/device_channels.h).
+  int deviceChannelCap = 1;
 
   std::unique_ptr<braid::bootstrap::Bootstrap> bootstrap;
   std::vector<braid::PeerInfo> peers;

@@ -39,7 +39,7 @@ tuning::TuningInput tuningInputOf(const Task& t) {
   return in;
 }
 
-schedule::CollShape shapeOf(const Task& t) {
+schedule::CollShape shapeOf(const Task& t, int nchannels) {
   ncclComm* comm = t.comm;
   schedule::CollShape s;
   s.coll = t.coll;
@@ -47,7 +47,9 @@ schedule::CollShape shapeOf(const Task& t) {
   s.nranks = comm->nranks;
   s.count = t.count;
   s.root = t.root;
-  const tuning::PlanChoice choice = choosePlan(tuningInputOf(t));
+  tuning::TuningInput in = tuningInputOf(t);
+  if (nchannels > 0) in.nchannels = nchannels;
+  const tuning::PlanChoice choice = choosePlan(in);
   s.algorithm = choice.algorithm;
   s.chunkElems = choice.chunkElems;
   s.nchannels = choice.nchannels;

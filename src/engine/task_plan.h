@@ -15,6 +15,8 @@ tuning::TuningInput tuningInputOf(const Task& t);
 // (CommSettings::wireType) for float32 sums and averages (allreduce,
 // reduce-scatter, reduce) over more than one rank; else None.
 reduce::WireType wireTypeFor(const Task& t);
-schedule::CollShape shapeOf(const Task& t);
+// `nchannels` > 0 replaces the communicator's channel count (plan kernels
+// choose theirs per call: tuning/device_channels.h).
+schedule::CollShape shapeOf(const Task& t, int nchannels = 0);
 
 }  // namespace braid::engine

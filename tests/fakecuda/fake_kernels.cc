@@ -161,6 +161,7 @@ Result launchPlanLanes(executor::LaneExec* lanes, uint32_t nlanes, uint32_t thre
       (statuses != nullptr && !fakecuda::deviceAddressable(statuses, sizeof(int32_t) * nlanes)))
     return Result(ncclUnhandledCudaError, "plan kernel failed to launch: its lanes or statuses are not device memory");
   const uint32_t threads = emulatedThreads(threadsPerLane);
+  fakecuda::notePlanLaunch(nlanes);
   const std::string what = "plan kernel (" + std::to_string(nlanes) + " lanes" + (anyFp8 ? ", fp8" : "") + ")";
   const cudaError_t err =
       enqueueKernel(what, stream, [=] { runLanes(lanes, nlanes, threads, statuses); });

@@ -128,8 +128,22 @@ void checkLaunchStream(cudaStream_t stream, const char* what) {
 }
 
 std::atomic<uint64_t> pinnedAllocationCount{0};
+std::atomic<uint64_t> streamAllocationCount{0};
+std::atomic<uint64_t> hostFunctionCount{0};
+
+std::atomic<uint32_t> mostPlanLanes{0};
 
 uint64_t pinnedAllocations() { return pinnedAllocationCount.load(); }
+
+void notePlanLaunch(uint32_t lanes) {
+  uint32_t seen = mostPlanLanes.load();
+  while (lanes > seen && !mostPlanLanes.compare_exchange_weak(seen, lanes)) {
+  }
+}
+
+uint32_t takeMostPlanLanes() { return mostPlanLanes.exchange(0); }
+uint64_t streamOrderedAllocations() { return streamAllocationCount.load(); }
+uint64_t hostFunctionsLaunched() { return hostFunctionCount.load(); }
 
 }  // namespace fakecuda
 
@@ -300,6 +314,7 @@ cudaError_t CUDARTAPI cudaPointerGetAttributes(cudaPointerAttributes* attributes
 
 cudaError_t CUDARTAPI cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream) {
   FAKECUDA_LEGACY(hStream, "cudaMallocAsync");
+  fakecuda::streamAllocationCount.fetch_add(1);
   bool known = false;
   if (devPtr == nullptr) return result(cudaErrorInvalidValue);
   if (dev().lookup(hStream, &known), !known) return result(cudaErrorInvalidResourceHandle);
@@ -402,6 +417,7 @@ cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
 cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
   FAKECUDA_LEGACY(stream, "cudaLaunchHostFunc");
   if (fn == nullptr) return result(cudaErrorInvalidValue);
+  fakecuda::hostFunctionCount.fetch_add(1);
   return result(fakecuda::enqueueOn(stream, [fn, userData] { fn(userData); }));
 }
 

@@ -37,6 +37,13 @@ uint64_t launchesTracked();
 // How many blocks of pinned memory (cudaHostAlloc, cudaMallocHost) were made
 // so far in this process.
 uint64_t pinnedAllocations();
+// The most lanes (blocks) of one plan-kernel launch since the last take.
+void notePlanLaunch(uint32_t lanes);
+uint32_t takeMostPlanLanes();
+
+// How many cudaMallocAsync and cudaLaunchHostFunc calls were made so far.
+uint64_t streamOrderedAllocations();
+uint64_t hostFunctionsLaunched();
 
 // Whether `p` .. `p + bytes` lies in memory the emulated device may address
 // (device memory, mapped or portable pinned memory).

@@ -10,6 +10,7 @@
 #include "engine/comm.h"
 #include "engine/device/cuda_capture.h"
 #include "engine/device/cuda_device_path.h"
+#include "engine/device/cuda_launch_cache.h"
 #include "engine/device/launch_plan.h"
 #include "engine/fingerprint.h"
 #include "engine/lanes/beacon_watch.h"
@@ -29,10 +30,33 @@ struct CommLaunch {
   DeviceProxy* proxy = nullptr;
   cudaStream_t stream = nullptr;
   std::vector<const engine::Task*> tasks;
-  lanes::CommProgram cp;
+  lanes::CommProgram planned;      // planned for this launch only
+  CachedLaunch* cached = nullptr;  // or kept per shape (cuda_launch_cache.h)
+  const lanes::CommProgram& cp() const { return cached ? cached->cp : planned; }
+  // Its FIFOs may not all exist yet: connect() makes them.
+  bool needsConnect() const { return cached == nullptr || !cached->connected; }
 };
 
-Result prepare(const std::vector<engine::Task>& tasks, const std::vector<size_t>& mine, CommLaunch* c) {
+// A lone communicator's launch is kept per shape; a group over several
+// communicators (one thread driving several ranks) is planned afresh, as on
+// the host runner, and so is every call under NCCL_DEBUG_SUBSYS=TUNING (each
+// logs its choice).
+bool cacheable(size_t ncomms) { return ncomms == 1 && !logEnabled(LogLevel::Info, kLogTuning); }
+
+Result planCalls(bool cache, CommLaunch* c) {
+  LaunchCache& launches = c->proxy->launchCache();
+  if (cache && (c->cached = launches.find(c->stream, c->tasks)) != nullptr) return Result::success();
+  BRAID_TRY(lanes::commProgramOf(c->tasks, lanes::LaneRunner::Device, &c->planned));
+  if (!cache) return Result::success();
+  auto entry = std::make_unique<CachedLaunch>();
+  entry->stream = c->stream;
+  for (const engine::Task* t : c->tasks) entry->key.push_back(lanes::planKeyOf(*t));
+  entry->cp = std::move(c->planned);
+  c->cached = launches.insert(std::move(entry));
+  return Result::success();
+}
+
+Result prepare(const std::vector<engine::Task>& tasks, const std::vector<size_t>& mine, bool cache, CommLaunch* c) {
   int device = -1;
   BRAID_TRY(deviceOfCalls(tasks, mine, &device));
   if (device < 0) device = c->comm->deviceProxy ? c->comm->deviceProxy->device() : -1;
@@ -50,40 +74,44 @@ Result prepare(const std::vector<engine::Task>& tasks, const std::vector<size_t>
   if (capture.active)
     return fail(ncclInvalidUsage, "rank %d: CUDA graph capture of device calls is not supported with "
                 "BRAID_DEVICE_ENGINE=kernels yet (unset BRAID_DEVICE_ENGINE to capture the staged path)", c->comm->rank);
-  return lanes::commProgramOf(c->tasks, lanes::LaneRunner::Device, &c->cp);
+  return planCalls(cache, c);
 }
 
 // Makes the FIFOs: every communicator offers before any accepts, as one
 // thread may drive every rank (ncclCommInitAll).
 Result connect(std::vector<CommLaunch>& comms) {
   for (CommLaunch& c : comms) {
+    if (!c.needsConnect()) continue;
     DeviceGuard guard(c.proxy->device());
     BRAID_TRY(guard.status());
-    BRAID_TRY(c.proxy->lanePorts().offer(c.comm, lanes::portsOf(c.cp.program), lanes::limitsOf(c.comm)));
+    BRAID_TRY(c.proxy->lanePorts().offer(c.comm, lanes::portsOf(c.cp().program), lanes::limitsOf(c.comm)));
   }
   for (CommLaunch& c : comms) {
+    if (!c.needsConnect()) continue;
     DeviceGuard guard(c.proxy->device());
     BRAID_TRY(guard.status());
-    BRAID_TRY(c.proxy->lanePorts().accept(c.comm, lanes::portsOf(c.cp.program), lanes::limitsOf(c.comm)));
+    BRAID_TRY(c.proxy->lanePorts().accept(c.comm, lanes::portsOf(c.cp().program), lanes::limitsOf(c.comm)));
+    if (c.cached) c.cached->connected = true;
   }
   return Result::success();
 }
 
-// After the kernel: the worst status a lane of the launch ended with (its
-// failure word, the first communicator's), reported to every communicator of
-// the launch: their lanes ran together, and one failing ended the others.
-// A watched launch's failures are the watch's to report (naming the lane,
-// step and peer, and telling the other ranks): the word is only reset here.
+// After an unwatched kernel (no beacons were free): the worst status a lane of
+// the launch ended with (the first communicator's shared failure word, reset
+// here), reported to every communicator of the launch: their lanes ran
+// together, and one failing ended the others. A watched launch has a failure
+// word of its own among its beacons and the watch reports its failures
+// (naming the lane, step and peer, and telling the other ranks): no host
+// function runs after it.
 struct FailureCheck {
   DeviceProxy* wordOwner = nullptr;
   std::vector<ncclComm*> comms;
-  bool watched = false;
 };
 
 void CUDART_CB checkFailures(void* arg) {
   std::unique_ptr<FailureCheck> check(static_cast<FailureCheck*>(arg));
   const uint32_t worst = check->wordOwner->words().takeLaneFailure();
-  if (worst == 0 || check->watched) return;
+  if (worst == 0) return;
   for (ncclComm* comm : check->comms) {
     const executor::ExecStatus st = executor::ExecStatus(worst);
     // A message of another call (its fingerprint) or size: the ranks' calls differ.
@@ -101,7 +129,7 @@ size_t align(size_t n, size_t to) { return (n + to - 1) / to * to; }
 std::vector<executor::OpBuffers> opsOf(const CommLaunch& c, char* scratch) {
   std::vector<executor::OpBuffers> ops;
   for (size_t i = 0; i < c.tasks.size(); ++i)
-    ops.push_back(lanes::opBuffersOf(*c.tasks[i], scratch + c.cp.scratchOffsets[i], c.cp.shapeFingerprints[i]));
+    ops.push_back(lanes::opBuffersOf(*c.tasks[i], scratch + c.cp().scratchOffsets[i], c.cp().shapeFingerprints[i]));
   return ops;
 }
 
@@ -155,9 +183,9 @@ void watchLaunch(const std::vector<CommLaunch*>& group, const BeaconRange& beaco
   for (CommLaunch* c : group) {
     std::vector<engine::Task> tasks;
     for (const engine::Task* t : c->tasks) tasks.push_back(*t);
-    const size_t n = c->cp.program.lanes.size();
-    // The image is written: the program moves to the watch.
-    lanes::watchLanes(watched.get(), c->comm, &c->proxy->lanePorts(), std::move(tasks), std::move(c->cp.program),
+    const size_t n = c->cp().program.lanes.size();
+    lanes::LaneProgram program = c->cp().program;  // a kept launch's stays for the next call
+    lanes::watchLanes(watched.get(), c->comm, &c->proxy->lanePorts(), std::move(tasks), std::move(program),
                       static_cast<const executor::LaneBeacon*>(first->beacons().at(at)));
     at += n;
     proxies.push_back(c->proxy);
@@ -181,7 +209,7 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   bool anyFp8 = false;
   for (const CommLaunch* c : group) {
     stage = std::max(stage, lanes::llStageBytesOf(c->comm));
-    scratchBytes += align(c->cp.scratchBytes, 256);
+    scratchBytes += align(c->cp().scratchBytes, 256);
     for (const engine::Task* t : c->tasks) anyFp8 = anyFp8 || t->type == ncclFloat8e4m3 || t->type == ncclFloat8e5m2;
     BRAID_TRY(c->proxy->orderLaneKernel(stream));
   }
@@ -189,33 +217,43 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   for (size_t p = 0; p < group.size(); ++p) {
     const CommLaunch* c = group[p];
     lanes::PortTable* ports = &c->proxy->lanePorts();
-    parts[p].program = &c->cp.program;
+    parts[p].program = &c->cp().program;
     parts[p].ops.resize(c->tasks.size());  // sized for the layout; filled below
     parts[p].portOf = [ports](const lanes::PortKey& k) { return ports->port(k); };
     parts[p].abortWord = const_cast<const uint32_t*>(c->proxy->words().deviceAbort());
-    // One failure word for the launch: a lane that fails ends every lane of
-    // it, whichever communicator it belongs to.
-    parts[p].failureWord = first->words().deviceLaneFailure();
   }
   uint32_t nlanes = 0;
   for (const auto& part : parts) nlanes += uint32_t(part.program->lanes.size());
+  // One failure word for the launch: a lane that fails ends every lane of it,
+  // whichever communicator it belongs to. A watched launch's is the beacon
+  // after its lanes' (zeroed when taken, returned after the kernel).
+  uint32_t* failureWord = first->words().deviceLaneFailure();
   BeaconRange beacons;
-  if (first->beacons().take(nlanes, &beacons)) {
+  if (first->beacons().take(nlanes + 1, &beacons)) {
     for (size_t p = 0, at = beacons.first; p < parts.size(); at += parts[p].program->lanes.size(), ++p)
       parts[p].beacons = static_cast<executor::LaneBeacon*>(first->beacons().at(at));
+    failureWord = static_cast<uint32_t*>(first->beacons().at(beacons.first + nlanes));
   } else {
     BRAID_WARN("rank %d: more than %zu plan kernel lanes in flight: this launch of %u runs unwatched (no "
                "BRAID_TIMEOUT, no lost-peer detection until earlier launches end)",
                group.front()->comm->rank, MappedBeacons::kCapacity, nlanes);
   }
+  for (lanes::ImagePart& part : parts) part.failureWord = failureWord;
   const size_t imageBytes = lanes::laneImageBytes(parts, stage);
   const size_t scratchAt = align(imageBytes, 256);
+  // A kept launch's block is reused in stream order; else one for this launch.
+  CachedLaunch* kept = group.size() == 1 ? group.front()->cached : nullptr;
   char* block = nullptr;
-  BRAID_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void**>(&block), scratchAt + scratchBytes, stream));
+  if (kept) {
+    BRAID_TRY(first->launchCache().blockFor(kept, scratchAt + scratchBytes));
+    block = kept->block;
+  } else {
+    BRAID_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void**>(&block), scratchAt + scratchBytes, stream));
+  }
   size_t scratchNext = scratchAt;
   for (size_t p = 0; p < group.size(); ++p) {
     parts[p].ops = opsOf(*group[p], block + scratchNext);
-    scratchNext += align(group[p]->cp.scratchBytes, 256);
+    scratchNext += align(group[p]->cp().scratchBytes, 256);
   }
   PinnedBlock staging;
   BRAID_TRY(first->stagingBlock(imageBytes, &staging));
@@ -226,12 +264,18 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   if (r.ok())
     r = executor::launchPlanLanes(reinterpret_cast<executor::LaneExec*>(block), nlanes, kThreadsPerLane, nullptr,
                                   anyFp8, stream);
-  // Freed in stream order, after the kernel (or at once if it never launched).
-  if (cudaFreeAsync(block, stream) != cudaSuccess && r.ok()) r = cudaFailure("cudaFreeAsync", cudaGetLastError());
-  if (r.ok()) {
+  if (kept) {
+    // The next free of the block waits for this launch.
+    const Result recorded = kept->done.record(stream);
+    kept->launched = kept->launched || recorded.ok();
+    if (r.ok()) r = recorded;
+  } else if (cudaFreeAsync(block, stream) != cudaSuccess && r.ok()) {
+    // Freed in stream order, after the kernel (or at once if it never launched).
+    r = cudaFailure("cudaFreeAsync", cudaGetLastError());
+  }
+  if (r.ok() && beacons.count == 0) {
     auto check = std::make_unique<FailureCheck>();
     check->wordOwner = first;
-    check->watched = beacons.count > 0;
     for (const CommLaunch* c : group) check->comms.push_back(c->comm);
     const cudaError_t err = cudaLaunchHostFunc(stream, &checkFailures, check.get());
     if (err == cudaSuccess) (void)check.release();  // the callback owns it
@@ -267,7 +311,8 @@ Result launchDeviceLanes(const std::vector<engine::Task>& tasks) {
     }
     it->second.push_back(i);
   }
-  for (CommLaunch& c : comms) BRAID_TRY(prepare(tasks, byComm[c.comm], &c));
+  const bool cache = cacheable(comms.size());
+  for (CommLaunch& c : comms) BRAID_TRY(prepare(tasks, byComm[c.comm], cache, &c));
   BRAID_TRY(connect(comms));
   std::vector<LaunchPart> parts;
   std::map<int, uint32_t> resident;                // lanes each device holds at once
@@ -278,7 +323,7 @@ Result launchDeviceLanes(const std::vector<engine::Task>& tasks) {
       return fail(ncclInvalidUsage, "ranks %d and %d share a stream but use different CUDA devices", other->comm->rank,
                   c.comm->rank);
     other = &c;
-    parts.push_back({c.comm->rank, c.proxy->device(), c.stream, uint32_t(c.cp.program.lanes.size())});
+    parts.push_back({c.comm->rank, c.proxy->device(), c.stream, uint32_t(c.cp().program.lanes.size())});
     if (resident.count(c.proxy->device())) continue;
     DeviceGuard guard(c.proxy->device());
     BRAID_TRY(guard.status());

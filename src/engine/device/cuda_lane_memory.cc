@@ -3,7 +3,6 @@
 #include <vector>
 
 #include "base/cuda_util.h"
-#include "base/env.h"
 #include "transports/p2p/p2p_fifo_memory.h"
 
 namespace braid::device {
@@ -74,10 +73,10 @@ class CudaLaneMemory : public lanes::LaneMemory {
 
 std::unique_ptr<lanes::LaneMemory> makeCudaLaneMemory(int device) { return std::make_unique<CudaLaneMemory>(device); }
 
-Result makeReservedCudaLaneMemory(int device, std::unique_ptr<lanes::LaneMemory>* out) {
+Result makeReservedCudaLaneMemory(int device, size_t arenaBytes, std::unique_ptr<lanes::LaneMemory>* out) {
   auto memory = std::make_unique<CudaLaneMemory>(device);
   BRAID_TRY(memory->addSlab());
-  BRAID_TRY(memory->reserveFifos(uint64_t(envInt("BRAID_DEVICE_FIFO_ARENA", int64_t(32) << 20))));
+  BRAID_TRY(memory->reserveFifos(arenaBytes));
   *out = std::move(memory);
   return Result::success();
 }

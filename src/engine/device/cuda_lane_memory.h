@@ -12,10 +12,10 @@ namespace braid::device {
 
 std::unique_ptr<lanes::LaneMemory> makeCudaLaneMemory(int device);
 
-// The same with its first slab of Ports and an arena for the FIFOs of peers
-// in this process (BRAID_DEVICE_FIFO_ARENA bytes, default 32 MiB) allocated
-// now: made with the communicator, before any launch (a cudaMalloc when a
-// peer's kernel may already wait could hold the device).
-Result makeReservedCudaLaneMemory(int device, std::unique_ptr<lanes::LaneMemory>* out);
+// The same with its first slab of Ports and an arena of `arenaBytes` for the
+// FIFOs of peers in this process (CommSettings::deviceFifoArenaBytes)
+// allocated now: made with the communicator, before any launch (a cudaMalloc
+// when a peer's kernel may already wait could hold the device).
+Result makeReservedCudaLaneMemory(int device, size_t arenaBytes, std::unique_ptr<lanes::LaneMemory>* out);
 
 }  // namespace braid::device

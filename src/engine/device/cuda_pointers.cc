@@ -121,6 +121,17 @@ int currentGpuBusId() {
   return packGpuBusId(domain, bus, slot);
 }
 
+int currentGpuMultiprocessors() {
+  if (!cudaDriverLoaded() || !deviceBuffersSupported()) return 0;
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return sms;
+}
+
 bool deviceBuffersSupported() {
   decideCuda();
   return gState.load() == CudaState::Usable;

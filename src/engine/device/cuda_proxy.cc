@@ -9,6 +9,7 @@
 #include "engine/comm.h"
 #include "engine/device/cuda_capture.h"
 #include "engine/device/cuda_lane_memory.h"
+#include "engine/device/cuda_launch_cache.h"
 #include "kernels/executor/plan_kernel.h"
 #include "kernels/stream_wait.h"
 
@@ -19,9 +20,9 @@ namespace {
 // How long destruction waits for the streams to finish with staging memory
 // before it leaks the memory rather than free it under a copy.
 constexpr auto kReleaseWait = std::chrono::seconds(30);
-// Staging blocks made with the proxy (about 5 MiB): eight of each size class
+// Staging blocks made with the proxy (about 7 MiB): eight of each size class
 // from 4 KiB to 64 KiB (small calls, lane images: several queued on a
-// stream), two of each up to 1 MiB.
+// stream), two of each up to 512 KiB, four of 1 MiB.
 constexpr size_t kSmallClassMax = size_t(64) << 10;
 constexpr size_t kSmallPerClass = 8;
 constexpr size_t kLargeClassMax = kStagingBlockMax;
@@ -103,7 +104,8 @@ Result CudaEvent::record(cudaStream_t stream) {
 }
 
 DeviceProxy::DeviceProxy(ncclComm* comm, int device)
-    : comm_(comm), device_(device), port_(std::make_shared<LaunchPort>(this)) {}
+    : comm_(comm), device_(device), port_(std::make_shared<LaunchPort>(this)),
+      launchCache_(std::make_unique<LaunchCache>()) {}
 
 Result DeviceProxy::start() {
   DeviceGuard guard(device_);
@@ -120,8 +122,9 @@ Result DeviceProxy::start() {
   BRAID_TRY(pool_.reserve(kLargeClassMax, kLargeClassMax, kLargestClassCount));
   if (comm_->settings.deviceKernels && comm_->timeSlicedGpu.empty()) {
     std::unique_ptr<lanes::LaneMemory> memory;
-    BRAID_TRY(makeReservedCudaLaneMemory(device_, &memory));
+    BRAID_TRY(makeReservedCudaLaneMemory(device_, comm_->settings.deviceFifoArenaBytes, &memory));
     lanePorts_ = std::make_unique<lanes::PortTable>(std::move(memory));
+    BRAID_TRY(launchCache_->start());
   }
   thread_ = std::thread([this] { loop(); });
   return Result::success();
@@ -139,6 +142,7 @@ DeviceProxy::~DeviceProxy() {
   if (thread_.joinable()) thread_.join();
   DeviceGuard guard(device_);
   const bool streamsDone = waitInflight();
+  if (streamsDone) launchCache_->release();  // else a kernel may still use its blocks
   std::lock_guard<std::mutex> lock(inflightMu_);
   // Every launch that was submitted has run: only graphs that still exist keep
   // their jobs.

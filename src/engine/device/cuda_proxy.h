@@ -66,6 +66,7 @@ struct InflightJob {
 };
 
 class LaunchPort;
+class LaunchCache;  // cuda_launch_cache.h
 
 // One communicator's calls of one group captured in a CUDA graph: what each
 // launch of the graph submits again, and the staging memory its copies use.
@@ -138,6 +139,8 @@ class DeviceProxy {
   // another stream than the previous one first waits for it, since both use
   // the same FIFOs and Ports.
   lanes::PortTable& lanePorts();
+  // BRAID_DEVICE_ENGINE=kernels: this communicator's launches kept per shape.
+  LaunchCache& launchCache() { return *launchCache_; }
   Result orderLaneKernel(cudaStream_t stream);
   Result noteLaneKernel(cudaStream_t stream);
 
@@ -177,6 +180,7 @@ class DeviceProxy {
   std::vector<InflightJob> inflight_;
   std::vector<std::shared_ptr<CapturedJob>> captured_;
   std::unique_ptr<lanes::PortTable> lanePorts_;
+  std::unique_ptr<LaunchCache> launchCache_;
   CudaEvent laneKernelDone_;
   cudaStream_t laneStream_ = nullptr;
   bool laneKernelLaunched_ = false;

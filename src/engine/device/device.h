@@ -24,6 +24,8 @@ bool deviceBuffersSupported();
 // PeerInfo::gpuBusId; -1 without CUDA, or while the process has not loaded
 // the CUDA driver (no CUDA call is made then).
 int currentGpuBusId();
+// That GPU's multiprocessor count; 0 where currentGpuBusId() is -1.
+int currentGpuMultiprocessors();
 
 // At communicator creation, where the process already uses CUDA and has a
 // device: the communicator's device proxy with its pinned pools (and, for

@@ -37,6 +37,7 @@ PointerAttributeFn driverPointerAttribute() {
 bool deviceBuffersSupported() { return false; }
 
 int currentGpuBusId() { return -1; }
+int currentGpuMultiprocessors() { return 0; }
 
 void prepareDeviceWork(ncclComm*) {}
 

@@ -5,6 +5,7 @@
 #include "engine/comm.h"
 #include "engine/fingerprint.h"
 #include "engine/task_plan.h"
+#include "tuning/device_channels.h"
 
 namespace braid::lanes {
 
@@ -29,6 +30,14 @@ uint64_t operationBytes(const engine::Task& t) {
 // while a bulk slot's counter is one coherent cache line: measured on 2 ranks
 // over shm (docs/performance.md, "One engine"), LL is faster only up to 32 B.
 constexpr uint64_t kHostLLOpBytes = 32;
+
+// Plan kernels spread a large call over channels (a CUDA block each) unless
+// BRAID_NCHANNELS or ncclConfig_t::maxCTAs fixed their number; host threads
+// keep the communicator's (one thread moves every byte anyway).
+int channelsOf(const engine::Task& t, LaneRunner runner) {
+  if (runner == LaneRunner::Host || t.comm->settings.nchannelsFixed) return 0;
+  return tuning::deviceChannelsFor(operationBytes(t), t.comm->deviceChannelCap);
+}
 
 executor::Protocol protocolOf(const engine::Task& t, const LaneLimits& limits, LaneRunner runner) {
   const uint64_t most = runner == LaneRunner::Host ? std::min(kHostLLOpBytes, limits.llPayloadBytes)
@@ -55,7 +64,7 @@ Result commProgramOf(const std::vector<const engine::Task*>& tasks, LaneRunner r
   CommProgram cp;
   const LaneLimits limits = limitsOf(tasks.front()->comm);
   for (const engine::Task* t : tasks) {
-    const schedule::CollShape shape = shapeOf(*t);
+    const schedule::CollShape shape = shapeOf(*t, channelsOf(*t, runner));
     plans.push_back(generatePlan(shape));
     ops.push_back({t->type, protocolOf(*t, limits, runner), t->wire});
     cp.shapeFingerprints.push_back(shapeFingerprint(*t, shape, ops.back().protocol));

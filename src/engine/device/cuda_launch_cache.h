@@ -1,0 +1,70 @@
+// Plan-kernel launches of one communicator's calls, kept per shape, as the
+// host runner keeps its groups (lanes/plan_cache.h): a training loop issues
+// the same calls on the same stream over and over, and planning them, making
+// a device block for their image and scratch, and freeing it again, is host
+// work on every call's critical path. An entry keeps the lane program and
+// the device block; a repeated call only rebinds its buffers, writes the
+// image and uploads it, in stream order behind the previous launch that used
+// the block (a communicator's plan kernels run one after another:
+// DeviceProxy::orderLaneKernel).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "base/result.h"
+#include "engine/device/cuda_proxy.h"
+#include "engine/lanes/comm_program.h"
+#include "engine/lanes/plan_cache.h"
+
+namespace braid::device {
+
+struct CachedLaunch {
+  cudaStream_t stream = nullptr;
+  lanes::GroupKey key;
+  lanes::CommProgram cp;
+  char* block = nullptr;  // device memory for the image and scratch, or null before the first launch
+  size_t blockBytes = 0;
+  CudaEvent done;         // recorded after each launch that used the block
+  bool launched = false;  // `done` was recorded
+  bool connected = false;  // its FIFOs were made (connect succeeded once)
+  uint64_t lastUse = 0;
+};
+
+class LaunchCache {
+ public:
+  static constexpr size_t kEntries = 16;
+
+  LaunchCache() = default;
+  ~LaunchCache();  // leaks what was not released (a kernel may still use it)
+  LaunchCache(const LaunchCache&) = delete;
+  LaunchCache& operator=(const LaunchCache&) = delete;
+
+  // Made with the communicator's device work (else by the first block): the
+  // stream where blocks are freed, after the last launch that used them (no
+  // CUDA call may wait for the device).
+  Result start();
+
+  CachedLaunch* find(cudaStream_t stream, const std::vector<const engine::Task*>& tasks);
+  // The least recently used entry beyond kEntries is dropped, its block freed
+  // in stream order after its last launch.
+  CachedLaunch* insert(std::unique_ptr<CachedLaunch> entry);
+  // A block of at least `bytes` for the entry's next launch: the one it has,
+  // or a new one in stream order on its stream (the old one freed after its
+  // last launch).
+  Result blockFor(CachedLaunch* entry, size_t bytes);
+  // Once every launch has ended: frees the blocks and the stream.
+  void release();
+
+ private:
+  void drop(CachedLaunch& entry);
+
+  cudaStream_t freeStream_ = nullptr;
+  std::vector<std::unique_ptr<CachedLaunch>> entries_;
+  uint64_t clock_ = 0;
+};
+
+}  // namespace braid::device

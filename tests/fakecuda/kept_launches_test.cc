@@ -1,0 +1,185 @@
+// Plan kernels (BRAID_DEVICE_ENGINE=kernels) of calls a program repeats, from
+// a thread per rank: after the first call of each shape a call plans nothing
+// and makes no CUDA allocation and no host function (cuda_launch_cache.h: the
+// lane program and the device block are kept per stream and shape; a watched
+// launch's failure word is among its beacons). And a lane's failure still
+// ends every rank's call with an error.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fakecuda.h"
+
+namespace {
+
+constexpr int kRanks = 4;
+const std::vector<size_t> kCounts = {64, 5000, 70000};  // float32: LL and bulk, one and several steps
+
+struct Ranks {
+  ncclComm_t comms[kRanks] = {};
+  std::vector<cudaStream_t> streams = std::vector<cudaStream_t>(kRanks);
+  std::vector<std::vector<float*>> bufs = std::vector<std::vector<float*>>(kRanks);
+
+  void init() {
+    setenv("BRAID_DEVICE_ENGINE", "kernels", 1);
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    int devs[kRanks] = {};
+    ASSERT_EQ(ncclCommInitAll(comms, kRanks, devs), ncclSuccess) << ncclGetLastError(nullptr);
+    unsetenv("BRAID_DEVICE_ENGINE");
+    for (int r = 0; r < kRanks; ++r) {
+      ASSERT_EQ(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking), cudaSuccess);
+      for (size_t n : kCounts) {
+        float* b = nullptr;
+        ASSERT_EQ(cudaMalloc(&b, n * sizeof(float)), cudaSuccess);
+        bufs[r].push_back(b);
+      }
+    }
+  }
+  void fill(int value) {
+    for (int r = 0; r < kRanks; ++r)
+      for (size_t i = 0; i < kCounts.size(); ++i) {
+        const std::vector<float> v(kCounts[i], float(r + value));
+        ASSERT_EQ(cudaMemcpy(bufs[r][i], v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+      }
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+  // Each rank's thread issues `rounds` allreduces of every size, then syncs.
+  std::vector<std::string> run(int rounds, ncclDataType_t rank0Type = ncclFloat32) {
+    std::vector<std::string> errors(kRanks);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < kRanks; ++r)
+      threads.emplace_back([&, r] {
+        if (cudaSetDevice(0) != cudaSuccess) return void(errors[r] = "cudaSetDevice");
+        const ncclDataType_t type = r == 0 ? rank0Type : ncclFloat32;
+        for (int k = 0; k < rounds; ++k)
+          for (size_t i = 0; i < kCounts.size(); ++i)
+            if (ncclAllReduce(bufs[r][i], bufs[r][i], kCounts[i], type, ncclSum, comms[r], streams[r]) != ncclSuccess)
+              return void(errors[r] = std::string("ncclAllReduce: ") + ncclGetLastError(comms[r]));
+        if (cudaStreamSynchronize(streams[r]) != cudaSuccess) errors[r] = "cudaStreamSynchronize";
+      });
+    for (auto& t : threads) t.join();
+    return errors;
+  }
+  void destroy() {
+    for (int r = 0; r < kRanks; ++r) {
+      ncclCommDestroy(comms[r]);
+      for (float* b : bufs[r]) cudaFree(b);
+      cudaStreamDestroy(streams[r]);
+    }
+  }
+};
+
+TEST(KeptLaunches, RepeatedCallsAllocateNothingAndLaunchNoHostFunction) {
+  Ranks ranks;
+  ASSERT_NO_FATAL_FAILURE(ranks.init());
+  ASSERT_NO_FATAL_FAILURE(ranks.fill(1));
+  for (const std::string& e : ranks.run(1)) ASSERT_EQ(e, "");  // the first call of each shape plans it
+  ASSERT_NO_FATAL_FAILURE(ranks.fill(1));
+  const uint64_t allocations = fakecuda::streamOrderedAllocations();
+  const uint64_t hostFunctions = fakecuda::hostFunctionsLaunched();
+  constexpr int kRounds = 5;
+  for (const std::string& e : ranks.run(kRounds)) ASSERT_EQ(e, "");
+  EXPECT_EQ(fakecuda::streamOrderedAllocations(), allocations) << "repeated calls allocated device memory";
+  EXPECT_EQ(fakecuda::hostFunctionsLaunched(), hostFunctions) << "repeated calls launched host functions";
+  // Each round multiplies by kRanks after the first sum: (sum of 1..kRanks) * kRanks^(kRounds-1).
+  double want = kRanks * (kRanks + 1) / 2.0;
+  for (int k = 1; k < kRounds; ++k) want *= kRanks;
+  for (int r = 0; r < kRanks; ++r)
+    for (size_t i = 0; i < kCounts.size(); ++i) {
+      std::vector<float> got(kCounts[i]);
+      ASSERT_EQ(cudaMemcpy(got.data(), ranks.bufs[r][i], got.size() * sizeof(float), cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      for (size_t e = 0; e < got.size(); e += 61) ASSERT_EQ(got[e], float(want)) << "rank " << r << ", element " << e;
+    }
+  ranks.destroy();
+}
+
+// Lanes of one rank's launch of an allreduce of `count` floats, each thread
+// driving its rank; the sums are checked.
+uint32_t lanesOfAllReduce(size_t count, const char* nchannels) {
+  if (nchannels) setenv("BRAID_NCHANNELS", nchannels, 1);
+  setenv("BRAID_DEVICE_ENGINE", "kernels", 1);
+  EXPECT_EQ(cudaSetDevice(0), cudaSuccess);
+  ncclComm_t comms[kRanks] = {};
+  int devs[kRanks] = {};
+  EXPECT_EQ(ncclCommInitAll(comms, kRanks, devs), ncclSuccess) << ncclGetLastError(nullptr);
+  unsetenv("BRAID_DEVICE_ENGINE");
+  unsetenv("BRAID_NCHANNELS");
+  std::vector<float*> bufs(kRanks);
+  std::vector<cudaStream_t> streams(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking), cudaSuccess);
+    EXPECT_EQ(cudaMalloc(&bufs[r], count * sizeof(float)), cudaSuccess);
+    const std::vector<float> v(count, float(r + 1));
+    EXPECT_EQ(cudaMemcpy(bufs[r], v.data(), count * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  fakecuda::takeMostPlanLanes();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r)
+    threads.emplace_back([&, r] {
+      cudaSetDevice(0);
+      EXPECT_EQ(ncclAllReduce(bufs[r], bufs[r], count, ncclFloat32, ncclSum, comms[r], streams[r]), ncclSuccess);
+      EXPECT_EQ(cudaStreamSynchronize(streams[r]), cudaSuccess);
+    });
+  for (auto& t : threads) t.join();
+  const uint32_t lanes = fakecuda::takeMostPlanLanes();
+  for (int r = 0; r < kRanks; ++r) {
+    std::vector<float> got(count);
+    EXPECT_EQ(cudaMemcpy(got.data(), bufs[r], count * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    for (size_t e = 0; e < count; e += 4099) EXPECT_EQ(got[e], float(kRanks * (kRanks + 1) / 2)) << "element " << e;
+    ncclCommDestroy(comms[r]);
+    cudaFree(bufs[r]);
+    cudaStreamDestroy(streams[r]);
+  }
+  return lanes;
+}
+
+// A large call spreads over channels (a lane, so a CUDA block, each), as many
+// as the emulated GPU's 132 multiprocessors and the FIFO arena allow; a small
+// call, or BRAID_NCHANNELS=1, keeps one.
+TEST(DeviceChannels, LargeCallsSpreadOverChannels) {
+  const uint32_t small = lanesOfAllReduce(64, nullptr);
+  const uint32_t large = lanesOfAllReduce(size_t(4) << 20, nullptr);
+  const uint32_t fixed = lanesOfAllReduce(size_t(4) << 20, "1");
+  EXPECT_GE(small, 1u);
+  EXPECT_EQ(large, 8 * small) << "16 MiB over 8 channels, one lane each as the 64-element call";
+  EXPECT_EQ(fixed, small);
+}
+
+// Rank 0 calls with another datatype: the peers' lanes fail on its messages
+// (their fingerprints differ) and every rank's call ends with an error,
+// kept launches or not.
+TEST(KeptLaunches, ALaneFailureEndsEveryRanksCallWithAnError) {
+  setenv("BRAID_TIMEOUT", "60", 1);
+  Ranks ranks;
+  ASSERT_NO_FATAL_FAILURE(ranks.init());
+  unsetenv("BRAID_TIMEOUT");
+  ASSERT_NO_FATAL_FAILURE(ranks.fill(1));
+  for (const std::string& e : ranks.run(1)) ASSERT_EQ(e, "");  // kept launches of every shape
+  const std::vector<std::string> errors = ranks.run(1, ncclInt32);
+  // The watch of a launch reports its lanes' failures from its own thread, a
+  // moment after the kernel ends (the stream does not wait for it).
+  for (int r = 0; r < kRanks; ++r) {
+    ncclResult_t async = ncclSuccess;
+    for (int polls = 0; errors[r].empty() && async == ncclSuccess && polls < 1000; ++polls) {
+      ASSERT_EQ(ncclCommGetAsyncError(ranks.comms[r], &async), ncclSuccess);
+      if (async == ncclSuccess) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_TRUE(!errors[r].empty() || async != ncclSuccess) << "rank " << r << " reported no error";
+  }
+  for (int r = 0; r < kRanks; ++r) ncclCommAbort(ranks.comms[r]);
+  for (int r = 0; r < kRanks; ++r) {
+    for (float* b : ranks.bufs[r]) cudaFree(b);
+    cudaStreamDestroy(ranks.streams[r]);
+  }
+}
+
+}  // namespace
