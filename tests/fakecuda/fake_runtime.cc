@@ -129,6 +129,7 @@ void checkLaunchStream(cudaStream_t stream, const char* what) {
 
 std::atomic<uint64_t> pinnedAllocationCount{0};
 std::atomic<uint64_t> streamAllocationCount{0};
+std::atomic<uint64_t> pinnedFreeCount{0};
 std::atomic<uint64_t> hostFunctionCount{0};
 
 std::atomic<uint32_t> mostPlanLanes{0};
@@ -143,6 +144,7 @@ void notePlanLaunch(uint32_t lanes) {
 
 uint32_t takeMostPlanLanes() { return mostPlanLanes.exchange(0); }
 uint64_t streamOrderedAllocations() { return streamAllocationCount.load(); }
+uint64_t pinnedFrees() { return pinnedFreeCount.load(); }
 uint64_t hostFunctionsLaunched() { return hostFunctionCount.load(); }
 
 }  // namespace fakecuda
@@ -279,6 +281,7 @@ cudaError_t CUDARTAPI cudaMallocHost(void** ptr, size_t size) {
 
 cudaError_t CUDARTAPI cudaFreeHost(void* ptr) {
   FAKECUDA_SYNC("cudaFreeHost");
+  fakecuda::pinnedFreeCount.fetch_add(1);
   return result(fakecuda::freeMemory(ptr, fakecuda::MemKind::Pinned));
 }
 

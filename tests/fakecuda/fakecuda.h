@@ -37,6 +37,7 @@ uint64_t launchesTracked();
 // How many blocks of pinned memory (cudaHostAlloc, cudaMallocHost) were made
 // so far in this process.
 uint64_t pinnedAllocations();
+uint64_t pinnedFrees();  // cudaFreeHost calls
 // The most lanes (blocks) of one plan-kernel launch since the last take.
 void notePlanLaunch(uint32_t lanes);
 uint32_t takeMostPlanLanes();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/blob.h"
+#include "base/cuda_quiet_free.h"
 #include "base/cuda_util.h"
 
 namespace braid::p2p {
@@ -25,11 +26,7 @@ std::string deviceContext(const char* what, uint64_t bytes, int device) {
 class CreatedFifo : public transports::FifoMemory {
  public:
   CreatedFifo(int device, char* ptr) : device_(device), ptr_(ptr) {}
-  ~CreatedFifo() override {
-    const DeviceGuard guard(device_);
-    // Nothing to report to: at process exit the runtime may be gone already.
-    if (cudaFree(ptr_) != cudaSuccess) cudaGetLastError();
-  }
+  ~CreatedFifo() override { freeDeviceWhenQuiet(ptr_, device_); }
   CreatedFifo(const CreatedFifo&) = delete;
   CreatedFifo& operator=(const CreatedFifo&) = delete;
 
@@ -49,9 +46,7 @@ class OpenedFifo : public transports::FifoMemory {
  public:
   OpenedFifo(int device, char* ptr, bool ipcMapped) : device_(device), ptr_(ptr), ipcMapped_(ipcMapped) {}
   ~OpenedFifo() override {
-    if (!ipcMapped_) return;
-    const DeviceGuard guard(device_);
-    if (cudaIpcCloseMemHandle(ptr_) != cudaSuccess) cudaGetLastError();
+    if (ipcMapped_) closeIpcWhenQuiet(ptr_, device_);
   }
   OpenedFifo(const OpenedFifo&) = delete;
   OpenedFifo& operator=(const OpenedFifo&) = delete;
@@ -196,9 +191,7 @@ class CudaArenaFifoProvider : public transports::FifoMemoryProvider {
  public:
   explicit CudaArenaFifoProvider(int device) : device_(device), fallback_(device) {}
   ~CudaArenaFifoProvider() override {
-    if (!arena_) return;
-    const DeviceGuard guard(device_);
-    if (cudaFree(arena_) != cudaSuccess) cudaGetLastError();
+    freeDeviceWhenQuiet(arena_, device_);
   }
   CudaArenaFifoProvider(const CudaArenaFifoProvider&) = delete;
   CudaArenaFifoProvider& operator=(const CudaArenaFifoProvider&) = delete;

@@ -15,6 +15,7 @@
 #include <memory>
 #include <set>
 
+#include "base/cuda_quiet_free.h"
 #include "base/cuda_util.h"
 #include "base/log.h"
 #include "engine/comm.h"
@@ -33,6 +34,7 @@ namespace braid::device {
 void DeviceProxyDeleter::operator()(DeviceProxy* proxy) const {
   CaptureModeRelaxed relaxed;
   delete proxy;
+  freeDeferredIfQuiet();  // its own memory, and what others kept, once no kernel waits
 }
 
 Result deviceOfCalls(const std::vector<engine::Task>& tasks, const std::vector<size_t>& mine, int* device) {
@@ -298,6 +300,7 @@ void abandonBlocks(CommStaging& s) {
 // later round's copies in follow the stream waits of the round that used its
 // blocks before.
 Result runRounds(const std::vector<engine::Task>& tasks, std::vector<CommStaging*>& comms, const StagedRunner& run) {
+  const auto quiet = holdQuietFrees();  // its stream-wait kernels are counted before any free may run
   Result r;
   for (size_t j = 0; j < kPieceDepth && r.ok(); ++j)
     for (CommStaging* s : comms) {

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 
+#include "base/cuda_quiet_free.h"
 #include "base/cuda_util.h"
 #include "base/log.h"
 #include "engine/comm.h"
@@ -199,6 +200,7 @@ void watchLaunch(const std::vector<CommLaunch*>& group, const BeaconRange& beaco
 // (launch_plan.h): the lanes image and the scratch in one stream-ordered
 // device block, on the first communicator's stream, the others joined.
 Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& group) {
+  const auto quiet = holdQuietFrees();  // the kernel is counted before any free may run
   DeviceProxy* first = group.front()->proxy;
   const cudaStream_t stream = static_cast<cudaStream_t>(const_cast<void*>(launch.stream));
   DeviceGuard guard(first->device());

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "base/cuda_quiet_free.h"
 #include "base/cuda_util.h"
 #include "transports/p2p/p2p_fifo_memory.h"
 
@@ -19,9 +20,7 @@ class CudaLaneMemory : public lanes::LaneMemory {
  public:
   explicit CudaLaneMemory(int device) : device_(device), fifos_(p2p::makeCudaFifoProvider(device)) {}
   ~CudaLaneMemory() override {
-    const DeviceGuard guard(device_);
-    for (void* p : slabs_)
-      if (cudaFree(p) != cudaSuccess) cudaGetLastError();  // at exit the runtime may be gone
+    for (void* p : slabs_) freeDeviceWhenQuiet(p, device_);
   }
   CudaLaneMemory(const CudaLaneMemory&) = delete;
   CudaLaneMemory& operator=(const CudaLaneMemory&) = delete;

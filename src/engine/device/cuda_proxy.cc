@@ -4,6 +4,7 @@
 #include <cstring>
 #include <thread>
 
+#include "base/cuda_quiet_free.h"
 #include "base/cuda_util.h"
 #include "base/log.h"
 #include "engine/comm.h"
@@ -302,6 +303,7 @@ Result DeviceProxy::stagingBlock(size_t bytes, PinnedBlock* out) {
 void DeviceProxy::addInflight(InflightJob&& job) {
   std::lock_guard<std::mutex> lock(inflightMu_);
   inflight_.push_back(std::move(job));
+  addOutstandingKernels(1);
 }
 
 bool DeviceProxy::finished(const InflightJob& job) const {
@@ -315,12 +317,17 @@ bool DeviceProxy::finished(const InflightJob& job) const {
 }
 
 void DeviceProxy::reclaim() {
+  if (reclaimInflight()) freeDeferredIfQuiet();
+}
+
+bool DeviceProxy::reclaimInflight() {
   std::lock_guard<std::mutex> lock(inflightMu_);
   size_t kept = 0;
   for (size_t i = 0; i < inflight_.size(); ++i) {
     if (finished(inflight_[i])) {
       for (const PinnedBlock& b : inflight_[i].blocks) pool_.release(b);
       beacons_.release(inflight_[i].beacons);
+      addOutstandingKernels(-1);
       continue;
     }
     if (kept != i) inflight_[kept] = std::move(inflight_[i]);
@@ -328,6 +335,7 @@ void DeviceProxy::reclaim() {
   }
   inflight_.resize(kept);
   reclaimCapturedLocked();
+  return kept == 0;
 }
 
 // A released graph has no launch left running, but after an abort its last
@@ -376,7 +384,8 @@ bool DeviceProxy::waitInflight() {
     return true;
   }
   BRAID_WARN("rank %d: device work of earlier calls did not complete within %lld s of the "
-             "communicator's destruction, nor end when aborted; its memory is leaked",
+             "communicator's destruction, nor end when aborted; its memory is leaked, and so is that of "
+             "communicators destroyed later in this process (no free may run while a kernel may wait)",
              comm_->rank, static_cast<long long>(kReleaseWait.count()));
   return false;
 }

@@ -122,6 +122,8 @@ class DeviceProxy {
   void addInflight(InflightJob&& job);
   // Returns the blocks of finished jobs, and of captured jobs whose graphs are
   // gone, to the pool.
+  // Then, with none of its own left, frees what destroyed communicators kept
+  // if no kernel of braid's is outstanding (base/cuda_quiet_free.h).
   void reclaim();
 
   // Takes a captured job (its staged calls and blocks set) before anything of
@@ -156,6 +158,7 @@ class DeviceProxy {
   // waits briefly again; false when some did not finish even then.
   bool waitInflight();
   bool waitInflightFor(std::chrono::milliseconds wait);
+  bool reclaimInflight();  // true when none is left
   void reclaimCapturedLocked();  // inflightMu_ held
 
   ncclComm* comm_;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/cuda_quiet_free.h"
 #include "base/cuda_util.h"
 #include "base/log.h"
 #include "kernels/executor/fifo_view.h"
@@ -21,8 +22,9 @@ size_t sizeClass(size_t bytes) {
 
 }  // namespace
 
+// The frees below wait while a kernel of braid's may be waiting (base/cuda_quiet_free.h).
 StagingPool::~StagingPool() {
-  for (char* p : all_) cudaFreeHost(p);
+  for (char* p : all_) freeHostWhenQuiet(p);
 }
 
 Result StagingPool::reserve(size_t from, size_t upTo, size_t count) {
@@ -85,7 +87,7 @@ void StagingPool::leak(const PinnedBlock& block) {
 }
 
 MappedWords::~MappedWords() {
-  if (host_) cudaFreeHost(host_);
+  freeHostWhenQuiet(host_);
 }
 
 Result MappedWords::allocate() {
@@ -136,7 +138,7 @@ constexpr size_t kSlotChunkBytes = 4096;
 }  // namespace
 
 MappedSlots::~MappedSlots() {
-  for (void* chunk : chunks_) cudaFreeHost(chunk);
+  for (void* chunk : chunks_) freeHostWhenQuiet(chunk);
 }
 
 Result MappedSlots::acquire(MappedSlot* out) {
@@ -174,7 +176,7 @@ void MappedSlots::leak() {
 }
 
 MappedBeacons::~MappedBeacons() {
-  if (block_) cudaFreeHost(block_);
+  freeHostWhenQuiet(block_);
 }
 
 Result MappedBeacons::allocate() {

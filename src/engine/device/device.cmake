@@ -9,5 +9,5 @@ if(BRAID_CUDA)
   list(APPEND BRAID_EXCLUDED_SOURCES "/src/engine/device/no_cuda\\.cc$")
 else()
   list(APPEND BRAID_EXCLUDED_SOURCES "/src/engine/device/cuda_[^/]*\\.cc$" "/transports/p2p/"
-    "/src/base/cuda_util\\.cc$")
+    "/src/base/cuda_util\\.cc$" "/src/base/cuda_quiet_free\\.cc$")
 endif()
