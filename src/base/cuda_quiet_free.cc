@@ -45,10 +45,12 @@ void freeNow(const Deferred& d) {
   if (err != cudaSuccess) cudaGetLastError();
 }
 
+// Never waits for a launching thread: under CUDA_LAUNCH_BLOCKING=1 a launch
+// returns only when its kernel ends, which may take this thread's next call.
 void release(const Deferred& d) {
   QuietFrees& q = quiet();
-  std::unique_lock<std::shared_mutex> lock(q.gate);
-  if (q.count.load() == 0) return freeNow(d);
+  std::unique_lock<std::shared_mutex> lock(q.gate, std::try_to_lock);
+  if (lock.owns_lock() && q.count.load() == 0) return freeNow(d);
   std::lock_guard<std::mutex> kept(q.keptMu);
   q.kept.push_back(d);
   q.nkept.store(q.kept.size());

@@ -21,7 +21,8 @@ std::shared_lock<std::shared_mutex> holdQuietFrees();
 // Kernels started (delta > 0) or seen ended (delta < 0).
 void addOutstandingKernels(int64_t delta);
 
-// Now when no kernel of braid's is outstanding, else later.
+// Now when no kernel of braid's is outstanding and no thread is launching
+// one, else later (never waits).
 void freeHostWhenQuiet(void* p);               // cudaFreeHost
 void freeDeviceWhenQuiet(void* p, int device);  // cudaFree
 void closeIpcWhenQuiet(void* p, int device);    // cudaIpcCloseMemHandle

@@ -70,7 +70,7 @@ Result makeCommSettings(const ncclConfig_t* config, engine::CommSettings* out) {
     if (configHas(config, &config->maxCTAs) && config->maxCTAs != NCCL_CONFIG_UNDEF_INT &&
         config->maxCTAs > 0) {
       s.nchannels = std::min(s.nchannels, config->maxCTAs);
-      s.nchannelsFixed = s.nchannelsFixed || config->maxCTAs < tuning::kMaxDeviceChannels;
+      s.maxCtas = config->maxCTAs;
     }
     if (configHas(config, &config->commName) && config->commName) s.name = config->commName;
   }
@@ -139,9 +139,11 @@ namespace {
 
 // Channels whose FIFOs the plan kernels' arena holds, two FIFOs each (a ring
 // receives on one per channel; trees on more, made on demand past the arena).
+// And at most ncclConfig_t::maxCTAs.
 int deviceFifoChannels(const engine::CommSettings& s) {
   const size_t perChannel = 2 * s.slotBytes * static_cast<size_t>(s.nslots);
-  return static_cast<int>(std::max<size_t>(1, s.deviceFifoArenaBytes / perChannel));
+  const int fit = static_cast<int>(std::max<size_t>(1, s.deviceFifoArenaBytes / perChannel));
+  return s.maxCtas > 0 ? std::min(fit, s.maxCtas) : fit;
 }
 
 }  // namespace

@@ -34,9 +34,11 @@ struct CommSettings {
   size_t peerSlotBytes = 512 * 1024;  // the same for per-peer FIFOs (set at init from the rank count)
   int nslots = 8;
   int nchannels = 1;
-  // BRAID_NCHANNELS or ncclConfig_t::maxCTAs set the channels of every call;
-  // else plan kernels choose theirs per call (tuning/device_channels.h).
+  // BRAID_NCHANNELS sets the channels of every call; else plan kernels choose
+  // theirs per call (tuning/device_channels.h), at most ncclConfig_t::maxCTAs
+  // (0: unset).
   bool nchannelsFixed = false;
+  int maxCtas = 0;
   // BRAID_DEVICE_FIFO_ARENA: device memory made at creation for the plan
   // kernels' FIFOs with ranks of this process.
   size_t deviceFifoArenaBytes = size_t(64) << 20;

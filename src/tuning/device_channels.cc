@@ -6,7 +6,7 @@
 
 namespace braid::tuning {
 
-int deviceChannelCap(const std::vector<PeerInfo>& peers, int fifoChannels) {
+int deviceChannelCap(const std::vector<PeerInfo>& peers, int allowed) {
   std::map<std::pair<uint64_t, int32_t>, int> ranksOnGpu;  // (host, PCI address)
   for (const PeerInfo& p : peers)
     if (p.gpuBusId >= 0 && p.gpuSms > 0) ++ranksOnGpu[{p.hostHash, p.gpuBusId}];
@@ -18,7 +18,7 @@ int deviceChannelCap(const std::vector<PeerInfo>& peers, int fifoChannels) {
     cap = std::min(cap, p.gpuSms / ranksOnGpu[{p.hostHash, p.gpuBusId}]);
   }
   if (!any) return 1;
-  return std::max(1, std::min(cap, fifoChannels));
+  return std::max(1, std::min(cap, allowed));
 }
 
 int deviceChannelsFor(uint64_t operationBytes, int cap) {

@@ -22,10 +22,10 @@ constexpr uint64_t kDeviceBytesPerChannel = uint64_t(512) << 10;
 
 // The communicator's cap: the fewest multiprocessors any rank's GPU gives
 // each of the communicator's ranks on it (PeerInfo::gpuSms, ranks that share
-// a GPU share its multiprocessors), at most `fifoChannels` (the channels
-// whose FIFOs the arena holds) and kMaxDeviceChannels; 1 when no rank told
-// its GPU.
-int deviceChannelCap(const std::vector<PeerInfo>& peers, int fifoChannels);
+// a GPU share its multiprocessors), at most `allowed` (the channels whose
+// FIFOs the arena holds, and ncclConfig_t::maxCTAs) and kMaxDeviceChannels;
+// 1 when no rank told its GPU.
+int deviceChannelCap(const std::vector<PeerInfo>& peers, int allowed);
 
 // Channels for a call whose buffers hold `operationBytes` (CollShape's
 // operation bytes: the largest buffer, alike on every rank).

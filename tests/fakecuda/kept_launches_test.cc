@@ -103,13 +103,24 @@ TEST(KeptLaunches, RepeatedCallsAllocateNothingAndLaunchNoHostFunction) {
 
 // Lanes of one rank's launch of an allreduce of `count` floats, each thread
 // driving its rank; the sums are checked.
-uint32_t lanesOfAllReduce(size_t count, const char* nchannels) {
+// maxCtas > 0: the communicators are made with ncclConfig_t::maxCTAs.
+uint32_t lanesOfAllReduce(size_t count, const char* nchannels, int maxCtas = 0) {
   if (nchannels) setenv("BRAID_NCHANNELS", nchannels, 1);
   setenv("BRAID_DEVICE_ENGINE", "kernels", 1);
   EXPECT_EQ(cudaSetDevice(0), cudaSuccess);
   ncclComm_t comms[kRanks] = {};
-  int devs[kRanks] = {};
-  EXPECT_EQ(ncclCommInitAll(comms, kRanks, devs), ncclSuccess) << ncclGetLastError(nullptr);
+  if (maxCtas > 0) {
+    ncclUniqueId id;
+    EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.maxCTAs = maxCtas;
+    EXPECT_EQ(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < kRanks; ++r) ncclCommInitRankConfig(&comms[r], kRanks, id, r, &config);
+    EXPECT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+  } else {
+    int devs[kRanks] = {};
+    EXPECT_EQ(ncclCommInitAll(comms, kRanks, devs), ncclSuccess) << ncclGetLastError(nullptr);
+  }
   unsetenv("BRAID_DEVICE_ENGINE");
   unsetenv("BRAID_NCHANNELS");
   std::vector<float*> bufs(kRanks);
@@ -143,15 +154,17 @@ uint32_t lanesOfAllReduce(size_t count, const char* nchannels) {
 }
 
 // A large call spreads over channels (a lane, so a CUDA block, each), as many
-// as the emulated GPU's 132 multiprocessors and the FIFO arena allow; a small
-// call, or BRAID_NCHANNELS=1, keeps one.
+// as the emulated GPU's 132 multiprocessors and the FIFO arena allow, and
+// ncclConfig_t::maxCTAs; a small call, or BRAID_NCHANNELS=1, keeps one.
 TEST(DeviceChannels, LargeCallsSpreadOverChannels) {
   const uint32_t small = lanesOfAllReduce(64, nullptr);
   const uint32_t large = lanesOfAllReduce(size_t(4) << 20, nullptr);
   const uint32_t fixed = lanesOfAllReduce(size_t(4) << 20, "1");
+  const uint32_t capped = lanesOfAllReduce(size_t(4) << 20, nullptr, 3);
   EXPECT_GE(small, 1u);
   EXPECT_EQ(large, 8 * small) << "16 MiB over 8 channels, one lane each as the 64-element call";
   EXPECT_EQ(fixed, small);
+  EXPECT_EQ(capped, 3 * small) << "maxCTAs = 3";
 }
 
 // Rank 0 calls with another datatype: the peers' lanes fail on its messages
