@@ -249,6 +249,9 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   if (kept) {
     BRAID_TRY(first->launchCache().blockFor(kept, scratchAt + scratchBytes));
     block = kept->block;
+    // Its last launch was on this stream handle; the stream may have been
+    // destroyed and the handle reused since: wait for that launch anyway.
+    if (kept->launched) BRAID_CUDA_TRY(cudaStreamWaitEvent(stream, kept->done.get(), 0));
   } else {
     BRAID_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void**>(&block), scratchAt + scratchBytes, stream));
   }
