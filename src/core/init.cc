@@ -137,10 +137,10 @@ void chooseWaitPolicy(ncclComm* comm) {
 
 namespace {
 
-// Channels whose FIFOs the plan kernels' arena holds, two FIFOs each (a ring
-// receives on one per channel; trees on more, made on demand past the arena).
-// And at most ncclConfig_t::maxCTAs.
-int deviceFifoChannels(const engine::CommSettings& s) {
+// The plan kernels' channels the communicator allows: those whose FIFOs its
+// arena holds, two FIFOs each (a ring receives on one per channel; trees on
+// more, made on demand past the arena), and at most ncclConfig_t::maxCTAs.
+int deviceChannelsAllowed(const engine::CommSettings& s) {
   const size_t perChannel = 2 * s.slotBytes * static_cast<size_t>(s.nslots);
   const int fit = static_cast<int>(std::max<size_t>(1, s.deviceFifoArenaBytes / perChannel));
   return s.maxCtas > 0 ? std::min(fit, s.maxCtas) : fit;
@@ -172,7 +172,7 @@ Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int 
     comm->peers[rank].gpuBusId = device::currentGpuBusId();
     comm->peers[rank].gpuSms = comm->peers[rank].gpuBusId >= 0 ? device::currentGpuMultiprocessors() : 0;
     BRAID_TRY(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo), deadline));
-    comm->deviceChannelCap = tuning::deviceChannelCap(comm->peers, deviceFifoChannels(comm->settings));
+    comm->deviceChannelCap = tuning::deviceChannelCap(comm->peers, deviceChannelsAllowed(comm->settings));
     if (comm->settings.deviceKernels)
       comm->timeSlicedGpu = device::timeSlicedPeers(comm->peers, rank, device::mpsDaemonRunning());
     device::prepareDeviceWork(comm);

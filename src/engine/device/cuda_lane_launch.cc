@@ -51,9 +51,8 @@ Result planCalls(bool cache, CommLaunch* c) {
   if (!cache) return Result::success();
   auto entry = std::make_unique<CachedLaunch>();
   entry->stream = c->stream;
-  for (const engine::Task* t : c->tasks) entry->key.push_back(lanes::planKeyOf(*t));
   entry->cp = std::move(c->planned);
-  c->cached = launches.insert(std::move(entry));
+  c->cached = launches.insert(c->tasks, std::move(entry));
   return Result::success();
 }
 

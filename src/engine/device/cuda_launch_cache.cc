@@ -1,26 +1,8 @@
 #include "engine/device/cuda_launch_cache.h"
 
-#include <algorithm>
-
 #include "base/cuda_util.h"
 
 namespace braid::device {
-
-namespace {
-
-bool sameCalls(const lanes::GroupKey& key, const std::vector<const engine::Task*>& tasks) {
-  if (key.size() != tasks.size()) return false;
-  for (size_t i = 0; i < key.size(); ++i)
-    if (!(key[i] == lanes::planKeyOf(*tasks[i]))) return false;
-  return true;
-}
-
-}  // namespace
-
-LaunchCache::~LaunchCache() {
-  // Not released: a kernel may still use the blocks; the stream goes with them.
-  for (auto& e : entries_) e->block = nullptr;
-}
 
 Result LaunchCache::start() {
   if (freeStream_ == nullptr) BRAID_CUDA_TRY(cudaStreamCreateWithFlags(&freeStream_, cudaStreamNonBlocking));
@@ -28,25 +10,13 @@ Result LaunchCache::start() {
 }
 
 CachedLaunch* LaunchCache::find(cudaStream_t stream, const std::vector<const engine::Task*>& tasks) {
-  for (auto& e : entries_)
-    if (e->stream == stream && sameCalls(e->key, tasks)) {
-      e->lastUse = ++clock_;
-      return e.get();
-    }
-  return nullptr;
+  return entries_.find(tasks, [stream](const CachedLaunch& e) { return e.stream == stream; });
 }
 
-CachedLaunch* LaunchCache::insert(std::unique_ptr<CachedLaunch> entry) {
-  entry->lastUse = ++clock_;
-  if (entries_.size() >= kEntries) {
-    auto oldest = std::min_element(entries_.begin(), entries_.end(),
-                                   [](const auto& a, const auto& b) { return a->lastUse < b->lastUse; });
-    drop(**oldest);
-    *oldest = std::move(entry);
-    return oldest->get();
-  }
-  entries_.push_back(std::move(entry));
-  return entries_.back().get();
+CachedLaunch* LaunchCache::insert(const std::vector<const engine::Task*>& tasks, std::unique_ptr<CachedLaunch> entry) {
+  lanes::GroupKey key;
+  for (const engine::Task* t : tasks) key.push_back(lanes::planKeyOf(*t));
+  return entries_.insert(std::move(key), std::move(entry), [this](CachedLaunch& old) { drop(old); });
 }
 
 // The free waits on freeStream_ for the block's last launch: no host wait,
@@ -72,8 +42,7 @@ Result LaunchCache::blockFor(CachedLaunch* e, size_t bytes) {
 }
 
 void LaunchCache::release() {
-  for (auto& e : entries_) drop(*e);
-  entries_.clear();
+  entries_.clear([this](CachedLaunch& e) { drop(e); });
   if (freeStream_ != nullptr) {
     cudaStreamDestroy(freeStream_);  // its frees still run
     freeStream_ = nullptr;

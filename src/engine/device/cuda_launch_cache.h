@@ -24,22 +24,21 @@ namespace braid::device {
 
 struct CachedLaunch {
   cudaStream_t stream = nullptr;
-  lanes::GroupKey key;
   lanes::CommProgram cp;
   char* block = nullptr;  // device memory for the image and scratch, or null before the first launch
   size_t blockBytes = 0;
   CudaEvent done;         // recorded after each launch that used the block
   bool launched = false;  // `done` was recorded
   bool connected = false;  // its FIFOs were made (connect succeeded once)
-  uint64_t lastUse = 0;
 };
 
+// The communicator's kept launches (lanes::GroupCache: 16, least recently
+// used replaced), keyed by their calls and stream.
 class LaunchCache {
  public:
-  static constexpr size_t kEntries = 16;
-
   LaunchCache() = default;
-  ~LaunchCache();  // leaks what was not released (a kernel may still use it)
+  // What was not released stays allocated: a kernel may still use it.
+  ~LaunchCache() = default;
   LaunchCache(const LaunchCache&) = delete;
   LaunchCache& operator=(const LaunchCache&) = delete;
 
@@ -49,9 +48,8 @@ class LaunchCache {
   Result start();
 
   CachedLaunch* find(cudaStream_t stream, const std::vector<const engine::Task*>& tasks);
-  // The least recently used entry beyond kEntries is dropped, its block freed
-  // in stream order after its last launch.
-  CachedLaunch* insert(std::unique_ptr<CachedLaunch> entry);
+  // A replaced entry's block is freed in stream order after its last launch.
+  CachedLaunch* insert(const std::vector<const engine::Task*>& tasks, std::unique_ptr<CachedLaunch> entry);
   // A block of at least `bytes` for the entry's next launch: the one it has,
   // or a new one in stream order on its stream (the old one freed after its
   // last launch).
@@ -63,8 +61,7 @@ class LaunchCache {
   void drop(CachedLaunch& entry);
 
   cudaStream_t freeStream_ = nullptr;
-  std::vector<std::unique_ptr<CachedLaunch>> entries_;
-  uint64_t clock_ = 0;
+  lanes::GroupCache<CachedLaunch> entries_;
 };
 
 }  // namespace braid::device

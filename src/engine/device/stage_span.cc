@@ -32,14 +32,13 @@ StageSpan stageSpanOf(const engine::Task& t, int rank, int nranks) {
 
 size_t stagePieceColumns(const engine::Task& t, int nranks, size_t budgetBytes) {
   constexpr size_t kGranule = 64;
-  // The most rows any rank of the call stages at once: a root's, and for a
-  // send or a receive the larger side, so that both ends cut alike.
+  // The most rows any rank of the call stages at once: the root's or another
+  // rank's (a send and its receive both stage one row, so both ends cut alike).
   size_t rows = 0;
   for (int rank : {t.root, t.root + 1}) {
     const StageRows r = stageRowsOf(t, rank, nranks);
     rows = std::max(rows, r.in + r.out);
   }
-  if (t.coll == schedule::Collective::Send || t.coll == schedule::Collective::Recv) rows = 1;
   const size_t perColumn = std::max<size_t>(rows, 1) * reduce::typeSize(t.type);
   return std::max(kGranule, budgetBytes / perColumn / kGranule * kGranule);
 }

@@ -32,8 +32,9 @@ uint64_t operationBytes(const engine::Task& t) {
 constexpr uint64_t kHostLLOpBytes = 32;
 
 // Plan kernels spread a large call over channels (a CUDA block each) unless
-// BRAID_NCHANNELS or ncclConfig_t::maxCTAs fixed their number; host threads
-// keep the communicator's (one thread moves every byte anyway).
+// BRAID_NCHANNELS fixed their number (ncclConfig_t::maxCTAs caps them:
+// ncclComm::deviceChannelCap); host threads keep the communicator's (one
+// thread moves every byte anyway).
 int channelsOf(const engine::Task& t, LaneRunner runner) {
   if (runner == LaneRunner::Host || t.comm->settings.nchannelsFixed) return 0;
   return tuning::deviceChannelsFor(operationBytes(t), t.comm->deviceChannelCap);

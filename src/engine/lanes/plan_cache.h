@@ -9,7 +9,9 @@
 // so an entry never goes stale; only the key varies.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -35,29 +37,78 @@ PlanKey planKeyOf(const engine::Task& t);
 using GroupKey = std::vector<PlanKey>;
 GroupKey groupKeyOf(const std::vector<engine::Task>& tasks);
 
-// A handful of entries, least recently used replaced: lookups are a linear scan
-// of a few short keys, cheaper than hashing.
-class PlanCache {
+// Values kept per group of calls: a handful of entries, least recently used
+// replaced, lookups a linear scan of a few short keys (cheaper than hashing,
+// and compared key by key, in order, so that a lookup allocates nothing). The
+// host runner keeps its LaneGroups so (PlanCache); plan kernels their
+// launches (engine/device/cuda_launch_cache.h).
+template <class Value>
+class GroupCache {
  public:
   static constexpr size_t kEntries = 16;
 
-  // The group of these calls (compared key by key, in order, so that a
-  // lookup allocates nothing), or null.
-  lanes::LaneGroup* find(const std::vector<engine::Task>& tasks);
-  lanes::LaneGroup* find(const GroupKey& key);
-  lanes::LaneGroup* insert(GroupKey key, std::unique_ptr<lanes::LaneGroup> group);
+  // The value of these calls, or null.
+  Value* find(const std::vector<engine::Task>& tasks) {
+    return findWhere(tasks.size(), [&](size_t i) { return planKeyOf(tasks[i]); }, [](const Value&) { return true; });
+  }
+  Value* find(const GroupKey& key) {
+    return findWhere(key.size(), [&](size_t i) { return key[i]; }, [](const Value&) { return true; });
+  }
+  // The value of these calls that also satisfies `also`, or null.
+  template <class Also>
+  Value* find(const std::vector<const engine::Task*>& tasks, const Also& also) {
+    return findWhere(tasks.size(), [&](size_t i) { return planKeyOf(*tasks[i]); }, also);
+  }
+  // Keeps `value` for `key`; a value it replaces (beyond kEntries) goes to
+  // retire(value) before it is destroyed.
+  template <class Retire>
+  Value* insert(GroupKey key, std::unique_ptr<Value> value, const Retire& retire) {
+    Entry* slot = nullptr;
+    if (entries_.size() < kEntries) {
+      slot = &entries_.emplace_back();
+    } else {
+      slot = &*std::min_element(entries_.begin(), entries_.end(),
+                                [](const Entry& a, const Entry& b) { return a.lastUse < b.lastUse; });
+      retire(*slot->value);
+    }
+    slot->key = std::move(key);
+    slot->value = std::move(value);
+    slot->lastUse = ++clock_;
+    return slot->value.get();
+  }
+  Value* insert(GroupKey key, std::unique_ptr<Value> value) {
+    return insert(std::move(key), std::move(value), [](Value&) {});
+  }
+  // Every value, then none.
+  template <class Retire>
+  void clear(const Retire& retire) {
+    for (Entry& e : entries_) retire(*e.value);
+    entries_.clear();
+  }
 
  private:
   struct Entry {
     GroupKey key;
-    std::unique_ptr<lanes::LaneGroup> group;
+    std::unique_ptr<Value> value;
     uint64_t lastUse = 0;
   };
-  template <class KeyAt>
-  lanes::LaneGroup* findWhere(size_t n, const KeyAt& keyAt);
+  template <class KeyAt, class Also>
+  Value* findWhere(size_t n, const KeyAt& keyAt, const Also& also) {
+    for (Entry& e : entries_) {
+      if (e.key.size() != n) continue;
+      size_t i = 0;
+      while (i < n && e.key[i] == keyAt(i)) ++i;
+      if (i < n || !also(*e.value)) continue;
+      e.lastUse = ++clock_;
+      return e.value.get();
+    }
+    return nullptr;
+  }
 
   std::vector<Entry> entries_;
   uint64_t clock_ = 0;
 };
+
+using PlanCache = GroupCache<lanes::LaneGroup>;
 
 }  // namespace braid::lanes
