@@ -180,4 +180,83 @@ BRAID_HD void applyReduce(const G& g, const reduce::RedOp& op, T* d, const T* a,
   reduce::withReduceFn<T>(op, pre, post, [&](auto fn) { forEach2(g, d, a, b, n, fn); });
 }
 
+// The reduction across ranks of a PeerReduce step: dst(j)[i] = last(
+// combine(...combine(first(src(0)[i]), src(1)[i])..., src(nsrc-1)[i])) for
+// every j < ndst, in one pass: every source element is read once and every
+// destination element written once. srcAt(k) and dstAt(j) give the k-th
+// source and j-th destination (the peers' buffers). An element is read and
+// written by one thread, all its sources before any destination, so a
+// destination may be a source (in place).
+template <class T, class G, class SrcAt, class DstAt, class First, class Combine, class Last>
+BRAID_HD void reduceAcross(const G& g, DstAt dstAt, uint32_t ndst, SrcAt srcAt, uint32_t nsrc, uint64_t n, First first,
+                           Combine combine, Last last) {
+#if !defined(__CUDA_ARCH__)
+  if (g.size() == 1) {
+    // One host thread: tiles small enough to stay in L1, each loop over a
+    // tile a plain one the compiler vectorises.
+    constexpr uint64_t kTile = 512;
+    T acc[kTile];
+    for (uint64_t at = 0; at < n; at += kTile) {
+      const uint64_t m = n - at < kTile ? n - at : kTile;
+      const T* s0 = srcAt(0) + at;
+      for (uint64_t i = 0; i < m; ++i) acc[i] = first(s0[i]);
+      for (uint32_t k = 1; k < nsrc; ++k) {
+        const T* sk = srcAt(k) + at;
+        for (uint64_t i = 0; i < m; ++i) acc[i] = combine(acc[i], sk[i]);
+      }
+      for (uint32_t j = 0; j < ndst; ++j) {
+        T* d = dstAt(j) + at;
+        for (uint64_t i = 0; i < m; ++i) d[i] = last(acc[i]);
+      }
+    }
+    return;
+  }
+#endif
+  auto one = [&](uint64_t i) {
+    T x = first(srcAt(0)[i]);
+    for (uint32_t k = 1; k < nsrc; ++k) x = combine(x, srcAt(k)[i]);
+    x = last(x);
+    for (uint32_t j = 0; j < ndst; ++j) dstAt(j)[i] = x;
+  };
+  // Vectors only where every buffer is misaligned alike.
+  int64_t head = sizeof(T) <= kVecBytes ? vectorHead(dstAt(0), dstAt(0), dstAt(0), sizeof(T)) : -1;
+  for (uint32_t k = 0; head >= 0 && k < nsrc; ++k)
+    if (vectorHead(dstAt(0), srcAt(k), srcAt(k), sizeof(T)) != head) head = -1;
+  for (uint32_t j = 1; head >= 0 && j < ndst; ++j)
+    if (vectorHead(dstAt(0), dstAt(j), dstAt(j), sizeof(T)) != head) head = -1;
+  if (head < 0 || uint64_t(head) >= n) {
+    for (uint64_t i = g.tid(); i < n; i += g.size()) one(i);
+    return;
+  }
+  constexpr uint32_t k = VecElems<T>::kCount;
+  const uint64_t nvec = (n - uint64_t(head)) / k;
+  for (uint64_t i = g.tid(); i < uint64_t(head); i += g.size()) one(i);
+  for (uint64_t v = g.tid(); v < nvec; v += g.size()) {
+    const uint64_t at = uint64_t(head) + v * k;
+    VecElems<T> x = elemsOf<T>(loadVec(srcAt(0) + at));
+    BRAID_UNROLL
+    for (uint32_t e = 0; e < k; ++e) x.e[e] = first(x.e[e]);
+    for (uint32_t s = 1; s < nsrc; ++s) {
+      const VecElems<T> y = elemsOf<T>(loadVec(srcAt(s) + at));
+      BRAID_UNROLL
+      for (uint32_t e = 0; e < k; ++e) x.e[e] = combine(x.e[e], y.e[e]);
+    }
+    BRAID_UNROLL
+    for (uint32_t e = 0; e < k; ++e) x.e[e] = last(x.e[e]);
+    const Vec16 out = vecOf<T>(x);
+    for (uint32_t j = 0; j < ndst; ++j) storeVec(dstAt(j) + at, out);
+  }
+  for (uint64_t i = uint64_t(head) + nvec * k + g.tid(); i < n; i += g.size()) one(i);
+}
+
+// A PeerReduce step's arithmetic: the sources are contributions when `pre`,
+// the result finished (post) when `post`.
+template <class T, class G, class SrcAt, class DstAt>
+BRAID_HD void applyReduceAcross(const G& g, const reduce::RedOp& op, DstAt dstAt, uint32_t ndst, SrcAt srcAt,
+                                uint32_t nsrc, uint64_t n, bool pre, bool post) {
+  reduce::withReduceAcrossFns<T>(op, pre, post, [&](auto first, auto combine, auto last) {
+    reduceAcross<T>(g, dstAt, ndst, srcAt, nsrc, n, first, combine, last);
+  });
+}
+
 }  // namespace braid::executor

@@ -25,6 +25,8 @@ namespace braid::executor {
 
 constexpr uint8_t kStepContribution = 1;  // Step::srcIsContribution
 constexpr uint8_t kStepFinal = 2;         // Step::final
+constexpr uint8_t kStepPeerSrc = 4;       // Step::peerSrc
+constexpr uint8_t kStepPeerDst = 8;       // Step::peerDst
 constexpr uint32_t kReceivedLL = 1;       // LaneExec::resumePhase
 
 // A Step with its peers resolved to the lane's ports (lane_binding.h).
@@ -66,6 +68,10 @@ struct OpBuffers {
   // narrowing the owner sends, so that every rank holds the same bits
   // (allreduce); 0 keeps them in float (reduce-scatter, reduce).
   uint8_t roundFinal = 0;
+  // PeerReduce steps (the PeerAccess algorithm): the same call's OpBuffers of
+  // every rank, in rank order, where this lane can read them; null elsewhere.
+  const OpBuffers* const* peers = nullptr;
+  uint32_t npeers = 0;
 };
 
 // Everything one lane needs, in memory its threads can reach.
@@ -192,7 +198,7 @@ BRAID_HD inline bool stepSendsKind(schedule::StepKind k) {
          k == schedule::StepKind::RecvReduceCopySend || k == schedule::StepKind::RecvCopySend;
 }
 BRAID_HD inline bool stepReceivesKind(schedule::StepKind k) {
-  return k != schedule::StepKind::Send && k != schedule::StepKind::Copy;
+  return k != schedule::StepKind::Send && k != schedule::StepKind::Copy && k != schedule::StepKind::PeerReduce;
 }
 BRAID_HD inline bool stepWritesDstKind(schedule::StepKind k) {
   return k != schedule::StepKind::Send && k != schedule::StepKind::RecvReduceSend;
@@ -242,8 +248,24 @@ BRAID_HD void computeStep(const G& g, const OpBuffers& L, const ExecStep& s, con
       if (pre || fin || src != dst) applyCopy(g, L.op, dst, src, n, pre, fin);
       break;
     }
+    case schedule::StepKind::PeerReduce: {
+      const bool peerSrc = (s.flags & kStepPeerSrc) != 0, peerDst = (s.flags & kStepPeerDst) != 0;
+      auto srcAt = [&](uint32_t k) { return bufferAt<T>(peerSrc ? *L.peers[k] : L, s.srcBuffer, s.srcOffset); };
+      auto dstAt = [&](uint32_t k) { return bufferAt<T>(peerDst ? *L.peers[k] : L, s.dstBuffer, s.dstOffset); };
+      applyReduceAcross<T>(g, L.op, dstAt, peerDst ? L.npeers : 1, srcAt, peerSrc ? L.npeers : 1, n, pre, fin);
+      break;
+    }
   }
   g.sync();
+}
+
+// Whether a PeerReduce step has the peers it addresses (others: true).
+BRAID_HD inline bool peersBound(const OpBuffers& o, const ExecStep& s) {
+  if (s.kind != schedule::StepKind::PeerReduce || (s.flags & (kStepPeerSrc | kStepPeerDst)) == 0) return true;
+  if (o.peers == nullptr || o.npeers == 0) return false;
+  for (uint32_t k = 0; k < o.npeers; ++k)
+    if (o.peers[k] == nullptr) return false;
+  return true;
 }
 
 // Waits for the operation before this step's to end on every lane.
@@ -284,7 +306,7 @@ BRAID_HD ExecStatus runStepWith(const G& g, LaneExec& L, const ExecStep& s, uint
   Port* sp = sends ? L.sendPorts[s.sendPort] : nullptr;
   const bool llIn = rp && rp->fifo.protocol == Protocol::LL;
   const bool llOut = sp && sp->fifo.protocol == Protocol::LL;
-  if (s.op >= L.nops) return ExecStatus::BadStep;
+  if (s.op >= L.nops || !peersBound(L.ops[s.op], s)) return ExecStatus::BadStep;
   if ((rp && bytes > rp->fifo.payloadBytes) || (sp && bytes > sp->fifo.payloadBytes) ||
       ((llIn || llOut) && bytes > L.stageBytes))
     return ExecStatus::BadStep;

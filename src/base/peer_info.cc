@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <string>
 
 #include "base/env.h"
@@ -55,6 +56,7 @@ PeerInfo makeLocalPeerInfo(int rank, int cudaDev, const sockaddr_storage& tcpAdd
   info.rank = rank;
   info.cudaDev = cudaDev;
   info.gpuBusId = -1;
+  info.nonce = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
   info.hostHash = localHostHash();
   struct stat shm;
   std::string shmId = nsInode("/proc/self/ns/ipc") + "|" +

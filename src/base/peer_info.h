@@ -24,6 +24,9 @@ struct PeerInfo {
   // That GPU's multiprocessors (0 with gpuBusId -1): how many plan-kernel
   // lanes it runs at once (tuning/device_channels.h).
   int32_t gpuSms;
+  // Random, drawn by each rank of each communicator: two communicators of the
+  // same ranks (two ncclCommInitAll, a split) differ in their peers' tables.
+  uint64_t nonce;
   uint8_t tcpAddr[128];   // sockaddr_storage of the interface the bootstrap chose
   char hostname[64];
 };

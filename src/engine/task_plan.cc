@@ -39,7 +39,7 @@ tuning::TuningInput tuningInputOf(const Task& t) {
   return in;
 }
 
-schedule::CollShape shapeOf(const Task& t, int nchannels) {
+schedule::CollShape shapeOf(const Task& t, int nchannels, bool peerAccess) {
   ncclComm* comm = t.comm;
   schedule::CollShape s;
   s.coll = t.coll;
@@ -49,6 +49,7 @@ schedule::CollShape shapeOf(const Task& t, int nchannels) {
   s.root = t.root;
   tuning::TuningInput in = tuningInputOf(t);
   if (nchannels > 0) in.nchannels = nchannels;
+  in.peerAccess = peerAccess;
   const tuning::PlanChoice choice = choosePlan(in);
   s.algorithm = choice.algorithm;
   s.chunkElems = choice.chunkElems;

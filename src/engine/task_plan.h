@@ -16,7 +16,8 @@ tuning::TuningInput tuningInputOf(const Task& t);
 // reduce-scatter, reduce) over more than one rank; else None.
 reduce::WireType wireTypeFor(const Task& t);
 // `nchannels` > 0 replaces the communicator's channel count (plan kernels
-// choose theirs per call: tuning/device_channels.h).
-schedule::CollShape shapeOf(const Task& t, int nchannels = 0);
+// choose theirs per call: tuning/device_channels.h). `peerAccess`: the call
+// may address its peers' buffers (engine/lanes/peer_access.h).
+schedule::CollShape shapeOf(const Task& t, int nchannels = 0, bool peerAccess = false);
 
 }  // namespace braid::engine

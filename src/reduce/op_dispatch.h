@@ -58,4 +58,34 @@ BRAID_HD BRAID_INLINE void withCopyFn(const RedOp& op, bool pre, bool post, Tran
   copy();
 }
 
+// The identity, for reductions across ranks that change nothing at one end.
+template <class T>
+struct SameFn {
+  BRAID_HD BRAID_INLINE T operator()(T x) const { return x; }
+};
+
+// For a reduction across several operands in one pass (x0 OP x1 OP ...):
+// calls apply(first, combine, last), so that the result is
+// last(combine(...combine(first(x0), x1)..., xm)), where first applies `pre` to
+// the first operand and combine to each later one (both contributions when
+// `pre`), and last is `post`. The same bits as a chain of withReduceFn steps
+// that starts from pre(x0).
+BRAID_ANY_CALLABLE
+template <class T, class Apply>
+BRAID_HD BRAID_INLINE void withReduceAcrossFns(const RedOp& op, bool pre, bool post, Apply apply) {
+  switch (op.kind) {
+    case RedKind::Prod: return apply(SameFn<T>(), ProdFn<T>(), SameFn<T>());
+    case RedKind::Max: return apply(SameFn<T>(), MaxFn<T>(), SameFn<T>());
+    case RedKind::Min: return apply(SameFn<T>(), MinFn<T>(), SameFn<T>());
+    case RedKind::PreMulSum:
+      if (pre) return apply(scaleOf<T>(op), PreMulSumFn<T>{scaleOf<T>(op)}, SameFn<T>());
+      break;
+    case RedKind::SumPostDiv:
+      if (post) return apply(SameFn<T>(), SumFn<T>(), DivFn<T>{op.divisor});
+      break;
+    case RedKind::Sum: break;
+  }
+  apply(SameFn<T>(), SumFn<T>(), SameFn<T>());
+}
+
 }  // namespace braid::reduce

@@ -34,6 +34,7 @@ const char* algorithmName(Algorithm a) {
     case Algorithm::RecursiveDoubling: return "RecursiveDoubling";
     case Algorithm::HalvingDoubling: return "HalvingDoubling";
     case Algorithm::Direct: return "Direct";
+    case Algorithm::PeerAccess: return "PeerAccess";
   }
   return "?";
 }
@@ -61,7 +62,8 @@ Plan generateInPositions(const CollShape& s) {
 }
 
 bool orderApplies(const CollShape& s) {
-  if (!s.order || s.order->identity()) return false;
+  // Rings and trees only: a peer-access rank's block is its own.
+  if (!s.order || s.order->identity() || effectiveAlgorithm(s) == Algorithm::PeerAccess) return false;
   switch (s.coll) {
     case Collective::AllReduce:
     case Collective::Broadcast:

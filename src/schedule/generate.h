@@ -10,9 +10,12 @@ namespace braid::schedule {
 
 // The schedule families. Not every algorithm serves every collective; see
 // algorithmSupports(). Direct is the pairwise family (all-to-all, gather,
-// scatter, send/recv), the only one those collectives have.
-enum class Algorithm : uint8_t { Ring, Tree, RecursiveDoubling, HalvingDoubling, Direct };
-constexpr int kNumAlgorithms = 5;
+// scatter, send/recv), the only one those collectives have. PeerAccess reads
+// and writes the peers' buffers in place (peer_access.cc): the planner offers
+// it only where every rank's buffers are addressable and the ranks' calls run
+// as one (tuning::TuningInput::peerAccess).
+enum class Algorithm : uint8_t { Ring, Tree, RecursiveDoubling, HalvingDoubling, Direct, PeerAccess };
+constexpr int kNumAlgorithms = 6;
 const char* algorithmName(Algorithm a);
 bool algorithmSupports(Algorithm a, Collective c);
 // Whether each finished value of the collective is computed on one rank, its

@@ -37,4 +37,9 @@ void directGather(const CollShape& s, Plan* plan);
 void directScatter(const CollShape& s, Plan* plan);
 void pointToPoint(const CollShape& s, Plan* plan);
 
+// Ranks that address each other's buffers (peer_access.cc).
+void peerAccessAllReduce(const CollShape& s, Plan* plan);
+void peerAccessReduceScatter(const CollShape& s, Plan* plan);
+void peerAccessAllGather(const CollShape& s, Plan* plan);
+
 }  // namespace braid::schedule

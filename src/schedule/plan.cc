@@ -33,6 +33,7 @@ const char* stepKindName(StepKind k) {
     case StepKind::RecvReduceCopySend: return "recvReduceCopySend";
     case StepKind::RecvCopySend: return "recvCopySend";
     case StepKind::Copy: return "copy";
+    case StepKind::PeerReduce: return "peerReduce";
   }
   return "?";
 }
@@ -42,16 +43,16 @@ bool stepSends(StepKind k) {
          k == StepKind::RecvCopySend;
 }
 
-bool stepReceives(StepKind k) { return k != StepKind::Send && k != StepKind::Copy; }
+bool stepReceives(StepKind k) { return k != StepKind::Send && k != StepKind::Copy && k != StepKind::PeerReduce; }
 
 bool stepReadsSrc(StepKind k) {
   return k == StepKind::Send || k == StepKind::RecvReduceSend || k == StepKind::RecvReduceCopy ||
-         k == StepKind::RecvReduceCopySend || k == StepKind::Copy;
+         k == StepKind::RecvReduceCopySend || k == StepKind::Copy || k == StepKind::PeerReduce;
 }
 
 bool stepWritesDst(StepKind k) {
   return k == StepKind::Recv || k == StepKind::RecvReduceCopy || k == StepKind::RecvReduceCopySend ||
-         k == StepKind::RecvCopySend || k == StepKind::Copy;
+         k == StepKind::RecvCopySend || k == StepKind::Copy || k == StepKind::PeerReduce;
 }
 
 namespace {
@@ -82,6 +83,8 @@ std::string describePlan(const Plan& plan) {
       os << " n=" << s.count;
       if (s.srcIsContribution) os << " contrib";
       if (s.final) os << " final";
+      if (s.peerSrc) os << " src-at-every-rank";
+      if (s.peerDst) os << " dst-at-every-rank";
       os << "\n";
     }
   }

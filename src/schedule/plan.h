@@ -26,6 +26,12 @@ enum class StepKind : uint8_t {
   RecvReduceCopySend,  // dst = slot(sendPeer) = slot(recvPeer) op load(src)
   RecvCopySend,        // dst = slot(sendPeer) = slot(recvPeer)
   Copy,                // dst = load(src)
+  // No FIFO: dst = the reduction, in rank order, of src at every rank
+  // (Step::peerSrc; else this rank's src alone), written at every rank
+  // (Step::peerDst; else this rank's dst alone), in one pass over the peers'
+  // buffers in place. Only where every rank's buffers are addressable by the
+  // lane and the ranks' calls run as one (the PeerAccess algorithm).
+  PeerReduce,
 };
 const char* stepKindName(StepKind k);
 bool stepSends(StepKind k);
@@ -52,6 +58,8 @@ struct Step {
   size_t count = 0;              // elements; every step moves at most one slot
   bool srcIsContribution = false;  // src holds this rank's raw input: apply PreMulSum
   bool final = false;              // produces the finished value: apply SumPostDiv
+  bool peerSrc = false;            // PeerReduce: src is read at every rank
+  bool peerDst = false;            // PeerReduce: dst is written at every rank
 };
 
 // A lane is a sequence of steps run in order; lanes run concurrently.

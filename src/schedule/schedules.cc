@@ -38,6 +38,9 @@ const Schedule kSchedules[] = {
     {C::Scatter, A::Direct, directScatter, directGatherScatterCost, false},
     {C::Send, A::Direct, pointToPoint, pointToPointCost, false},
     {C::Recv, A::Direct, pointToPoint, pointToPointCost, false},
+    {C::AllReduce, A::PeerAccess, peerAccessAllReduce, peerAccessAllReduceCost, false},
+    {C::ReduceScatter, A::PeerAccess, peerAccessReduceScatter, peerAccessReduceScatterCost, false},
+    {C::AllGather, A::PeerAccess, peerAccessAllGather, peerAccessAllGatherCost, false},
 };
 
 }  // namespace

@@ -262,4 +262,32 @@ StepCost pointToPointCost(const ModelShape& s) {
   return r;
 }
 
+// Peer access: no message and no step to wait for; the rank reads its block
+// of every rank's buffer and writes it at every rank, in one pass.
+// Allreduce: reads p blocks of n/p (reducing p-1 of them), writes p.
+StepCost peerAccessAllReduceCost(const ModelShape& s) {
+  const double p = s.nranks, n = s.bytes;
+  StepCost r;
+  r.reducedBytes = (p - 1) / p * n;
+  r.copiedBytes = n;
+  return r;
+}
+
+// Reduce-scatter (n: a rank's whole input): reads its block of every input,
+// writes its own output block.
+StepCost peerAccessReduceScatterCost(const ModelShape& s) {
+  const double p = s.nranks, n = s.bytes;
+  StepCost r;
+  r.reducedBytes = (p - 1) / p * n;
+  r.copiedBytes = n / p;
+  return r;
+}
+
+// All-gather (n: a rank's whole output): its input written into every output.
+StepCost peerAccessAllGatherCost(const ModelShape& s) {
+  StepCost r;
+  r.copiedBytes = s.bytes;
+  return r;
+}
+
 }  // namespace braid::schedule

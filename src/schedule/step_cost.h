@@ -45,5 +45,8 @@ StepCost halvingDoublingReduceScatterCost(const ModelShape& s);
 StepCost directAllToAllCost(const ModelShape& s);
 StepCost directGatherScatterCost(const ModelShape& s);
 StepCost pointToPointCost(const ModelShape& s);
+StepCost peerAccessAllReduceCost(const ModelShape& s);
+StepCost peerAccessReduceScatterCost(const ModelShape& s);
+StepCost peerAccessAllGatherCost(const ModelShape& s);
 
 }  // namespace braid::schedule

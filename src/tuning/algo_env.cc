@@ -36,6 +36,7 @@ const Name kAlgoNames[] = {
     {"hd", bit(schedule::Algorithm::HalvingDoubling)},
     {"rabenseifner", bit(schedule::Algorithm::HalvingDoubling)},
     {"direct", bit(schedule::Algorithm::Direct)},
+    {"peeraccess", bit(schedule::Algorithm::PeerAccess)},
     // NCCL's PAT is a logarithmic all-gather / reduce-scatter: ours are these two.
     {"pat",
      static_cast<uint8_t>(bit(schedule::Algorithm::RecursiveDoubling) | bit(schedule::Algorithm::HalvingDoubling))},

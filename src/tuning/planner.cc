@@ -181,6 +181,8 @@ PlanChoice choosePlan(const TuningInput& in) {
     if (algorithmSupports(static_cast<schedule::Algorithm>(a), in.coll) &&
         (in.wire == reduce::WireType::None || algorithmHasOneOwner(static_cast<schedule::Algorithm>(a), in.coll)))
       implemented |= 1u << a;
+  if (!in.peerAccess || in.wire != reduce::WireType::None)
+    implemented &= ~(1u << static_cast<int>(schedule::Algorithm::PeerAccess));
   if (!logEnabled(LogLevel::Info, kLogTuning)) return choosePlanAmong(in, implemented, nullptr);
   double perAlgorithm[schedule::kNumAlgorithms];
   PlanChoice c = choosePlanAmong(in, implemented, perAlgorithm);

@@ -36,6 +36,10 @@ struct TuningInput {
   // on one rank (algorithmHasOneOwner), so that every rank gets its bits; the
   // model prices the wire's bytes, and a chunk fills a slot with narrow values.
   reduce::WireType wire = reduce::WireType::None;
+  // Every rank's buffers are addressable by every lane and the ranks' calls
+  // run as one launch or host group (engine/lanes/peer_access.h): only then
+  // may the PeerAccess algorithm run. Never with a wire type.
+  bool peerAccess = false;
 };
 
 struct PlanChoice {

@@ -144,7 +144,9 @@ class BeaconWatchTest : public testing::Test {
   }
   DeviceLikeRanks& ranks() { return *owned_; }
 
-  braidtest::LocalComms comms{2};
+  // The ring: one group holding both ranks would otherwise address their
+  // buffers in place (PeerAccess), with no FIFO to wait on.
+  braidtest::LocalComms comms{2, {{"NCCL_ALGO", "ring"}}};
 
  private:
   std::unique_ptr<DeviceLikeRanks> owned_;  // before comms go

@@ -51,6 +51,15 @@ class Pair {
     for (int r = 0; r < 2; ++r) allReduce(r);
     return ncclGroupEnd();
   }
+  // Two allreduces of each rank in one group: their FIFOs are made, so that a
+  // later call of one rank waits in the data path. (One call each would
+  // address the other rank's buffer in place, PeerAccess, and make none.)
+  ncclResult_t connectBoth() {
+    ncclGroupStart();
+    for (int r = 0; r < 2; ++r)
+      for (int twice = 0; twice < 2; ++twice) allReduce(r);
+    return ncclGroupEnd();
+  }
   void fill(int rank, float v) {
     std::vector<float> host(kCount, v);
     cudaMemcpy(bufs_[rank], host.data(), kCount * sizeof(float), cudaMemcpyHostToDevice);
@@ -88,7 +97,7 @@ bool finishes(cudaStream_t s) {
 TEST(FakeCudaRecorder, CatchesAMallocWhileAPlanKernelWaitsForItsPeer) {
   Pair pair("kernels");
   ASSERT_TRUE(pair.ok());
-  NCCL_ASSERT(pair.allReduceBoth());  // FIFOs made: the next call waits in the data path
+  NCCL_ASSERT(pair.connectBoth());  // FIFOs made: the next call waits in the data path
   for (int r = 0; r < 2; ++r) CUDA_ASSERT(cudaStreamSynchronize(pair.stream(r)));
   const size_t before = fakecuda::violationCount();
 

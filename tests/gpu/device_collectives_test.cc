@@ -205,8 +205,11 @@ bool streamFinishes(cudaStream_t s) {
   return false;
 }
 
-// Two ranks connected by one in-place allreduce of `count` floats in buf[r],
-// so that a later call waits in the data path, not in connection set-up.
+// Two ranks connected by in-place allreduces of `count` floats in buf[r], so
+// that a later call waits in the data path, not in connection set-up. Two
+// calls a rank in the group: one each from a group holding both ranks would
+// address each other's buffers in place (PeerAccess, under plan kernels) and
+// connect no FIFO.
 void connectedPair(const Ranks& ranks, size_t count, float* buf[2]) {
   for (int r = 0; r < 2; ++r) {
     CUDA_ASSERT(cudaMalloc(&buf[r], count * sizeof(float)));
@@ -214,7 +217,8 @@ void connectedPair(const Ranks& ranks, size_t count, float* buf[2]) {
   }
   NCCL_ASSERT(ncclGroupStart());
   for (int r = 0; r < 2; ++r)
-    NCCL_ASSERT(ncclAllReduce(buf[r], buf[r], count, ncclFloat32, ncclSum, ranks.comm(r), ranks.stream(r)));
+    for (int twice = 0; twice < 2; ++twice)
+      NCCL_ASSERT(ncclAllReduce(buf[r], buf[r], count, ncclFloat32, ncclSum, ranks.comm(r), ranks.stream(r)));
   NCCL_ASSERT(ncclGroupEnd());
   for (int r = 0; r < 2; ++r) CUDA_ASSERT(cudaStreamSynchronize(ranks.stream(r)));
 }

@@ -171,13 +171,15 @@ std::string runReference(const CollCase& c, const std::vector<Plan>& plans, std:
   while (progress) {
     progress = false;
     for (int r = 0; r < c.nranks; ++r) {
-      const Buffers b = buffersOf((*data)[size_t(r)], c);
-      auto at = [&](braid::schedule::BufferRef ref) -> char* {
+      // Rank k's buffer `ref` (PeerReduce steps address every rank's).
+      auto atRank = [&](int k, braid::schedule::BufferRef ref) -> char* {
+        const Buffers b = buffersOf((*data)[size_t(k)], c);
         char* base = ref.buffer == Buffer::Input ? const_cast<char*>(b.input)
                      : ref.buffer == Buffer::Output ? b.output
                                                     : b.scratch;
         return base + ref.offset * esize;
       };
+      auto at = [&](braid::schedule::BufferRef ref) { return atRank(r, ref); };
       const Plan& plan = plans[size_t(r)];
       for (size_t li = 0; li < plan.lanes.size(); ++li) {
         const Lane& lane = plan.lanes[li];
@@ -215,6 +217,18 @@ std::string runReference(const CollCase& c, const std::vector<Plan>& plans, std:
               if (s.srcIsContribution || s.final || at(s.src) != at(s.dst))
                 braid::reduce::hostCopy(op, at(s.dst), at(s.src), s.count, s.srcIsContribution, s.final);
               break;
+            case StepKind::PeerReduce: {
+              // pre(x0), then each later source combined in rank order, then post.
+              std::vector<char> acc(bytes);
+              const int nsrc = s.peerSrc ? c.nranks : 1, ndst = s.peerDst ? c.nranks : 1;
+              auto src = [&](int k) { return atRank(s.peerSrc ? k : r, s.src); };
+              braid::reduce::hostCopy(op, acc.data(), src(0), s.count, s.srcIsContribution, false);
+              for (int k = 1; k < nsrc; ++k)
+                braid::reduce::hostReduce(op, acc.data(), acc.data(), src(k), s.count, s.srcIsContribution, false);
+              for (int k = 0; k < ndst; ++k)
+                braid::reduce::hostCopy(op, atRank(s.peerDst ? k : r, s.dst), acc.data(), s.count, false, s.final);
+              break;
+            }
           }
           if (braid::schedule::stepSends(s.kind)) queues[FifoKey(r, s.sendPeer, lane.channel)].push_back(std::move(msg));
           if (q) q->pop_front();
@@ -292,6 +306,8 @@ const std::vector<CollAlgo>& everySchedule() {
       {Collective::Reduce, Algorithm::Ring},             {Collective::Reduce, Algorithm::Tree},
       {Collective::AllToAll, Algorithm::Direct},         {Collective::Gather, Algorithm::Direct},
       {Collective::Scatter, Algorithm::Direct},          {Collective::Send, Algorithm::Direct},
+      {Collective::AllReduce, Algorithm::PeerAccess},    {Collective::ReduceScatter, Algorithm::PeerAccess},
+      {Collective::AllGather, Algorithm::PeerAccess},
   };
   return all;
 }
@@ -318,8 +334,23 @@ std::string runInterpreter(const CollCase& c, const RunConfig& cfg, const std::v
 
   std::vector<std::unique_ptr<LaneRun>> runs;
   uint32_t failure = 0;
+  // Every rank's buffers, which PeerReduce steps address (OpBuffers::peers).
+  std::vector<braid::executor::OpBuffers> rankOps(size_t(c.nranks));
+  std::vector<const braid::executor::OpBuffers*> peerTable;
   for (int r = 0; r < c.nranks; ++r) {
     const Buffers b = buffersOf((*data)[size_t(r)], c);
+    braid::executor::OpBuffers& o = rankOps[size_t(r)];
+    o.input = b.input;
+    o.output = b.output;
+    o.scratch = b.scratch;
+    o.op = redOpOf(c);
+    peerTable.push_back(&o);
+  }
+  for (braid::executor::OpBuffers& o : rankOps) {
+    o.peers = peerTable.data();
+    o.npeers = uint32_t(c.nranks);
+  }
+  for (int r = 0; r < c.nranks; ++r) {
     for (const Lane& lane : plans[size_t(r)].lanes) {
       auto run = std::make_unique<LaneRun>();
       run->rank = r;
@@ -349,10 +380,7 @@ std::string runInterpreter(const CollCase& c, const RunConfig& cfg, const std::v
       L.nsendPorts = uint32_t(run->sendPtrs.size());
       L.recvPorts = run->recvPtrs.data();
       L.nrecvPorts = uint32_t(run->recvPtrs.size());
-      run->op.input = b.input;
-      run->op.output = b.output;
-      run->op.scratch = b.scratch;
-      run->op.op = redOpOf(c);
+      run->op = rankOps[size_t(r)];
       L.ops = &run->op;
       L.nops = 1;
       L.recvStage = reinterpret_cast<uint32_t*>(run->recvStage.data());

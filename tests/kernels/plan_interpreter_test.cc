@@ -94,12 +94,12 @@ struct TypeOp {
 class AllReduceTypes : public ::testing::TestWithParam<ncclDataType_t> {};
 
 // Every datatype with sum, avg (PreMulSum for floating types, SumPostDiv for
-// integers), prod, max and min over the four allreduce schedules.
+// integers), prod, max and min over the allreduce schedules.
 TEST_P(AllReduceTypes, EveryOpMatchesReference) {
   const ncclDataType_t type = GetParam();
   const ncclRedOp_t ops[] = {ncclSum, ncclAvg, ncclProd, ncclMax, ncclMin};
   const Algorithm algos[] = {Algorithm::Ring, Algorithm::Tree, Algorithm::RecursiveDoubling,
-                             Algorithm::HalvingDoubling};
+                             Algorithm::HalvingDoubling, Algorithm::PeerAccess};
   for (ncclRedOp_t op : ops) {
     for (Algorithm a : algos) {
       for (Protocol proto : kProtocols) {
@@ -129,7 +129,8 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, AllReduceTypes, ::testing::ValuesIn(kAllTypes
 TEST(PlanInterpreter, ReduceAndReduceScatterAvgEveryType) {
   for (ncclDataType_t type : kAllTypes) {
     for (CollAlgo ca : {CollAlgo{Collective::Reduce, Algorithm::Tree}, CollAlgo{Collective::Reduce, Algorithm::Ring},
-                        CollAlgo{Collective::ReduceScatter, Algorithm::HalvingDoubling}}) {
+                        CollAlgo{Collective::ReduceScatter, Algorithm::HalvingDoubling},
+                        CollAlgo{Collective::ReduceScatter, Algorithm::PeerAccess}}) {
       CollCase c;
       c.coll = ca.coll;
       c.algorithm = ca.algorithm;

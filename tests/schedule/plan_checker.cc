@@ -1091,6 +1091,10 @@ std::string describeShape(const schedule::CollShape& s) {
 
 std::string checkCollective(const schedule::CollShape& shape, const CheckOptions& opts, CheckStats* stats) {
   keepFreedMemory();
+  if (shape.algorithm == schedule::Algorithm::PeerAccess && algorithmSupports(shape.algorithm, shape.coll)) {
+    const std::string why = checkPeerAccessPlans(shape, opts, stats);
+    return why.empty() ? "" : describeShape(shape) + (opts.inPlace ? " in-place" : "") + ": " + why;
+  }
   Sim sim(shape, opts);
   if (sim.run(stats)) return "";
   return describeShape(shape) + (opts.inPlace ? " in-place" : "") + ": " + sim.error();

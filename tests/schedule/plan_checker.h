@@ -71,6 +71,12 @@ struct CheckStats {
 // `shape.rank` is ignored: every rank of shape.nranks is generated and run.
 std::string checkCollective(const schedule::CollShape& shape, const CheckOptions& opts = {}, CheckStats* stats = nullptr);
 
+// The same guarantees for the PeerAccess algorithm, whose steps address every
+// rank's buffers and exchange no message (peer_plan_checker.cc); it adds that
+// no two lanes touch an element where either writes it. checkCollective uses
+// it for that algorithm. At most 64 ranks.
+std::string checkPeerAccessPlans(const schedule::CollShape& shape, const CheckOptions& opts, CheckStats* stats);
+
 // "AllReduce/Ring nranks=4 count=20 root=0 chunk=2 channels=1"
 std::string describeShape(const schedule::CollShape& shape);
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <vector>
 
@@ -17,7 +18,8 @@ const schedule::Collective kCollectives[] = {
     schedule::Collective::Reduce,    schedule::Collective::AllToAll,      schedule::Collective::Gather,    schedule::Collective::Scatter,
 };
 const schedule::Algorithm kAlgorithms[] = {schedule::Algorithm::Ring, schedule::Algorithm::Tree, schedule::Algorithm::RecursiveDoubling,
-                                 schedule::Algorithm::HalvingDoubling, schedule::Algorithm::Direct};
+                                 schedule::Algorithm::HalvingDoubling, schedule::Algorithm::Direct,
+                                 schedule::Algorithm::PeerAccess};
 
 struct Schedule {
   schedule::Algorithm algo;
@@ -62,6 +64,9 @@ struct Setting {
 
 void checkAll(Schedule sc, int p, const std::vector<Setting>& settings, const std::vector<int>& roots,
               bool inPlaceToo, bool lifo = false) {
+  // Peer access serves the ranks of one process on one GPU: its checker
+  // takes up to 64 (checkPeerAccessPlans).
+  if (sc.algo == schedule::Algorithm::PeerAccess && p > 64) return;
   for (const Setting& st : settings)
     for (int root : roots) {
       if (!rooted(sc.coll) && root != roots.front()) continue;
@@ -606,6 +611,32 @@ TEST(PlanCheckerRejects, LaneOnTheWrongChannel) {
     if (r == 2 && p->lanes.size() == 2) std::swap(p->lanes[0].channel, p->lanes[1].channel);
   };
   EXPECT_NE(checkCollective(s, opts), "");
+}
+
+// The peer-access checker notices what would be wrong with such a plan: a
+// rank that writes only its own output, blocks that overlap (two lanes
+// writing one element: a race whatever order they run in), a missing final
+// operation, a source read at one rank only.
+TEST(PlanChecker, PeerAccessCheckerCatchesBrokenPlans) {
+  const Schedule allReduce{schedule::Algorithm::PeerAccess, schedule::Collective::AllReduce};
+  const schedule::CollShape s = shape(allReduce, 4, 40, 0, 1, 2);
+  ASSERT_EQ(checkCollective(s), "");
+  auto broken = [&](std::function<void(schedule::Step*)> edit, bool inPlace = false) {
+    CheckOptions o;
+    o.inPlace = inPlace;
+    o.mutate = [&](int rank, schedule::Plan* plan) {
+      if (rank == 1) edit(&plan->lanes.front().steps.front());
+    };
+    return checkCollective(s, o);
+  };
+  EXPECT_NE(broken([](schedule::Step* st) { st->peerDst = false; }).find("was never written"), std::string::npos);
+  EXPECT_NE(broken([](schedule::Step* st) { st->dst.offset -= 1; }).find("races another lane"), std::string::npos);
+  EXPECT_NE(broken([](schedule::Step* st) { st->src.offset -= 1; }, true).find("races another lane"),
+            std::string::npos);
+  EXPECT_NE(broken([](schedule::Step* st) { st->final = false; }).find("without the final operation"),
+            std::string::npos);
+  EXPECT_NE(broken([](schedule::Step* st) { st->peerSrc = false; }).find("incomplete sum"), std::string::npos);
+  EXPECT_NE(broken([](schedule::Step* st) { st->count += 40; }).find("past rank"), std::string::npos);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "engine/lanes/beacon_watch.h"
 #include "engine/lanes/comm_program.h"
 #include "engine/lanes/lane_image.h"
+#include "engine/lanes/peer_access.h"
 #include "kernels/executor/plan_kernel.h"
 
 namespace braid::device {
@@ -33,6 +34,9 @@ struct CommLaunch {
   std::vector<const engine::Task*> tasks;
   lanes::CommProgram planned;      // planned for this launch only
   CachedLaunch* cached = nullptr;  // or kept per shape (cuda_launch_cache.h)
+  // Its call addresses these ranks' buffers (lanes/peer_access.h), in rank
+  // order, all in its launch; empty: it uses FIFOs.
+  std::vector<ncclComm*> peerRanks;
   const lanes::CommProgram& cp() const { return cached ? cached->cp : planned; }
   // Its FIFOs may not all exist yet: connect() makes them.
   bool needsConnect() const { return cached == nullptr || !cached->connected; }
@@ -47,7 +51,7 @@ bool cacheable(size_t ncomms) { return ncomms == 1 && !logEnabled(LogLevel::Info
 Result planCalls(bool cache, CommLaunch* c) {
   LaunchCache& launches = c->proxy->launchCache();
   if (cache && (c->cached = launches.find(c->stream, c->tasks)) != nullptr) return Result::success();
-  BRAID_TRY(lanes::commProgramOf(c->tasks, lanes::LaneRunner::Device, &c->planned));
+  BRAID_TRY(lanes::commProgramOf(c->tasks, lanes::LaneRunner::Device, &c->planned, !c->peerRanks.empty()));
   if (!cache) return Result::success();
   auto entry = std::make_unique<CachedLaunch>();
   entry->stream = c->stream;
@@ -56,7 +60,9 @@ Result planCalls(bool cache, CommLaunch* c) {
   return Result::success();
 }
 
-Result prepare(const std::vector<engine::Task>& tasks, const std::vector<size_t>& mine, bool cache, CommLaunch* c) {
+// Its device, proxy and calls; they are planned once the group's peer
+// access is known.
+Result prepare(const std::vector<engine::Task>& tasks, const std::vector<size_t>& mine, CommLaunch* c) {
   int device = -1;
   BRAID_TRY(deviceOfCalls(tasks, mine, &device));
   if (device < 0) device = c->comm->deviceProxy ? c->comm->deviceProxy->device() : -1;
@@ -74,7 +80,22 @@ Result prepare(const std::vector<engine::Task>& tasks, const std::vector<size_t>
   if (capture.active)
     return fail(ncclInvalidUsage, "rank %d: CUDA graph capture of device calls is not supported with "
                 "BRAID_DEVICE_ENGINE=kernels yet (unset BRAID_DEVICE_ENGINE to capture the staged path)", c->comm->rank);
-  return planCalls(cache, c);
+  return Result::success();
+}
+
+// Which calls may address each other's buffers: ranks of one communicator in
+// this group on one device (so in one launch).
+void findPeerAccess(std::vector<CommLaunch>& comms) {
+  std::vector<const engine::Task*> all;
+  std::map<const ncclComm*, int> deviceOf;
+  for (const CommLaunch& c : comms) {
+    all.insert(all.end(), c.tasks.begin(), c.tasks.end());
+    deviceOf[c.comm] = c.proxy->device();
+  }
+  const lanes::PeerAccessGroups groups = lanes::peerAccessGroups(
+      all, [&](const engine::Task& a, const engine::Task& b) { return deviceOf.at(a.comm) == deviceOf.at(b.comm); });
+  for (CommLaunch& c : comms)
+    if (const auto it = groups.find(c.comm); it != groups.end()) c.peerRanks = it->second;
 }
 
 // Makes the FIFOs: every communicator offers before any accepts, as one
@@ -131,6 +152,25 @@ std::vector<executor::OpBuffers> opsOf(const CommLaunch& c, char* scratch) {
   for (size_t i = 0; i < c.tasks.size(); ++i)
     ops.push_back(lanes::opBuffersOf(*c.tasks[i], scratch + c.cp().scratchOffsets[i], c.cp().shapeFingerprints[i]));
   return ops;
+}
+
+// Sizes the peer table of each call that addresses its peers (its one
+// call's), for the layout; fillPeerTables writes the addresses.
+void addPeerTables(const std::vector<CommLaunch*>& group, std::vector<lanes::ImagePart>* parts) {
+  for (size_t p = 0; p < group.size(); ++p)
+    if (!group[p]->peerRanks.empty()) (*parts)[p].peerOps = {std::vector<uintptr_t>(group[p]->peerRanks.size())};
+}
+
+// Every peer's OpBuffers is in this launch's image at `block`.
+void fillPeerTables(const std::vector<CommLaunch*>& group, uint64_t stage, uintptr_t block,
+                    std::vector<lanes::ImagePart>* parts) {
+  std::map<const ncclComm*, size_t> partOf;
+  for (size_t p = 0; p < group.size(); ++p) partOf[group[p]->comm] = p;
+  for (size_t p = 0; p < group.size(); ++p) {
+    const std::vector<ncclComm*>& ranks = group[p]->peerRanks;
+    for (size_t r = 0; r < ranks.size(); ++r)
+      (*parts)[p].peerOps[0][r] = block + lanes::opBuffersOffset(*parts, stage, partOf.at(ranks[r]), 0);
+  }
 }
 
 // Copies the image to the device block, then each device-resident PreMulSum
@@ -240,6 +280,7 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
                group.front()->comm->rank, MappedBeacons::kCapacity, nlanes);
   }
   for (lanes::ImagePart& part : parts) part.failureWord = failureWord;
+  addPeerTables(group, &parts);
   const size_t imageBytes = lanes::laneImageBytes(parts, stage);
   const size_t scratchAt = align(imageBytes, 256);
   // A kept launch's block is reused in stream order; else one for this launch.
@@ -259,6 +300,7 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
     parts[p].ops = opsOf(*group[p], block + scratchNext);
     scratchNext += align(group[p]->cp().scratchBytes, 256);
   }
+  fillPeerTables(group, stage, reinterpret_cast<uintptr_t>(block), &parts);
   PinnedBlock staging;
   BRAID_TRY(first->stagingBlock(imageBytes, &staging));
   InflightJob inflight;
@@ -316,7 +358,9 @@ Result launchDeviceLanes(const std::vector<engine::Task>& tasks) {
     it->second.push_back(i);
   }
   const bool cache = cacheable(comms.size());
-  for (CommLaunch& c : comms) BRAID_TRY(prepare(tasks, byComm[c.comm], cache, &c));
+  for (CommLaunch& c : comms) BRAID_TRY(prepare(tasks, byComm[c.comm], &c));
+  findPeerAccess(comms);
+  for (CommLaunch& c : comms) BRAID_TRY(planCalls(cache, &c));
   BRAID_TRY(connect(comms));
   std::vector<LaunchPart> parts;
   std::map<int, uint32_t> resident;                // lanes each device holds at once

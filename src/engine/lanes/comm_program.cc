@@ -58,14 +58,15 @@ LaneLimits limitsOf(const ncclComm* comm) {
 
 uint64_t llStageBytesOf(const ncclComm* comm) { return (limitsOf(comm).llPayloadBytes + 7) / 8 * 8; }
 
-Result commProgramOf(const std::vector<const engine::Task*>& tasks, LaneRunner runner, CommProgram* out) {
+Result commProgramOf(const std::vector<const engine::Task*>& tasks, LaneRunner runner, CommProgram* out,
+                     bool peerAccess) {
   if (tasks.empty()) return fail(ncclInternalError, "lane program of no call");
   std::vector<schedule::Plan> plans;
   std::vector<LaneOp> ops;
   CommProgram cp;
   const LaneLimits limits = limitsOf(tasks.front()->comm);
   for (const engine::Task* t : tasks) {
-    const schedule::CollShape shape = shapeOf(*t, channelsOf(*t, runner));
+    const schedule::CollShape shape = shapeOf(*t, channelsOf(*t, runner), peerAccess);
     plans.push_back(generatePlan(shape));
     ops.push_back({t->type, protocolOf(*t, limits, runner), t->wire});
     cp.shapeFingerprints.push_back(shapeFingerprint(*t, shape, ops.back().protocol));

@@ -28,8 +28,10 @@ uint64_t llStageBytesOf(const ncclComm* comm);
 enum class LaneRunner { Host, Device };
 
 // Plans `tasks` (one communicator's, in call order) and merges them into lanes
-// with the protocol that suits `runner` (alike on every rank).
-Result commProgramOf(const std::vector<const engine::Task*>& tasks, LaneRunner runner, CommProgram* out);
+// with the protocol that suits `runner` (alike on every rank). `peerAccess`:
+// the calls may address their peers' buffers (peer_access.h).
+Result commProgramOf(const std::vector<const engine::Task*>& tasks, LaneRunner runner, CommProgram* out,
+                     bool peerAccess = false);
 
 // A call's buffers, reduction, wire type and message fingerprint as its lanes
 // see them: its scratch at `scratch` (host memory, or the device block), its

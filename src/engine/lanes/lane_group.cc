@@ -9,18 +9,19 @@
 #include "engine/lanes/comm_program.h"
 #include "engine/lanes/host_lanes.h"
 #include "engine/lanes/lane_image.h"
+#include "engine/lanes/peer_access.h"
 
 namespace braid::lanes {
 
 namespace {
 
 // Plans the communicator's calls and merges them into lanes.
-Result plan(CommRun& run) {
+Result plan(CommRun& run, bool peerAccess) {
   ncclComm* comm = run.comm;
   std::vector<const engine::Task*> tasks;
   for (const engine::Task& t : run.tasks) tasks.push_back(&t);
   CommProgram cp;
-  BRAID_TRY(commProgramOf(tasks, LaneRunner::Host, &cp));
+  BRAID_TRY(commProgramOf(tasks, LaneRunner::Host, &cp, peerAccess));
   std::vector<char>& scratch = hostLanesOf(comm).scratch;
   if (scratch.size() < cp.scratchBytes) scratch.resize(cp.scratchBytes);
   run.scratchOffsets = std::move(cp.scratchOffsets);
@@ -50,22 +51,46 @@ Result connect(std::vector<std::unique_ptr<CommRun>>& comms) {
   return Result::success();
 }
 
-// Lays the communicator's lanes out in host memory, resumable, to run in
-// place. Every wait polls the communicator's abort flag itself.
-Result buildImage(CommRun& c) {
+// The communicator's lanes as an image part in host memory, resumable, to
+// run in place. Every wait polls the communicator's abort flag itself. Its
+// one call's peer table (when it addresses its peers) is sized, not filled.
+ImagePart imagePartOf(CommRun& c, const PeerAccessGroups& peerAccess) {
   const PortTable& ports = c.comm->hostLanes->ports;
-  const uint64_t stage = llStageBytesOf(c.comm);
-  for (size_t i = 0; i < c.tasks.size(); ++i) c.ops.push_back(opBuffersOf(c, i));
   ImagePart part;
   part.program = &c.program;
   part.ops = c.ops;
   part.portOf = [&ports](const PortKey& k) { return ports.port(k); };
   part.abortWord = engine::abortWordOf(*c.comm);
   part.resumable = true;
-  const std::vector<ImagePart> parts = {part};
-  c.image.assign((laneImageBytes(parts, stage) + 7) / 8, 0);
-  c.opsOffset = opBuffersOffset(parts, stage, 0, 0);
-  return writeLaneImage(parts, stage, reinterpret_cast<uintptr_t>(c.image.data()), c.image.data());
+  if (const auto it = peerAccess.find(c.comm); it != peerAccess.end())
+    part.peerOps = {std::vector<uintptr_t>(it->second.size())};
+  return part;
+}
+
+// Lays out every communicator's image, then writes each: a call that
+// addresses its peers (peerAccess) gets the addresses of their OpBuffers,
+// which are in their images.
+Result buildImages(std::vector<std::unique_ptr<CommRun>>& comms, const PeerAccessGroups& peerAccess) {
+  std::map<const ncclComm*, CommRun*> runOf;
+  for (auto& c : comms) {
+    for (size_t i = 0; i < c->tasks.size(); ++i) c->ops.push_back(opBuffersOf(*c, i));
+    const std::vector<ImagePart> parts = {imagePartOf(*c, peerAccess)};
+    const uint64_t stage = llStageBytesOf(c->comm);
+    c->image.assign((laneImageBytes(parts, stage) + 7) / 8, 0);
+    c->opsOffset = opBuffersOffset(parts, stage, 0, 0);
+    runOf[c->comm] = c.get();
+  }
+  for (auto& c : comms) {
+    std::vector<ImagePart> parts = {imagePartOf(*c, peerAccess)};
+    if (const auto it = peerAccess.find(c->comm); it != peerAccess.end())
+      for (size_t k = 0; k < it->second.size(); ++k) {
+        const CommRun& rank = *runOf.at(it->second[k]);
+        parts[0].peerOps[0][k] = reinterpret_cast<uintptr_t>(rank.image.data()) + rank.opsOffset;
+      }
+    BRAID_TRY(writeLaneImage(parts, llStageBytesOf(c->comm), reinterpret_cast<uintptr_t>(c->image.data()),
+                             c->image.data()));
+  }
+  return Result::success();
 }
 
 // The calls' fingerprints, for peers that ask which call a message or a
@@ -89,15 +114,20 @@ Result prepareLaneGroup(const std::vector<engine::Task>& tasks, LaneGroup* group
     }
     run->tasks.push_back(t);
   }
+  std::vector<const engine::Task*> all;
+  for (const engine::Task& t : tasks) all.push_back(&t);
+  // One thread runs every lane of the group: any of its calls may share.
+  const PeerAccessGroups peerAccess =
+      peerAccessGroups(all, [](const engine::Task&, const engine::Task&) { return true; });
   for (auto& c : group->comms) {
-    BRAID_TRY(plan(*c));
+    BRAID_TRY(plan(*c, peerAccess.count(c->comm) != 0));
     remember(*c);
   }
   std::vector<ncclComm*> comms;
   for (auto& c : group->comms) comms.push_back(c->comm);
   BRAID_TRY(engine::preferFailureNotice(comms, connect(group->comms)));
+  BRAID_TRY(buildImages(group->comms, peerAccess));
   for (auto& c : group->comms) {
-    BRAID_TRY(buildImage(*c));
     auto* lanes = reinterpret_cast<executor::LaneExec*>(c->image.data());
     for (size_t i = 0; i < c->program.lanes.size(); ++i)
       group->runs.push_back({c.get(), &c->program.lanes[i], &lanes[i]});
@@ -118,6 +148,7 @@ void rebindLaneGroup(LaneGroup& group, const std::vector<engine::Task>& tasks) {
     mine.sequence = tasks[i].sequence;
     mine.callNumber = tasks[i].callNumber;
     // The scratch may have moved since (a larger group grew it).
+    // A cached group addresses no peer (peer_access.h: several communicators).
     c.ops[i] = image[i] = opBuffersOf(c, i);
     rememberCall(c.comm, mine, c.ops[i].fingerprint);
   }

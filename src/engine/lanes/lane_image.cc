@@ -28,6 +28,7 @@ struct LaneParts {
 
 struct PartLayout {
   size_t ops = 0, stages = 0;
+  std::vector<size_t> peerTables;  // per entry of ImagePart::peerOps
   std::vector<LaneParts> lanes;
 };
 
@@ -50,6 +51,7 @@ ImageLayout layoutOf(const std::vector<ImagePart>& parts, uint64_t llStageBytes)
     PartLayout pl;
     pl.ops = layout.take(part.ops.size() * sizeof(executor::OpBuffers));
     pl.stages = layout.take(part.program->nstages * sizeof(uint64_t));
+    for (const std::vector<uintptr_t>& peers : part.peerOps) pl.peerTables.push_back(layout.take(peers.size() * 8));
     for (const ProgramLane& lane : part.program->lanes) {
       LaneParts p;
       p.steps = layout.take(lane.bound.steps.size() * sizeof(executor::ExecStep));
@@ -104,6 +106,21 @@ executor::LaneExec writeLane(const ImagePart& part, const PartLayout& pl, size_t
   return L;
 }
 
+// Each operation's table of its peers' OpBuffers, and the operation's
+// pointer to it.
+void writePeerTables(const ImagePart& part, const PartLayout& pl, uintptr_t base, char* host) {
+  for (size_t i = 0; i < part.peerOps.size() && i < part.ops.size(); ++i) {
+    const std::vector<uintptr_t>& peers = part.peerOps[i];
+    if (peers.empty()) continue;
+    memcpy(host + pl.peerTables[i], peers.data(), peers.size() * sizeof(uintptr_t));
+    executor::OpBuffers o;
+    memcpy(&o, host + pl.ops + i * sizeof o, sizeof o);
+    o.peers = reinterpret_cast<const executor::OpBuffers* const*>(base + pl.peerTables[i]);
+    o.npeers = uint32_t(peers.size());
+    memcpy(host + pl.ops + i * sizeof o, &o, sizeof o);
+  }
+}
+
 }  // namespace
 
 size_t laneImageBytes(const std::vector<ImagePart>& parts, uint64_t llStageBytes) {
@@ -131,6 +148,7 @@ Result writeLaneImage(const std::vector<ImagePart>& parts, uint64_t llStageBytes
     const ImagePart& part = parts[p];
     const PartLayout& pl = l.parts[p];
     if (!part.ops.empty()) memcpy(host + pl.ops, part.ops.data(), part.ops.size() * sizeof(executor::OpBuffers));
+    writePeerTables(part, pl, base, host);
     for (size_t i = 0; i < part.program->lanes.size(); ++i) {
       const executor::LaneExec L = writeLane(part, pl, i, llStageBytes, base, host);
       memcpy(&lanes[next++], &L, sizeof(L));

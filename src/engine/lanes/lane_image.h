@@ -31,6 +31,11 @@ struct ImagePart {
   // Optional: one per lane of the part, where a watchdog that cannot read the
   // lanes' memory sees them (CUDA kernel: mapped host memory; beacon_watch.h).
   executor::LaneBeacon* beacons = nullptr;
+  // Per operation (empty, or as many as `ops`): where every rank's OpBuffers
+  // of that call is, in rank order, at addresses the runner reaches; written
+  // into the block as the operation's peer table (OpBuffers::peers) for its
+  // PeerReduce steps. Empty: the operation addresses no peer.
+  std::vector<std::vector<uintptr_t>> peerOps;
 };
 
 // Bytes of the block of `parts`.
