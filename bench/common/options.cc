@@ -74,7 +74,7 @@ std::vector<Flag> optionTable(Options* o) {
       intFlag('N', "run_cycles", 0, 1 << 30, &o->runCycles,
               "run the whole sweep n times (0 = until killed; default 1)"),
       intFlag('t', "nthreads", 1, 1024, &o->nThreads, "ranks in this process, one thread each (default 1)"),
-      intFlag('g', "ngpus", 1, 1024, &o->nGpus, "GPUs per thread: only 1 (a rank is one GPU)"),
+      intFlag('g', "ngpus", 1, 1024, &o->nGpus, "ranks (GPUs) per thread, their calls grouped"),
       intFlag('G', "cudagraph", 0, 1 << 20, &o->graphLaunches,
               "device memory: capture the timed iterations in a CUDA\n"
               "graph and launch it n times (0: no graph; default 0)"),

@@ -83,19 +83,41 @@ struct DeviceBuffer {
   }
 };
 
+// One rank this thread drives (-g N: N of them): its communicator, device and
+// buffers.
+struct RankSlot {
+  LaunchEnv env;
+  ncclComm_t comm = nullptr;
+  std::unique_ptr<CudaDriver> cuda;  // device memory; null for host memory
+  HostBuffer send;                   // the buffers, or the device buffers' mirrors
+  HostBuffer recv;
+  DeviceBuffer dsend, drecv, daux;  // declared after cuda: freed before it goes
+  size_t sendBytes = 0;  // used parts of the allocations (guards not counted)
+  size_t recvBytes = 0;
+  int32_t barrierWord = 0;
+  cudaStream_t stream() const { return cuda ? cuda->stream() : nullptr; }
+};
+
 class PerfRun {
  public:
   // commIdNote: how NCCL_COMM_ID came to be set, for the header (may be empty).
-  // cuda: the device whose memory the buffers are in (null: host memory).
+  // envs: the ranks this thread drives (one, or -g of them), with cudas[i] the
+  // device whose memory rank i's buffers are in (null: host memory).
   // sharedId: the unique id when the ranks are threads of this one process
   // (null: every rank derives it from NCCL_COMM_ID).
-  PerfRun(const CollectiveSpec& spec, const Options& opts, const LaunchEnv& env, const char* tool,
-          std::string commIdNote, std::unique_ptr<CudaDriver> cuda, const ncclUniqueId* sharedId)
-      : spec_(spec), opts_(opts), env_(env), tool_(tool), progress_(env.rank == 0 && progressWanted()),
-        commIdNote_(std::move(commIdNote)), cuda_(std::move(cuda)), sharedId_(sharedId) {}
+  PerfRun(const CollectiveSpec& spec, const Options& opts, const std::vector<LaunchEnv>& envs, const char* tool,
+          std::string commIdNote, std::vector<std::unique_ptr<CudaDriver>> cudas, const ncclUniqueId* sharedId)
+      : spec_(spec), opts_(opts), env_(envs.front()), tool_(tool), progress_(env_.rank == 0 && progressWanted()),
+        commIdNote_(std::move(commIdNote)), sharedId_(sharedId), slots_(envs.size()) {
+    for (size_t i = 0; i < envs.size(); ++i) {
+      slots_[i].env = envs[i];
+      slots_[i].cuda = std::move(cudas[i]);
+    }
+  }
 
   ~PerfRun() {
-    if (comm_) ncclCommDestroy(comm_);
+    for (RankSlot& s : slots_)
+      if (s.comm) ncclCommDestroy(s.comm);
   }
 
   int run() {
@@ -107,12 +129,17 @@ class PerfRun {
   }
 
  private:
-  // Prints what failed on this rank and leaves; the launcher stops the others.
+  bool deviceMemory() const { return slots_.front().cuda != nullptr; }
+
+  // Prints what failed on this thread's first rank and leaves; the launcher
+  // stops the others.
   [[noreturn]] void fail(const std::string& what) {
     std::fprintf(stderr, "%s: rank %d of %d: %s\n", tool_, env_.rank, env_.size, what.c_str());
     std::fflush(stdout);
-    if (comm_) ncclCommAbort(comm_);
-    comm_ = nullptr;
+    for (RankSlot& s : slots_) {
+      if (s.comm) ncclCommAbort(s.comm);
+      s.comm = nullptr;
+    }
     // Ranks as threads: the others may be inside the library, whose statics
     // std::exit would destroy under them.
     if (opts_.nThreads > 1) std::_Exit(1);
@@ -121,9 +148,18 @@ class PerfRun {
 
   void check(ncclResult_t r, const char* call) {
     if (r == ncclSuccess) return;
-    const char* detail = ncclGetLastError(comm_);
+    const char* detail = ncclGetLastError(slots_.front().comm);
     fail(std::string(call) + " failed: " + ncclGetErrorString(r) +
          (detail && *detail ? std::string(": ") + detail : std::string()));
+  }
+
+  // Runs call(slot) for every rank of this thread, in one group when there
+  // are several (one thread driving several ranks must group their calls).
+  void eachRank(const std::function<ncclResult_t(RankSlot&)>& call, const char* what) {
+    const bool group = slots_.size() > 1;
+    if (group) check(ncclGroupStart(), "ncclGroupStart");
+    for (RankSlot& s : slots_) check(call(s), what);
+    if (group) check(ncclGroupEnd(), what);
   }
 
   void join() {
@@ -132,36 +168,40 @@ class PerfRun {
       id = *sharedId_;
     else
       check(ncclGetUniqueId(&id), "ncclGetUniqueId");
-    check(ncclCommInitRank(&comm_, env_.size, id, env_.rank), "ncclCommInitRank");
+    eachRank([&](RankSlot& s) { return ncclCommInitRank(&s.comm, s.env.size, id, s.env.rank); },
+             "ncclCommInitRank");
   }
 
   // Sizes in elements at the largest size, over every type in the sweep.
   void allocate() {
+    for (RankSlot& s : slots_) allocate(s);
+  }
+
+  void allocate(RankSlot& s) {
     size_t sendBytes = 0, recvBytes = 0;
     for (const TypeInfo& t : opts_.types) {
-      const CollCounts c = spec_.counts(opts_.maxBytes / t.size, env_.size);
-      const size_t rank = static_cast<size_t>(env_.rank);
+      const CollCounts c = spec_.counts(opts_.maxBytes / t.size, s.env.size);
+      const size_t rank = static_cast<size_t>(s.env.rank);
       sendBytes = std::max(sendBytes, c.sendCount * t.size);
       recvBytes = std::max({recvBytes, c.recvCount * t.size,
                             (c.sendInPlaceOffset * rank + c.sendCount) * t.size,
                             (c.recvInPlaceOffset * rank + c.recvCount) * t.size});
     }
-    sendBytes_ = sendBytes;
-    recvBytes_ = recvBytes;
-    send_ = allocHost(sendBytes + kGuardBytes);
-    recv_ = allocHost(recvBytes + kGuardBytes);
-    if (!send_ || !recv_)
-      fail("cannot allocate " + std::to_string(sendBytes + recvBytes) +
-           " bytes of host buffers: lower -e");
-    if (!cuda_) return;
+    s.sendBytes = sendBytes;
+    s.recvBytes = recvBytes;
+    s.send = allocHost(sendBytes + kGuardBytes);
+    s.recv = allocHost(recvBytes + kGuardBytes);
+    if (!s.send || !s.recv)
+      fail("cannot allocate " + std::to_string(sendBytes + recvBytes) + " bytes of host buffers: lower -e");
+    if (!s.cuda) return;
     // The small calls of the driver itself (barrier, times, error counts,
     // header) use device memory too, as NVIDIA's NCCL requires.
-    const size_t auxBytes = std::max<size_t>(64, sizeof(RankRecord) * size_t(env_.size));
-    for (auto [buf, bytes] : {std::pair<DeviceBuffer*, size_t>{&dsend_, sendBytes + kGuardBytes},
-                              {&drecv_, recvBytes + kGuardBytes}, {&daux_, auxBytes}}) {
+    const size_t auxBytes = std::max<size_t>(64, sizeof(RankRecord) * size_t(s.env.size));
+    for (auto [buf, bytes] : {std::pair<DeviceBuffer*, size_t>{&s.dsend, sendBytes + kGuardBytes},
+                              {&s.drecv, recvBytes + kGuardBytes}, {&s.daux, auxBytes}}) {
       std::string error;
-      buf->cuda = cuda_.get();
-      if (!cuda_->alloc(bytes, &buf->ptr, &error))
+      buf->cuda = s.cuda.get();
+      if (!s.cuda->alloc(bytes, &buf->ptr, &error))
         fail("cannot allocate " + std::to_string(bytes) + " bytes of device memory: " + error + ": lower -e");
     }
   }
@@ -171,75 +211,91 @@ class PerfRun {
   }
 
   void sync() {
-    std::string error;
-    if (cuda_) cudaCheck(cuda_->synchronize(&error), error);
-  }
-
-  cudaStream_t stream() const { return cuda_ ? cuda_->stream() : nullptr; }
-
-  // Host memory: the value in place. Device memory: through the aux buffer.
-  void auxCall(void* value, size_t bytes, const std::function<ncclResult_t(void* buf)>& call, const char* what) {
-    if (!cuda_) {
-      check(call(value), what);
-      return;
+    for (RankSlot& s : slots_) {
+      std::string error;
+      if (s.cuda) cudaCheck(s.cuda->synchronize(&error), error);
     }
-    std::string error;
-    cudaCheck(cuda_->toDevice(daux_.ptr, value, bytes, &error), error);
-    check(call(daux_.ptr), what);
-    sync();
-    cudaCheck(cuda_->toHost(value, daux_.ptr, bytes, &error), error);
   }
 
-  void allReduceAux(void* value, ncclDataType_t type, ncclRedOp_t op, size_t bytes, const char* what) {
-    auxCall(value, bytes,
-            [&](void* buf) { return ncclAllReduce(buf, buf, 1, type, op, comm_, stream()); }, what);
+  // Host memory: each rank's value in place. Device memory: through its aux
+  // buffer. values[i] is rank slots_[i]'s.
+  void auxCall(const std::vector<void*>& values, size_t bytes,
+               const std::function<ncclResult_t(RankSlot& s, void* buf)>& call, const char* what) {
+    std::string error;
+    for (size_t i = 0; i < slots_.size(); ++i)
+      if (slots_[i].cuda) cudaCheck(slots_[i].cuda->toDevice(slots_[i].daux.ptr, values[i], bytes, &error), error);
+    size_t i = 0;
+    eachRank([&](RankSlot& s) { return call(s, s.cuda ? s.daux.ptr : values[i++]); }, what);
+    sync();
+    for (size_t k = 0; k < slots_.size(); ++k)
+      if (slots_[k].cuda) cudaCheck(slots_[k].cuda->toHost(values[k], slots_[k].daux.ptr, bytes, &error), error);
+  }
+
+  // One value per rank of this thread, reduced (or broadcast) in place.
+  template <class T>
+  T reduceAux(T local, ncclDataType_t type, ncclRedOp_t op, bool broadcast, const char* what) {
+    std::vector<T> v(slots_.size(), local);
+    std::vector<void*> at;
+    for (T& x : v) at.push_back(&x);
+    auxCall(at, sizeof(T),
+            [&](RankSlot& s, void* b) {
+              return broadcast ? ncclBroadcast(b, b, 1, type, 0, s.comm, s.stream())
+                               : ncclAllReduce(b, b, 1, type, op, s.comm, s.stream());
+            },
+            what);
+    return v.front();
   }
 
   void barrier() {
-    allReduceAux(&barrierWord_, ncclInt32, ncclSum, sizeof barrierWord_, "ncclAllReduce (barrier)");
+    std::vector<void*> words;
+    for (RankSlot& s : slots_) words.push_back(&s.barrierWord);
+    auxCall(words, sizeof(int32_t),
+            [](RankSlot& s, void* b) { return ncclAllReduce(b, b, 1, ncclInt32, ncclSum, s.comm, s.stream()); },
+            "ncclAllReduce (barrier)");
   }
 
   double combineTime(double seconds) {
-    double v = seconds;
     switch (opts_.average) {
-      case 0:
-        auxCall(&v, sizeof v,
-                [&](void* b) { return ncclBroadcast(b, b, 1, ncclFloat64, 0, comm_, stream()); },
-                "ncclBroadcast (time)");
-        break;
-      case 1:
-        allReduceAux(&v, ncclFloat64, ncclSum, sizeof v, "ncclAllReduce (time)");
-        v /= env_.size;
-        break;
-      case 2: allReduceAux(&v, ncclFloat64, ncclMin, sizeof v, "ncclAllReduce (time)"); break;
-      default: allReduceAux(&v, ncclFloat64, ncclMax, sizeof v, "ncclAllReduce (time)"); break;
+      case 0: return reduceAux(seconds, ncclFloat64, ncclSum, true, "ncclBroadcast (time)");
+      case 1: return reduceAux(seconds, ncclFloat64, ncclSum, false, "ncclAllReduce (time)") / env_.size;
+      case 2: return reduceAux(seconds, ncclFloat64, ncclMin, false, "ncclAllReduce (time)");
+      default: return reduceAux(seconds, ncclFloat64, ncclMax, false, "ncclAllReduce (time)");
     }
-    return v;
   }
 
-  int64_t sumAcrossRanks(int64_t local) {
-    int64_t v = local;
-    allReduceAux(&v, ncclInt64, ncclSum, sizeof v, "ncclAllReduce (error count)");
-    return v;
+  // The sum over every rank of each rank's count (locals[i]: slots_[i]'s).
+  int64_t sumAcrossRanks(const std::vector<int64_t>& locals) {
+    std::vector<int64_t> v = locals;
+    std::vector<void*> at;
+    for (int64_t& x : v) at.push_back(&x);
+    auxCall(at, sizeof(int64_t),
+            [](RankSlot& s, void* b) { return ncclAllReduce(b, b, 1, ncclInt64, ncclSum, s.comm, s.stream()); },
+            "ncclAllReduce (error count)");
+    return v.front();
   }
 
   void printHeader() {
-    RankRecord mine{};
-    mine.rank = env_.rank;
-    mine.pid = static_cast<int32_t>(getpid());
-    std::snprintf(mine.host, sizeof mine.host, "%s", hostName().c_str());
-    mine.device = cuda_ ? cuda_->device() : -1;
-    std::vector<RankRecord> all(static_cast<size_t>(env_.size));
-    all[size_t(env_.rank)] = mine;
-    // In place (this rank's record already in its block): one buffer serves
-    // host and device memory alike.
-    auxCall(all.data(), all.size() * sizeof(RankRecord),
-            [&](void* b) {
-              return ncclAllGather(static_cast<char*>(b) + size_t(env_.rank) * sizeof(RankRecord), b,
-                                   sizeof(RankRecord), ncclUint8, comm_, stream());
+    // Each rank's record in its own block of its copy of the table (in place:
+    // one buffer serves host and device memory alike).
+    std::vector<std::vector<RankRecord>> tables(slots_.size(), std::vector<RankRecord>(size_t(env_.size)));
+    std::vector<void*> at;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      const RankSlot& s = slots_[i];
+      RankRecord& mine = tables[i][size_t(s.env.rank)];
+      mine.rank = s.env.rank;
+      mine.pid = static_cast<int32_t>(getpid());
+      std::snprintf(mine.host, sizeof mine.host, "%s", hostName().c_str());
+      mine.device = s.cuda ? s.cuda->device() : -1;
+      at.push_back(tables[i].data());
+    }
+    auxCall(at, size_t(env_.size) * sizeof(RankRecord),
+            [&](RankSlot& s, void* b) {
+              return ncclAllGather(static_cast<char*>(b) + size_t(s.env.rank) * sizeof(RankRecord), b,
+                                   sizeof(RankRecord), ncclUint8, s.comm, s.stream());
             },
             "ncclAllGather (header)");
     if (env_.rank != 0) return;
+    const std::vector<RankRecord>& all = tables.front();
     std::printf("# %s: %s\n", tool_, spec_.name);
     std::printf("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d "
                 "agg iters: %d validation: %d graph: %d\n",
@@ -255,7 +311,7 @@ class PerfRun {
     std::printf("# Ranks: %d from %s%s%s\n", env_.size, env_.source.c_str(), commId ? ", NCCL_COMM_ID=" : "",
                 commId ? commId : "");
     if (!commIdNote_.empty()) std::printf("# Set %s\n", commIdNote_.c_str());
-    std::printf("# Memory: %s\n", cuda_ ? "device" : "host");
+    std::printf("# Memory: %s\n", deviceMemory() ? "device" : "host");
     std::printf("# Using devices\n");
     for (const RankRecord& r : all) {
       if (r.device >= 0)
@@ -284,100 +340,112 @@ class PerfRun {
     void* runRecv;
   };
 
-  Pointers pointersFor(const CollCounts& c, size_t elt, bool inPlace) const {
-    const size_t rank = static_cast<size_t>(env_.rank);
-    unsigned char* dsend = static_cast<unsigned char*>(cuda_ ? dsend_.ptr : send_.get());
-    unsigned char* drecv = static_cast<unsigned char*>(cuda_ ? drecv_.ptr : recv_.get());
-    if (!inPlace) return {send_.get(), recv_.get(), c.recvCount * elt, dsend, drecv};
+  static Pointers pointersFor(const RankSlot& s, const CollCounts& c, size_t elt, bool inPlace) {
+    const size_t rank = static_cast<size_t>(s.env.rank);
+    unsigned char* dsend = static_cast<unsigned char*>(s.cuda ? s.dsend.ptr : s.send.get());
+    unsigned char* drecv = static_cast<unsigned char*>(s.cuda ? s.drecv.ptr : s.recv.get());
+    if (!inPlace) return {s.send.get(), s.recv.get(), c.recvCount * elt, dsend, drecv};
     const size_t sendAt = c.sendInPlaceOffset * rank * elt;
     const size_t recvAt = c.recvInPlaceOffset * rank * elt;
-    return {recv_.get() + sendAt, recv_.get() + recvAt,
+    return {s.recv.get() + sendAt, s.recv.get() + recvAt,
             std::max(sendAt + c.sendCount * elt, recvAt + c.recvCount * elt), drecv + sendAt, drecv + recvAt};
   }
 
-  void runOnce(const TypeInfo& t, ncclRedOp_t op, int root, const CollCounts& c, const Pointers& p) {
-    const CollArgs args{p.runSend, p.runRecv, c.paramCount, t.type, op, root, env_.rank, env_.size, comm_, stream()};
-    check(spec_.run(args), spec_.name);
+  // One call of every rank of this thread (a group of them under -g).
+  void runOnce(const TypeInfo& t, ncclRedOp_t op, int root, const CollCounts& c, bool inPlace) {
+    eachRank(
+        [&](RankSlot& s) {
+          const Pointers p = pointersFor(s, c, t.size, inPlace);
+          return spec_.run({p.runSend, p.runRecv, c.paramCount, t.type, op, root, s.env.rank, s.env.size, s.comm,
+                            s.stream()});
+        },
+        spec_.name);
   }
 
   // Device memory: the host mirrors' first bytes to the device, or back.
-  void upload(bool recv, size_t bytes) {
-    if (!cuda_) return;
+  void upload(RankSlot& s, bool recv, size_t bytes) {
+    if (!s.cuda) return;
     std::string error;
-    cudaCheck(cuda_->toDevice(recv ? drecv_.ptr : dsend_.ptr, recv ? recv_.get() : send_.get(), bytes, &error),
+    cudaCheck(s.cuda->toDevice(recv ? s.drecv.ptr : s.dsend.ptr, recv ? s.recv.get() : s.send.get(), bytes, &error),
               error);
   }
-  void download(bool recv, size_t bytes) {
-    if (!cuda_) return;
+  void download(RankSlot& s, bool recv, size_t bytes) {
+    if (!s.cuda) return;
     std::string error;
-    cudaCheck(cuda_->toHost(recv ? recv_.get() : send_.get(), recv ? drecv_.ptr : dsend_.ptr, bytes, &error),
+    cudaCheck(s.cuda->toHost(recv ? s.recv.get() : s.send.get(), recv ? s.drecv.ptr : s.dsend.ptr, bytes, &error),
               error);
   }
 
   void warmup(const TypeInfo& t, ncclRedOp_t op, int root, size_t bytes) {
     const CollCounts c = spec_.counts(bytes / t.size, env_.size);
-    const Pointers p = pointersFor(c, t.size, false);
-    for (int i = 0; i < opts_.warmupIters; ++i) runOnce(t, op, root, c, p);
+    for (int i = 0; i < opts_.warmupIters; ++i) runOnce(t, op, root, c, false);
   }
 
-  int64_t checkOnce(const TypeInfo& t, ncclRedOp_t op, int root, const CollCounts& c, bool inPlace) {
-    const Pointers p = pointersFor(c, t.size, inPlace);
+  // The wrong elements of every rank of this thread after one checked call.
+  std::vector<int64_t> checkOnce(const TypeInfo& t, ncclRedOp_t op, int root, const CollCounts& c, bool inPlace) {
     const DataPattern pat = forWireType({&t, op, spec_.hasOp, env_.size, ++seed_});
     const size_t sendBytes = c.sendCount * t.size;
-    // Poison everything the collective should write, then lay out the inputs.
-    fillGuard(recv_.get(), p.usedRecvBytes + kGuardBytes);
-    if (!inPlace) fillGuard(p.send + sendBytes, kGuardBytes);
-    fillInput(pat, env_.rank, p.send, c.sendCount);
-    upload(true, p.usedRecvBytes + kGuardBytes);
-    if (!inPlace) upload(false, sendBytes + kGuardBytes);
-    runOnce(t, op, root, c, p);
-    sync();
-    download(true, p.usedRecvBytes + kGuardBytes);
-    if (!inPlace) download(false, sendBytes + kGuardBytes);
-
-    const int rank = env_.rank, n = env_.size;
-    const auto expectAt = [&](size_t i) { return spec_.expect(rank, n, root, i, c); };
-    int64_t wrong = countWrong(pat, p.recv, c.recvCount, expectAt);
-    wrong += countGuardDamage(recv_.get() + p.usedRecvBytes, kGuardBytes);
-    if (!inPlace) {
-      // The send buffer is input only.
-      wrong += countWrong(pat, p.send, c.sendCount,
-                          [rank](size_t i) { return Expect{Expect::kCopy, rank, i}; });
-      wrong += countGuardDamage(p.send + sendBytes, kGuardBytes);
+    for (RankSlot& s : slots_) {
+      const Pointers p = pointersFor(s, c, t.size, inPlace);
+      // Poison everything the collective should write, then lay out the inputs.
+      fillGuard(s.recv.get(), p.usedRecvBytes + kGuardBytes);
+      if (!inPlace) fillGuard(p.send + sendBytes, kGuardBytes);
+      fillInput(pat, s.env.rank, p.send, c.sendCount);
+      upload(s, true, p.usedRecvBytes + kGuardBytes);
+      if (!inPlace) upload(s, false, sendBytes + kGuardBytes);
     }
-    return wrong;
+    runOnce(t, op, root, c, inPlace);
+    sync();
+    std::vector<int64_t> wrongs;
+    for (RankSlot& s : slots_) {
+      const Pointers p = pointersFor(s, c, t.size, inPlace);
+      download(s, true, p.usedRecvBytes + kGuardBytes);
+      if (!inPlace) download(s, false, sendBytes + kGuardBytes);
+      const int rank = s.env.rank, n = s.env.size;
+      const auto expectAt = [&](size_t i) { return spec_.expect(rank, n, root, i, c); };
+      int64_t wrong = countWrong(pat, p.recv, c.recvCount, expectAt);
+      wrong += countGuardDamage(s.recv.get() + p.usedRecvBytes, kGuardBytes);
+      if (!inPlace) {
+        // The send buffer is input only.
+        wrong += countWrong(pat, p.send, c.sendCount, [rank](size_t i) { return Expect{Expect::kCopy, rank, i}; });
+        wrong += countGuardDamage(p.send + sendBytes, kGuardBytes);
+      }
+      wrongs.push_back(wrong);
+    }
+    return wrongs;
   }
 
-  bool useGraph() const { return cuda_ && opts_.graphLaunches > 0; }
+  bool useGraph() const { return deviceMemory() && opts_.graphLaunches > 0; }
 
   // The timed calls: iters iterations of aggIters calls (one group), with a
   // barrier after each under -z.
-  void timedCalls(const TypeInfo& t, ncclRedOp_t op, int root, const CollCounts& c, const Pointers& p) {
+  void timedCalls(const TypeInfo& t, ncclRedOp_t op, int root, const CollCounts& c, bool inPlace) {
     for (int it = 0; it < opts_.iters; ++it) {
       if (opts_.aggIters > 1) check(ncclGroupStart(), "ncclGroupStart");
-      for (int a = 0; a < opts_.aggIters; ++a) runOnce(t, op, root, c, p);
+      for (int a = 0; a < opts_.aggIters; ++a) runOnce(t, op, root, c, inPlace);
       if (opts_.aggIters > 1) check(ncclGroupEnd(), "ncclGroupEnd");
       if (opts_.blocking) barrier();
     }
   }
 
   Measurement measure(const TypeInfo& t, ncclRedOp_t op, int root, const CollCounts& c, bool inPlace) {
-    const Pointers p = pointersFor(c, t.size, inPlace);
-    runOnce(t, op, root, c, p);
+    runOnce(t, op, root, c, inPlace);
     sync();
     barrier();
 
-    // -G: the timed calls are captured once, and the graph launched n times.
+    // -G: the timed calls are captured once, and the graph launched n times
+    // (one rank a thread: runPerfTool refuses -G with -g).
+    CudaDriver* cuda = slots_.front().cuda.get();
     CudaDriver::Graph graph;
     std::string error;
     if (useGraph())
-      cudaCheck(cuda_->capture([&](std::string*) { timedCalls(t, op, root, c, p); return true; }, &graph, &error),
+      cudaCheck(cuda->capture([&](std::string*) { timedCalls(t, op, root, c, inPlace); return true; }, &graph, &error),
                 "capturing the timed calls in a CUDA graph: " + error);
     const auto start = std::chrono::steady_clock::now();
     if (useGraph()) {
-      for (int g = 0; g < opts_.graphLaunches; ++g) cudaCheck(cuda_->launch(graph, &error), error);
+      for (int g = 0; g < opts_.graphLaunches; ++g) cudaCheck(cuda->launch(graph, &error), error);
     } else {
-      timedCalls(t, op, root, c, p);
+      timedCalls(t, op, root, c, inPlace);
     }
     sync();  // device memory: the calls only enqueued their work
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -392,8 +460,7 @@ class PerfRun {
     }
     if (opts_.check > 0 && (!inPlace || spec_.checkInPlace)) {
       m.wrong = 0;
-      for (int i = 0; i < opts_.check && m.wrong == 0; ++i)
-        m.wrong = sumAcrossRanks(checkOnce(t, op, root, c, inPlace));
+      for (int i = 0; i < opts_.check && m.wrong == 0; ++i) m.wrong = sumAcrossRanks(checkOnce(t, op, root, c, inPlace));
     }
     busbwSum_ += m.busbw;
     ++busbwCount_;
@@ -422,10 +489,12 @@ class PerfRun {
   // behind too, so once per sweep is enough.
   void fillForTiming(const TypeInfo& t, ncclRedOp_t op) {
     const DataPattern pat = forWireType({&t, op, spec_.hasOp, env_.size, 0});
-    fillInput(pat, env_.rank, send_.get(), sendBytes_ / t.size);
-    fillInput(pat, env_.rank, recv_.get(), recvBytes_ / t.size);
-    upload(false, sendBytes_);
-    upload(true, recvBytes_);
+    for (RankSlot& s : slots_) {
+      fillInput(pat, s.env.rank, s.send.get(), s.sendBytes / t.size);
+      fillInput(pat, s.env.rank, s.recv.get(), s.recvBytes / t.size);
+      upload(s, false, s.sendBytes);
+      upload(s, true, s.recvBytes);
+    }
   }
 
   void sweep(const TypeInfo& t, ncclRedOp_t op, const char* opLabel, int root) {
@@ -473,8 +542,10 @@ class PerfRun {
       std::printf("#\n");
       std::fflush(stdout);
     }
-    check(ncclCommDestroy(comm_), "ncclCommDestroy");
-    comm_ = nullptr;
+    for (RankSlot& slot : slots_) {
+      check(ncclCommDestroy(slot.comm), "ncclCommDestroy");
+      slot.comm = nullptr;
+    }
     return wrongTotal_ ? 1 : 0;
   }
 
@@ -484,14 +555,8 @@ class PerfRun {
   const char* tool_;
   const bool progress_;
   const std::string commIdNote_;
-  ncclComm_t comm_ = nullptr;
-  std::unique_ptr<CudaDriver> cuda_;  // device memory; null for host memory
-  const ncclUniqueId* sharedId_;  HostBuffer send_;                   // the buffers, or the device buffers' mirrors
-  HostBuffer recv_;
-  DeviceBuffer dsend_, drecv_, daux_;  // declared after cuda_: freed before it goes
-  size_t sendBytes_ = 0;  // used parts of the allocations (guards not counted)
-  size_t recvBytes_ = 0;
-  int32_t barrierWord_ = 0;
+  const ncclUniqueId* sharedId_;
+  std::vector<RankSlot> slots_;
   uint64_t seed_ = 0;
   int64_t wrongTotal_ = 0;  // identical on every rank: summed across ranks
   double busbwSum_ = 0;
@@ -530,42 +595,64 @@ bool chooseMemory(MemoryKind kind, const LaunchEnv& env, const char* tool, std::
   return false;
 }
 
-// Rank `t` of this process's `threads` ranks (nccl-tests' -t): ranks are
-// numbered process by process, and a thread's GPU is its local rank's.
-LaunchEnv threadRankEnv(const LaunchEnv& process, int threads, int t) {
+// Rank `g` of thread `t` of this process's `threads` threads of `gpus` ranks
+// each (nccl-tests' -t and -g): ranks are numbered process by process, then
+// thread by thread; a rank's GPU is its local rank's.
+LaunchEnv rankEnv(const LaunchEnv& process, int threads, int gpus, int t, int g) {
+  const int perProcess = threads * gpus, i = t * gpus + g;
   LaunchEnv env = process;
-  env.rank = process.rank * threads + t;
-  env.size = process.size * threads;
-  env.localRank = process.localRank * threads + t;
-  env.localSize = process.localSize * threads;
+  env.rank = process.rank * perProcess + i;
+  env.size = process.size * perProcess;
+  env.localRank = process.localRank * perProcess + i;
+  env.localSize = process.localSize * perProcess;
   if (threads > 1) env.source += " x " + std::to_string(threads) + " threads (-t)";
+  if (gpus > 1) env.source += " x " + std::to_string(gpus) + " ranks a thread (-g)";
   return env;
 }
 
-// -t N: N ranks in this process, one thread each, each with its own stream
-// on its local rank's GPU (or host memory). A single process shares one
-// unique id with its threads; processes of a job meet through NCCL_COMM_ID.
+// Thread `t`'s ranks (-g of them, each with its own stream on its local
+// rank's GPU, or host memory), run to the end; `firstCuda`: rank 0's device,
+// already open (or null).
+int runThread(const CollectiveSpec& spec, const Options& opts, const LaunchEnv& process, int t, const char* tool,
+              const std::string& note, std::unique_ptr<CudaDriver> firstCuda, bool deviceMemory,
+              const ncclUniqueId* sharedId) {
+  std::vector<LaunchEnv> envs;
+  std::vector<std::unique_ptr<CudaDriver>> cudas;
+  for (int g = 0; g < opts.nGpus; ++g) {
+    envs.push_back(rankEnv(process, opts.nThreads, opts.nGpus, t, g));
+    std::unique_ptr<CudaDriver> cuda = g == 0 ? std::move(firstCuda) : nullptr;
+    std::string error;
+    if (deviceMemory && !cuda && !(cuda = CudaDriver::open(envs.back().localRank, &error))) {
+      std::fprintf(stderr, "%s: rank %d: --memory device: %s\n", tool, envs.back().rank, error.c_str());
+      std::_Exit(2);
+    }
+    cudas.push_back(std::move(cuda));
+  }
+  PerfRun run(spec, opts, envs, tool, note, std::move(cudas), sharedId);
+  return run.run();
+}
+
+// -t N: N threads in this process, each driving its -g ranks. A single
+// process shares one unique id with its threads; processes of a job meet
+// through NCCL_COMM_ID.
 int runThreadRanks(const CollectiveSpec& spec, const Options& opts, const LaunchEnv& process, const char* tool,
                    const std::string& note, std::unique_ptr<CudaDriver> firstCuda, bool deviceMemory) {
   ncclUniqueId id{};
   const bool oneProcess = process.size == 1 && std::getenv("NCCL_COMM_ID") == nullptr;
-  if (oneProcess && ncclGetUniqueId(&id) != ncclSuccess) {
+  const bool shared = oneProcess && opts.nThreads * opts.nGpus > 1;
+  if (shared && ncclGetUniqueId(&id) != ncclSuccess) {
     std::fprintf(stderr, "%s: ncclGetUniqueId failed: %s\n", tool, ncclGetLastError(nullptr));
     return 1;
   }
+  if (opts.nThreads == 1)
+    return runThread(spec, opts, process, 0, tool, note, std::move(firstCuda), deviceMemory, shared ? &id : nullptr);
   std::vector<int> status(static_cast<size_t>(opts.nThreads), 0);
   std::vector<std::thread> threads;
   for (int t = 0; t < opts.nThreads; ++t) {
     threads.emplace_back([&, t] {
-      const LaunchEnv env = threadRankEnv(process, opts.nThreads, t);
-      std::unique_ptr<CudaDriver> cuda = t == 0 ? std::move(firstCuda) : nullptr;
-      std::string error;
-      if (deviceMemory && !cuda && !(cuda = CudaDriver::open(env.localRank, &error))) {
-        std::fprintf(stderr, "%s: rank %d: --memory device: %s\n", tool, env.rank, error.c_str());
-        std::_Exit(2);
-      }
-      PerfRun run(spec, opts, env, tool, note, std::move(cuda), oneProcess ? &id : nullptr);
-      status[static_cast<size_t>(t)] = run.run();
+      status[static_cast<size_t>(t)] = runThread(spec, opts, process, t, tool, note,
+                                                 t == 0 ? std::move(firstCuda) : nullptr, deviceMemory,
+                                                 shared ? &id : nullptr);
     });
   }
   for (std::thread& th : threads) th.join();
@@ -593,15 +680,8 @@ int runPerfTool(const CollectiveSpec& spec, int argc, char** argv) {
     std::fprintf(stderr, "%s: %s\n", tool, error.c_str());
     return 2;
   }
-  if (opts.nGpus > 1) {
-    if (env.rank == 0)
-      std::fprintf(stderr, "%s: -g %d asks for several GPUs per thread, but each thread is one rank on one GPU: "
-                   "use -t %d (threads) or more processes (braidrun -n N %s ...)\n",
-                   tool, opts.nGpus, opts.nGpus * opts.nThreads, tool);
-    return 2;
-  }
   const LaunchEnv processEnv = env;
-  env = threadRankEnv(processEnv, opts.nThreads, 0);
+  env = rankEnv(processEnv, opts.nThreads, opts.nGpus, 0, 0);
   if (spec.hasRoot && opts.root >= env.size) {
     if (env.rank == 0)
       std::fprintf(stderr, "%s: root %d does not exist in a job of %d ranks\n", tool, opts.root, env.size);
@@ -612,6 +692,12 @@ int runPerfTool(const CollectiveSpec& spec, int argc, char** argv) {
   const bool deviceMemory = cuda != nullptr;
   if (opts.graphLaunches > 0 && !cuda && env.rank == 0)
     std::fprintf(stderr, "%s: note: -G %d ignored: CUDA graphs need device memory\n", tool, opts.graphLaunches);
+  if (opts.graphLaunches > 0 && cuda && opts.nGpus > 1) {
+    if (env.rank == 0)
+      std::fprintf(stderr, "%s: -G with -g %d: a thread's graph would hold one rank's stream only; use -t %d\n", tool,
+                   opts.nGpus, opts.nGpus * opts.nThreads);
+    return 2;
+  }
   if (opts.graphLaunches > 0 && cuda && opts.blocking) {
     if (env.rank == 0)
       std::fprintf(stderr, "%s: -G with -z 1: a barrier after each call cannot be captured in a graph\n", tool);
@@ -621,10 +707,6 @@ int runPerfTool(const CollectiveSpec& spec, int argc, char** argv) {
   if (!ensureCommId(processEnv, &note, &error)) {
     std::fprintf(stderr, "%s: rank %d: %s\n", tool, env.rank, error.c_str());
     return 2;
-  }
-  if (opts.nThreads == 1) {
-    PerfRun run(spec, opts, env, tool, note, std::move(cuda), nullptr);
-    return run.run();
   }
   return runThreadRanks(spec, opts, processEnv, tool, note, std::move(cuda), deviceMemory);
 }

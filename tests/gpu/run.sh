@@ -109,8 +109,10 @@ fi
 # Every perf tool on device memory, checked (#wrong must be 0), 2 and 4 ranks
 # as processes sharing the GPU(s) (braidrun starts one process per rank), and 4
 # ranks as threads of one process (-t 4: where the plan kernels run, as
-# processes on one GPU are staged), with the staged path and with the plan
-# kernels. Set BRAID_GPU_PERF_CHECK=0 to skip.
+# processes on one GPU are staged), and 4 ranks driven by one thread (-g 4:
+# one launch, the ranks reading each other's buffers in place, PeerAccess),
+# with the staged path and with the plan kernels. Set BRAID_GPU_PERF_CHECK=0
+# to skip.
 perf_check() {  # log file, what is checked, the command
   local log=$1 what=$2
   shift 2
@@ -129,6 +131,8 @@ if [ "${BRAID_GPU_PERF_CHECK:-1}" != 0 ]; then
     for tool in "${tools[@]}"; do
       perf_check "perf-$tool-$engine-t4.log" "$tool, -t 4, BRAID_DEVICE_ENGINE=$engine" \
         timeout 120 "./bench/$tool" -t 4 "${sweep[@]}"
+      perf_check "perf-$tool-$engine-g4.log" "$tool, -g 4, BRAID_DEVICE_ENGINE=$engine" \
+        timeout 120 "./bench/$tool" -g 4 "${sweep[@]}"
       for n in 2 4; do
         perf_check "perf-$tool-$engine-$n.log" "$tool, $n ranks, BRAID_DEVICE_ENGINE=$engine" \
           ./bench/braidrun -n "$n" "./bench/$tool" "${sweep[@]}"
