@@ -224,8 +224,7 @@ class PerfRun {
     std::string error;
     for (size_t i = 0; i < slots_.size(); ++i)
       if (slots_[i].cuda) cudaCheck(slots_[i].cuda->toDevice(slots_[i].daux.ptr, values[i], bytes, &error), error);
-    size_t i = 0;
-    eachRank([&](RankSlot& s) { return call(s, s.cuda ? s.daux.ptr : values[i++]); }, what);
+    eachRank([&](RankSlot& s) { return call(s, s.cuda ? s.daux.ptr : values[size_t(&s - slots_.data())]); }, what);
     sync();
     for (size_t k = 0; k < slots_.size(); ++k)
       if (slots_[k].cuda) cudaCheck(slots_[k].cuda->toHost(values[k], slots_[k].daux.ptr, bytes, &error), error);

@@ -4,8 +4,9 @@
 // against the ring through FIFOs (the same communicators' calls with
 // NCCL_ALGO=ring at creation), float32 sum in place, 8 B to 64 MiB. Compare
 // the two in one run, rounds interleaved:
-//   build/bench/peer_access_bench --benchmark_repetitions=3 \
+//   build/bench/peer_access_bench --benchmark_repetitions=3
 //     --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
+// (one line).
 #include <benchmark/benchmark.h>
 #include <nccl.h>
 #include <stdlib.h>

@@ -212,6 +212,17 @@ BRAID_HD T* bufferAt(const OpBuffers& o, schedule::Buffer b, uint64_t offset) {
   return reinterpret_cast<T*>(base) + offset;
 }
 
+// A PeerReduce step: its block of every rank's source (peerSrc; else this
+// rank's) reduced in rank order into every rank's destination (peerDst).
+template <class T, class G>
+BRAID_HD BRAID_OUT_OF_LINE void peerReduceStep(const G& g, const OpBuffers& L, const ExecStep& s) {
+  const bool peerSrc = (s.flags & kStepPeerSrc) != 0, peerDst = (s.flags & kStepPeerDst) != 0;
+  auto srcAt = [&](uint32_t k) { return bufferAt<T>(peerSrc ? *L.peers[k] : L, s.srcBuffer, s.srcOffset); };
+  auto dstAt = [&](uint32_t k) { return bufferAt<T>(peerDst ? *L.peers[k] : L, s.dstBuffer, s.dstOffset); };
+  applyReduceAcross<T>(g, L.op, dstAt, peerDst ? L.npeers : 1, srcAt, peerSrc ? L.npeers : 1, s.count,
+                       (s.flags & kStepContribution) != 0, (s.flags & kStepFinal) != 0);
+}
+
 // The step's arithmetic: `in` is the received message (null when
 // it receives nothing), `out` where its message goes (null when it sends).
 template <class T, class G>
@@ -248,13 +259,7 @@ BRAID_HD void computeStep(const G& g, const OpBuffers& L, const ExecStep& s, con
       if (pre || fin || src != dst) applyCopy(g, L.op, dst, src, n, pre, fin);
       break;
     }
-    case schedule::StepKind::PeerReduce: {
-      const bool peerSrc = (s.flags & kStepPeerSrc) != 0, peerDst = (s.flags & kStepPeerDst) != 0;
-      auto srcAt = [&](uint32_t k) { return bufferAt<T>(peerSrc ? *L.peers[k] : L, s.srcBuffer, s.srcOffset); };
-      auto dstAt = [&](uint32_t k) { return bufferAt<T>(peerDst ? *L.peers[k] : L, s.dstBuffer, s.dstOffset); };
-      applyReduceAcross<T>(g, L.op, dstAt, peerDst ? L.npeers : 1, srcAt, peerSrc ? L.npeers : 1, n, pre, fin);
-      break;
-    }
+    case schedule::StepKind::PeerReduce: peerReduceStep<T>(g, L, s); break;
   }
   g.sync();
 }

@@ -26,11 +26,15 @@
 #if defined(__CUDACC__)
 #define BRAID_HD __host__ __device__
 #define BRAID_INLINE __forceinline__
+#define BRAID_OUT_OF_LINE
 #else
 #define BRAID_HD
 // Forced: the reduction loops only vectorise when the conversions are inlined,
 // and g++ stops inlining them once they are used in many instantiations.
 #define BRAID_INLINE inline __attribute__((always_inline))
+// A rare path kept out of the hot loop it sits in (host code layout: the
+// host runner's per-step code stays as small as it was without it).
+#define BRAID_OUT_OF_LINE __attribute__((noinline))
 #endif
 
 namespace braid::reduce {

@@ -69,6 +69,9 @@ TEST(PeerAccessGroups, OnlyWholeCommunicatorsWithOneMatchingCallEach) {
   std::vector<engine::Task> types = whole;
   types[2].type = ncclInt32;
   EXPECT_TRUE(groupsOf(types).empty()) << "the datatypes differ";
+  std::vector<engine::Task> outOfStep = whole;
+  outOfStep[3].callNumber = 7;
+  EXPECT_TRUE(groupsOf(outOfStep).empty()) << "a rank is at another call";
   std::vector<engine::Task> mixed = {allReduceOn(a[0], 100), allReduceOn(a[1], 100), allReduceOn(b[2], 100),
                                      allReduceOn(b[3], 100)};
   EXPECT_TRUE(groupsOf(mixed).empty()) << "ranks of two communicators";

@@ -65,7 +65,9 @@ TEST(PeerAccessKernels, AllReduceOfEveryRankFromOneThread) {
         for (int r = 0; r < kRanks; ++r) {
           ASSERT_EQ(cudaMalloc(&in[r], count * sizeof(float)), cudaSuccess);
           out[r] = in[r];
-          if (!inPlace) ASSERT_EQ(cudaMalloc(&out[r], count * sizeof(float)), cudaSuccess);
+          if (!inPlace) {
+            ASSERT_EQ(cudaMalloc(&out[r], count * sizeof(float)), cudaSuccess);
+          }
           std::vector<float> v(count);
           for (size_t i = 0; i < count; ++i) v[i] = valueOf(r, i);
           ASSERT_EQ(cudaMemcpy(in[r], v.data(), count * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
@@ -81,7 +83,7 @@ TEST(PeerAccessKernels, AllReduceOfEveryRankFromOneThread) {
           std::vector<float> got(count);
           ASSERT_EQ(cudaMemcpy(got.data(), out[r], count * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
           for (size_t i = 0; i < count; ++i) {
-            float want = op == ncclMax ? 0 : 0;
+            float want = 0;
             for (int k = 0; k < kRanks; ++k) want = op == ncclMax ? std::max(want, valueOf(k, i)) : want + valueOf(k, i);
             if (op == ncclAvg) want /= kRanks;
             ASSERT_EQ(got[i], want) << "rank " << r << " element " << i << " of " << count << " op " << int(op)

@@ -20,10 +20,12 @@ bool sameCommunicator(const ncclComm* a, const ncclComm* b) {
   return memcmp(a->peers.data(), b->peers.data(), a->peers.size() * sizeof(PeerInfo)) == 0;
 }
 
-// The calls are one collective: the lane of each rank reduces with its own
-// RedOp, so the ranks' reductions (a PreMulSum's scalar included) must agree.
+// The calls are one collective, the same call of each rank (its number,
+// engine/fingerprint.h): the lane of each rank reduces with its own RedOp, so
+// the ranks' reductions (a PreMulSum's scalar included) must agree too.
 bool sameCall(const engine::Task& a, const engine::Task& b) {
-  return a.coll == b.coll && a.count == b.count && a.type == b.type && a.op.kind == b.op.kind &&
+  return a.coll == b.coll && a.callNumber == b.callNumber && a.count == b.count && a.type == b.type &&
+         a.op.kind == b.op.kind &&
          memcmp(a.op.scalar, b.op.scalar, sizeof a.op.scalar) == 0 && a.op.divisor == b.op.divisor &&
          a.deviceScalar == nullptr && b.deviceScalar == nullptr && a.wire == reduce::WireType::None &&
          b.wire == reduce::WireType::None;
