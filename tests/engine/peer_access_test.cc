@@ -7,18 +7,16 @@
 #include <nccl.h>
 
 #include <cmath>
-#include <cstring>
 #include <string>
-#include <type_traits>
 #include <thread>
 #include <vector>
 
 #include "common/local_comms.h"
+#include "common/nccl_types.h"
 #include "engine/comm.h"
 #include "engine/lanes/lane_group.h"
 #include "engine/lanes/peer_access.h"
 #include "reduce/host_reduce.h"
-#include "reduce/numeric.h"
 
 namespace braid {
 namespace lanes {
@@ -142,55 +140,6 @@ TEST(PeerAccessPlans, NcclAlgoRingKeepsTheRing) {
 // them are exact in every type tested.
 double valueOf(int rank, size_t i) { return double(1 + (i * 7 + size_t(rank) * 3) % 3); }
 
-// Element i of a buffer of `type`, as a double, and back.
-template <class F>
-void onElement(ncclDataType_t type, F f) {
-  switch (type) {
-    case ncclInt8: return f(int8_t());
-    case ncclUint8: return f(uint8_t());
-    case ncclInt32: return f(int32_t());
-    case ncclUint32: return f(uint32_t());
-    case ncclInt64: return f(int64_t());
-    case ncclUint64: return f(uint64_t());
-    case ncclFloat16: return f(reduce::Half());
-    case ncclFloat32: return f(float());
-    case ncclFloat64: return f(double());
-    case ncclBfloat16: return f(reduce::BFloat16());
-    default: FAIL() << "no test conversion for " << reduce::typeName(type);
-  }
-}
-template <class T>
-T fromDouble(double v) {
-  if constexpr (std::is_same_v<T, reduce::Half> || std::is_same_v<T, reduce::BFloat16>)
-    return reduce::fromFloat<T>(float(v));
-  else
-    return T(v);
-}
-template <class T>
-double toDouble(T v) {
-  if constexpr (std::is_same_v<T, reduce::Half> || std::is_same_v<T, reduce::BFloat16>)
-    return double(reduce::toFloat(v));
-  else
-    return double(v);
-}
-double loadElem(ncclDataType_t type, const char* p, size_t i) {
-  double v = 0;
-  onElement(type, [&](auto zero) {
-    using T = decltype(zero);
-    T x;
-    memcpy(&x, p + i * sizeof(T), sizeof(T));
-    v = toDouble(x);
-  });
-  return v;
-}
-void storeElem(ncclDataType_t type, char* p, size_t i, double v) {
-  onElement(type, [&](auto zero) {
-    using T = decltype(zero);
-    const T x = fromDouble<T>(v);
-    memcpy(p + i * sizeof(T), &x, sizeof(T));
-  });
-}
-
 double expectedOf(ncclRedOp_t op, size_t i, double scalar) {
   double acc = op == ncclProd ? 1 : op == ncclMax ? -1e9 : op == ncclMin ? 1e9 : 0;
   for (int r = 0; r < kRanks; ++r) {
@@ -201,11 +150,10 @@ double expectedOf(ncclRedOp_t op, size_t i, double scalar) {
   return op == ncclAvg ? acc / kRanks : acc;
 }
 
-// Elements as doubles, through braid's own conversions (types without a
-// C++ counterpart: fp16, bf16).
+// Elements of `type` from doubles (the tests' own conversions).
 std::vector<char> encode(ncclDataType_t type, const std::vector<double>& v) {
   std::vector<char> out(v.size() * reduce::typeSize(type));
-  for (size_t i = 0; i < v.size(); ++i) storeElem(type, out.data(), i, v[i]);
+  for (size_t i = 0; i < v.size(); ++i) ncclt::store(ncclt::typeInfo(type), out.data(), i, v[i]);
   return out;
 }
 
@@ -245,7 +193,7 @@ std::string runAllReduce(const braidtest::LocalComms& comms, const Case& c, size
     const std::vector<char>& got = c.inPlace ? in[size_t(r)] : out[size_t(r)];
     for (size_t i = 0; i < count; ++i) {
       const double want = expectedOf(c.preMulSum ? ncclSum : c.op, i, c.preMulSum ? scalar : 1);
-      const double have = loadElem(c.type, got.data(), i);
+      const double have = ncclt::load(ncclt::typeInfo(c.type), got.data(), i);
       if (have != want)
         return "rank " + std::to_string(r) + " element " + std::to_string(i) + ": " + std::to_string(have) +
                ", expected " + std::to_string(want);
