@@ -1,9 +1,10 @@
-// src/engine/lanes/plan_cache: prepared groups of one communicator's calls
-// (a lone call is a group of one) kept per shape: each call's collective,
-// count, datatype and root, in order. The cache itself on its own, then
-// through real calls on communicators of this process: a repeated shape
-// reruns the same prepared lanes on the new calls' buffers, another shape
-// plans anew, and a group over several communicators is never cached.
+// src/engine/lanes/plan_cache: prepared groups of calls (a lone call is a
+// group of one) kept per shape: each call's communicator, collective, count,
+// datatype and root, in order. The cache itself on its own, then through real
+// calls on communicators of this process: a repeated shape reruns the same
+// prepared lanes on the new calls' buffers, another shape plans anew, and a
+// group over several communicators is kept by its first one, rerun only where
+// its ranks' peer access is decided alike.
 #include <gtest/gtest.h>
 #include <nccl.h>
 
@@ -54,7 +55,7 @@ TEST(PlanCache, AShapeDifferingInAnyFieldMisses) {
 
 // The buffers, the reduction and the operation number are rebound per call:
 // they must not split the cache.
-TEST(PlanCache, KeyOfATaskIsItsShapeOnly) {
+TEST(PlanCache, KeyOfATaskIsItsCommunicatorAndShapeOnly) {
   float a[4], b[4];
   engine::Task t1, t2;
   t1.coll = t2.coll = schedule::Collective::Reduce;
@@ -118,7 +119,10 @@ class PlanCacheCalls : public ::testing::Test {
     return true;
   }
   LaneGroup* cached(int rank, size_t count) {
-    return lanes::hostLanesOf(comms_[rank]).plans.find({key(schedule::Collective::AllReduce, count)});
+    engine::Task t;
+    t.comm = comms_[rank];
+    t.count = count;
+    return lanes::hostLanesOf(comms_[rank]).plans.find({lanes::planKeyOf(t)});
   }
   braidtest::LocalComms comms_{2};
 };
@@ -149,18 +153,83 @@ TEST_F(PlanCacheCalls, AnotherShapePlansAnewAndKeepsBoth) {
   EXPECT_EQ(cached(1, 1000), thousand);
 }
 
-// A group over several communicators (one thread driving several ranks) has
-// lanes that span them all: planned afresh, never cached.
-TEST_F(PlanCacheCalls, AGroupOverSeveralCommunicatorsIsNotCached) {
-  std::vector<float> in(512, 1.0f);
-  std::vector<std::vector<float>> out(2, std::vector<float>(512, 0.0f));
-  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+// One thread's group over both ranks (ncclGroupStart, a call on each
+// communicator): PreMulSum by `scalars[r]` on rank r, inputs r + 1 + base;
+// true when both got the right sum.
+bool groupAllReduce(braidtest::LocalComms& comms, size_t n, float base, const float scalars[2],
+                    std::vector<std::vector<float>>* out) {
+  std::vector<std::vector<float>> in(2);
+  out->assign(2, std::vector<float>(n, -1.0f));
+  ncclRedOp_t ops[2];
+  for (int r = 0; r < 2; ++r) {
+    in[size_t(r)].assign(n, float(r + 1) + base);
+    float s = scalars[r];
+    if (ncclRedOpCreatePreMulSum(&ops[r], &s, ncclFloat32, ncclScalarHostImmediate, comms[r]) != ncclSuccess)
+      return false;
+  }
+  bool ok = ncclGroupStart() == ncclSuccess;
   for (int r = 0; r < 2; ++r)
-    ASSERT_EQ(ncclAllReduce(in.data(), out[r].data(), 512, ncclFloat32, ncclSum, comms_[r], nullptr), ncclSuccess);
-  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
-  EXPECT_EQ(out[1][511], 2.0f);
-  EXPECT_EQ(cached(0, 512), nullptr);
-  EXPECT_EQ(cached(1, 512), nullptr);
+    ok = ok && ncclAllReduce(in[size_t(r)].data(), (*out)[size_t(r)].data(), n, ncclFloat32, ops[r], comms[r],
+                             nullptr) == ncclSuccess;
+  ok = ncclGroupEnd() == ncclSuccess && ok;
+  for (int r = 0; r < 2; ++r) ncclRedOpDestroy(ops[r], comms[r]);
+  const float want = scalars[0] * (1 + base) + scalars[1] * (2 + base);
+  for (int r = 0; r < 2 && ok; ++r)
+    for (float v : (*out)[size_t(r)]) ok = ok && v == want;
+  return ok;
+}
+
+// A group over several communicators (one thread driving several ranks) is
+// kept by its first call's communicator, under every call (communicators
+// included), and rerun on the next group's buffers.
+TEST_F(PlanCacheCalls, AGroupOverSeveralCommunicatorsIsCachedByTheFirst) {
+  const float ones[2] = {1.0f, 1.0f};
+  std::vector<std::vector<float>> out;
+  ASSERT_TRUE(groupAllReduce(comms_, 512, 0, ones, &out)) << ncclGetLastError(nullptr);
+  engine::Task t;
+  t.count = 512;
+  t.comm = comms_[0];
+  lanes::GroupKey both = {lanes::planKeyOf(t)};
+  t.comm = comms_[1];
+  both.push_back(lanes::planKeyOf(t));
+  LaneGroup* const group = lanes::hostLanesOf(comms_[0]).plans.find(both);
+  ASSERT_NE(group, nullptr) << "the group was not kept";
+  EXPECT_EQ(group->comms.size(), 2u);
+  EXPECT_EQ(group->peerAccess.size(), 2u) << "the whole communicator in one group: peer access";
+  EXPECT_EQ(cached(0, 512), nullptr) << "kept as a lone call of rank 0";
+  EXPECT_EQ(lanes::hostLanesOf(comms_[1]).plans.find(both), nullptr) << "kept by the second communicator too";
+  ASSERT_TRUE(groupAllReduce(comms_, 512, 10, ones, &out)) << "the reused lanes computed a wrong sum";
+  EXPECT_EQ(lanes::hostLanesOf(comms_[0]).plans.find(both), group) << "the repeated group planned again";
+  EXPECT_EQ(group->comms[1]->tasks[0].recvbuff, out[1].data()) << "the reused lanes kept rank 1's first buffer";
+}
+
+// Ranks whose PreMulSum scalars differ may not reduce each other's blocks
+// (each lane reduces with its own rank's reduction): the same shapes after a
+// peer-access group must plan anew, not rerun it (a wrong sum), and back.
+TEST_F(PlanCacheCalls, AKeptGroupIsRerunOnlyForTheSamePeerAccess) {
+  const float same[2] = {0.5f, 0.5f}, differ[2] = {2.0f, 0.25f};
+  std::vector<std::vector<float>> out;
+  ASSERT_TRUE(groupAllReduce(comms_, 1000, 0, same, &out)) << ncclGetLastError(nullptr);
+  ASSERT_TRUE(groupAllReduce(comms_, 1000, 1, differ, &out)) << "a peer-access group rerun for other reductions";
+  ASSERT_TRUE(groupAllReduce(comms_, 1000, 2, same, &out));
+  ASSERT_TRUE(groupAllReduce(comms_, 1000, 3, differ, &out));
+}
+
+// A communicator is named by its address and its nonce: a communicator made
+// later at the address of a destroyed one (here: the nonce changed in place)
+// never finds the groups that named the old one.
+TEST_F(PlanCacheCalls, AnotherCommunicatorAtTheSameAddressMisses) {
+  std::vector<std::vector<float>> out;
+  ASSERT_TRUE(allReduce(256, 0, &out));
+  ASSERT_NE(cached(0, 256), nullptr);
+  engine::Task t;
+  t.comm = comms_[0];
+  const lanes::PlanKey before = lanes::planKeyOf(t);
+  comms_[0]->peers[0].nonce ^= 1;
+  EXPECT_FALSE(lanes::planKeyOf(t) == before);
+  EXPECT_EQ(cached(0, 256), nullptr) << "a group of the old communicator was found";
+  comms_[0]->peers[0].nonce ^= 1;
+  EXPECT_NE(cached(0, 256), nullptr);
 }
 
 // A group of one communicator's calls is cached under all of its calls, in

@@ -1,6 +1,7 @@
 // Plan kernels (BRAID_DEVICE_ENGINE=kernels) of calls a program repeats, from
-// a thread per rank: after the first call of each shape a call plans nothing
-// and makes no CUDA allocation and no host function (cuda_launch_cache.h: the
+// a thread per rank, or from one thread's groups over every rank: after the
+// first call of each shape a call plans nothing and makes no CUDA allocation
+// and no host function (cuda_launch_cache.h: the
 // lane program and the device block are kept per stream and shape; a watched
 // launch's failure word is among its beacons). And a lane's failure still
 // ends every rank's call with an error.
@@ -67,6 +68,19 @@ struct Ranks {
     for (auto& t : threads) t.join();
     return errors;
   }
+  // After `rounds` in-place sum allreduces of the buffers fill(1) made: each
+  // round multiplies by kRanks after the first sum, (1 + ... + kRanks) *
+  // kRanks^(rounds - 1).
+  void expectRounds(int rounds) {
+    double want = kRanks * (kRanks + 1) / 2.0;
+    for (int k = 1; k < rounds; ++k) want *= kRanks;
+    for (int r = 0; r < kRanks; ++r)
+      for (size_t i = 0; i < kCounts.size(); ++i) {
+        std::vector<float> got(kCounts[i]);
+        ASSERT_EQ(cudaMemcpy(got.data(), bufs[r][i], got.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+        for (size_t e = 0; e < got.size(); e += 61) ASSERT_EQ(got[e], float(want)) << "rank " << r << ", element " << e;
+      }
+  }
   void destroy() {
     for (int r = 0; r < kRanks; ++r) {
       ncclCommDestroy(comms[r]);
@@ -88,16 +102,38 @@ TEST(KeptLaunches, RepeatedCallsAllocateNothingAndLaunchNoHostFunction) {
   for (const std::string& e : ranks.run(kRounds)) ASSERT_EQ(e, "");
   EXPECT_EQ(fakecuda::streamOrderedAllocations(), allocations) << "repeated calls allocated device memory";
   EXPECT_EQ(fakecuda::hostFunctionsLaunched(), hostFunctions) << "repeated calls launched host functions";
-  // Each round multiplies by kRanks after the first sum: (sum of 1..kRanks) * kRanks^(kRounds-1).
-  double want = kRanks * (kRanks + 1) / 2.0;
-  for (int k = 1; k < kRounds; ++k) want *= kRanks;
-  for (int r = 0; r < kRanks; ++r)
-    for (size_t i = 0; i < kCounts.size(); ++i) {
-      std::vector<float> got(kCounts[i]);
-      ASSERT_EQ(cudaMemcpy(got.data(), ranks.bufs[r][i], got.size() * sizeof(float), cudaMemcpyDeviceToHost),
-                cudaSuccess);
-      for (size_t e = 0; e < got.size(); e += 61) ASSERT_EQ(got[e], float(want)) << "rank " << r << ", element " << e;
-    }
+  ASSERT_NO_FATAL_FAILURE(ranks.expectRounds(kRounds));
+  ranks.destroy();
+}
+
+// One thread driving every rank, each size a group over the four ranks (the
+// PeerAccess launch: one kernel whose lanes address each other's buffers):
+// after the first group of each size, no allocation and no host function.
+TEST(KeptLaunches, OneThreadsGroupsOverEveryRankAllocateNothingAfterTheFirst) {
+  Ranks ranks;
+  ASSERT_NO_FATAL_FAILURE(ranks.init());
+  ASSERT_NO_FATAL_FAILURE(ranks.fill(1));
+  auto rounds = [&](int n) {
+    for (int k = 0; k < n; ++k)
+      for (size_t i = 0; i < kCounts.size(); ++i) {
+        ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+        for (int r = 0; r < kRanks; ++r)
+          ASSERT_EQ(ncclAllReduce(ranks.bufs[r][i], ranks.bufs[r][i], kCounts[i], ncclFloat32, ncclSum, ranks.comms[r],
+                                  ranks.streams[r]),
+                    ncclSuccess);
+        ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+      }
+    for (int r = 0; r < kRanks; ++r) ASSERT_EQ(cudaStreamSynchronize(ranks.streams[r]), cudaSuccess);
+  };
+  ASSERT_NO_FATAL_FAILURE(rounds(1));
+  ASSERT_NO_FATAL_FAILURE(ranks.fill(1));
+  const uint64_t allocations = fakecuda::streamOrderedAllocations();
+  const uint64_t hostFunctions = fakecuda::hostFunctionsLaunched();
+  constexpr int kRounds = 4;
+  ASSERT_NO_FATAL_FAILURE(rounds(kRounds));
+  EXPECT_EQ(fakecuda::streamOrderedAllocations(), allocations) << "repeated groups allocated device memory";
+  EXPECT_EQ(fakecuda::hostFunctionsLaunched(), hostFunctions) << "repeated groups launched host functions";
+  ASSERT_NO_FATAL_FAILURE(ranks.expectRounds(kRounds));
   ranks.destroy();
 }
 

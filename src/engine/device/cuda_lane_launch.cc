@@ -42,19 +42,19 @@ struct CommLaunch {
   bool needsConnect() const { return cached == nullptr || !cached->connected; }
 };
 
-// A lone communicator's launch is kept per shape; a group over several
-// communicators (one thread driving several ranks) is planned afresh, as on
-// the host runner, and so is every call under NCCL_DEBUG_SUBSYS=TUNING (each
-// logs its choice).
-bool cacheable(size_t ncomms) { return ncomms == 1 && !logEnabled(LogLevel::Info, kLogTuning); }
+// Each communicator's launch is kept per shape and peer access, except under
+// NCCL_DEBUG_SUBSYS=TUNING (each call logs its choice).
+bool cacheable() { return !logEnabled(LogLevel::Info, kLogTuning); }
 
 Result planCalls(bool cache, CommLaunch* c) {
   LaunchCache& launches = c->proxy->launchCache();
-  if (cache && (c->cached = launches.find(c->stream, c->tasks)) != nullptr) return Result::success();
-  BRAID_TRY(lanes::commProgramOf(c->tasks, lanes::LaneRunner::Device, &c->planned, !c->peerRanks.empty()));
+  const bool peerAccess = !c->peerRanks.empty();
+  if (cache && (c->cached = launches.find(c->stream, peerAccess, c->tasks)) != nullptr) return Result::success();
+  BRAID_TRY(lanes::commProgramOf(c->tasks, lanes::LaneRunner::Device, &c->planned, peerAccess));
   if (!cache) return Result::success();
   auto entry = std::make_unique<CachedLaunch>();
   entry->stream = c->stream;
+  entry->peerAccess = peerAccess;
   entry->cp = std::move(c->planned);
   c->cached = launches.insert(c->tasks, std::move(entry));
   return Result::success();
@@ -283,8 +283,10 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   addPeerTables(group, &parts);
   const size_t imageBytes = lanes::laneImageBytes(parts, stage);
   const size_t scratchAt = align(imageBytes, 256);
-  // A kept launch's block is reused in stream order; else one for this launch.
-  CachedLaunch* kept = group.size() == 1 ? group.front()->cached : nullptr;
+  // The first communicator's kept launch lends its block, reused in stream
+  // order (the launch is on its stream); else one for this launch.
+  CachedLaunch* kept = group.front()->cached;
+  if (kept && kept->stream != stream) kept = nullptr;
   char* block = nullptr;
   if (kept) {
     BRAID_TRY(first->launchCache().blockFor(kept, scratchAt + scratchBytes));
@@ -357,7 +359,7 @@ Result launchDeviceLanes(const std::vector<engine::Task>& tasks) {
     }
     it->second.push_back(i);
   }
-  const bool cache = cacheable(comms.size());
+  const bool cache = cacheable();
   for (CommLaunch& c : comms) BRAID_TRY(prepare(tasks, byComm[c.comm], &c));
   findPeerAccess(comms);
   for (CommLaunch& c : comms) BRAID_TRY(planCalls(cache, &c));

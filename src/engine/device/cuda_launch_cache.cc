@@ -9,8 +9,9 @@ Result LaunchCache::start() {
   return Result::success();
 }
 
-CachedLaunch* LaunchCache::find(cudaStream_t stream, const std::vector<const engine::Task*>& tasks) {
-  return entries_.find(tasks, [stream](const CachedLaunch& e) { return e.stream == stream; });
+CachedLaunch* LaunchCache::find(cudaStream_t stream, bool peerAccess, const std::vector<const engine::Task*>& tasks) {
+  return entries_.find(tasks,
+                       [&](const CachedLaunch& e) { return e.stream == stream && e.peerAccess == peerAccess; });
 }
 
 CachedLaunch* LaunchCache::insert(const std::vector<const engine::Task*>& tasks, std::unique_ptr<CachedLaunch> entry) {

@@ -6,7 +6,9 @@
 // the device block; a repeated call only rebinds its buffers, writes the
 // image and uploads it, in stream order behind the previous launch that used
 // the block (a communicator's plan kernels run one after another:
-// DeviceProxy::orderLaneKernel).
+// DeviceProxy::orderLaneKernel). A launch of several communicators' calls
+// (one thread driving several ranks on one device) keeps each one's program
+// in its own cache and uses the first one's block for the whole launch.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -24,6 +26,7 @@ namespace braid::device {
 
 struct CachedLaunch {
   cudaStream_t stream = nullptr;
+  bool peerAccess = false;  // planned to address its ranks' buffers (lanes/peer_access.h)
   lanes::CommProgram cp;
   char* block = nullptr;  // device memory for the image and scratch, or null before the first launch
   size_t blockBytes = 0;
@@ -33,7 +36,7 @@ struct CachedLaunch {
 };
 
 // The communicator's kept launches (lanes::GroupCache: 16, least recently
-// used replaced), keyed by their calls and stream.
+// used replaced), keyed by their calls, stream and peer access.
 class LaunchCache {
  public:
   LaunchCache() = default;
@@ -47,7 +50,7 @@ class LaunchCache {
   // CUDA call may wait for the device).
   Result start();
 
-  CachedLaunch* find(cudaStream_t stream, const std::vector<const engine::Task*>& tasks);
+  CachedLaunch* find(cudaStream_t stream, bool peerAccess, const std::vector<const engine::Task*>& tasks);
   // A replaced entry's block is freed in stream order after its last launch.
   CachedLaunch* insert(const std::vector<const engine::Task*>& tasks, std::unique_ptr<CachedLaunch> entry);
   // A block of at least `bytes` for the entry's next launch: the one it has,

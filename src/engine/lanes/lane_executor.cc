@@ -137,12 +137,21 @@ Result runPrepared(lanes::LaneGroup& group) {
   return lanes::reportStop(runTurns(group));
 }
 
-// A group of one communicator's calls (a lone call the commonest) runs from
-// the communicator's cache; the first group of a shape plans and connects.
+bool oneCommunicator(const std::vector<engine::Task>& tasks) {
+  return std::all_of(tasks.begin(), tasks.end(), [&](const engine::Task& t) { return t.comm == tasks.front().comm; });
+}
+
+// A group (a lone call the commonest) runs from its first communicator's
+// cache; the first group of a shape plans and connects. A group over several
+// communicators (one thread driving several ranks) may address its ranks'
+// buffers directly, which depends on more than the shape: the kept group is
+// rerun only where that decision is the same.
 Result runCached(const std::vector<engine::Task>& tasks) {
-  ncclComm* comm = tasks.front().comm;
-  PlanCache& plans = lanes::hostLanesOf(comm).plans;
-  lanes::LaneGroup* group = plans.find(tasks);
+  PlanCache& plans = lanes::hostLanesOf(tasks.front().comm).plans;
+  const bool oneComm = oneCommunicator(tasks);
+  const PeerAccessGroups peerAccess = oneComm ? PeerAccessGroups{} : lanes::hostPeerAccess(tasks);
+  lanes::LaneGroup* group =
+      plans.find(tasks, [&](const lanes::LaneGroup& g) { return oneComm || g.peerAccess == peerAccess; });
   if (!group) {
     auto fresh = std::make_unique<lanes::LaneGroup>();
     BRAID_TRY(lanes::prepareLaneGroup(tasks, fresh.get()));
@@ -150,10 +159,6 @@ Result runCached(const std::vector<engine::Task>& tasks) {
   }
   lanes::rebindLaneGroup(*group, tasks);
   return runPrepared(*group);
-}
-
-bool oneCommunicator(const std::vector<engine::Task>& tasks) {
-  return std::all_of(tasks.begin(), tasks.end(), [&](const engine::Task& t) { return t.comm == tasks.front().comm; });
 }
 
 }  // namespace
@@ -165,9 +170,8 @@ bool lanesShareMemoryWithEveryPeer(const std::vector<engine::Task>& tasks) {
 
 Result runLaneGroup(const std::vector<engine::Task>& tasks) {
   // With NCCL_DEBUG_SUBSYS=TUNING every call is planned afresh, so that each
-  // one logs its choice. A group over several communicators (one thread
-  // driving several ranks) is planned afresh too: its lanes span them all.
-  if (oneCommunicator(tasks) && !logEnabled(LogLevel::Info, kLogTuning)) return runCached(tasks);
+  // one logs its choice.
+  if (!logEnabled(LogLevel::Info, kLogTuning)) return runCached(tasks);
   lanes::LaneGroup group;
   BRAID_TRY(lanes::prepareLaneGroup(tasks, &group));
   return runPrepared(group);

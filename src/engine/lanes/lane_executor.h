@@ -20,7 +20,7 @@ bool lanesShareMemoryWithEveryPeer(const std::vector<engine::Task>& tasks);
 // Runs the group and returns when it is complete and every message has left
 // this process, or with an error naming the lane, step and peer on abort,
 // timeout, a lost peer or a plan the FIFOs cannot carry. The prepared lanes
-// of a group of one communicator's calls are kept per communicator and shape.
+// of a group are kept per communicators and shape (plan_cache.h).
 Result runLaneGroup(const std::vector<engine::Task>& tasks);
 
 }  // namespace braid::lanes

@@ -100,7 +100,35 @@ void remember(const CommRun& c) {
     rememberCall(c.comm, c.tasks[i], engine::callFingerprint(c.shapeFingerprints[i], c.tasks[i].callNumber));
 }
 
+// Call i of the run gets the buffers, reduction and numbers of `t`; the
+// cache key fixed the rest. Its OpBuffers are rewritten in place, where the
+// peer tables of its group (if any) point.
+void rebindCall(CommRun& c, size_t i, const engine::Task& t) {
+  auto* image = reinterpret_cast<executor::OpBuffers*>(reinterpret_cast<char*>(c.image.data()) + c.opsOffset);
+  engine::Task& mine = c.tasks[i];
+  mine.sendbuff = t.sendbuff;
+  mine.recvbuff = t.recvbuff;
+  mine.op = t.op;
+  mine.deviceScalar = t.deviceScalar;
+  mine.sequence = t.sequence;
+  mine.callNumber = t.callNumber;
+  // The scratch may have moved since (a larger group grew it). The peer
+  // table, written with the image, stays.
+  executor::OpBuffers ops = opBuffersOf(c, i);
+  ops.peers = image[i].peers;
+  ops.npeers = image[i].npeers;
+  c.ops[i] = image[i] = ops;
+  rememberCall(c.comm, mine, c.ops[i].fingerprint);
+}
+
 }  // namespace
+
+PeerAccessGroups hostPeerAccess(const std::vector<engine::Task>& tasks) {
+  std::vector<const engine::Task*> all;
+  for (const engine::Task& t : tasks) all.push_back(&t);
+  // One thread runs every lane of the group: any of its calls may share.
+  return peerAccessGroups(all, [](const engine::Task&, const engine::Task&) { return true; });
+}
 
 Result prepareLaneGroup(const std::vector<engine::Task>& tasks, LaneGroup* group) {
   std::map<ncclComm*, CommRun*> byComm;
@@ -114,11 +142,8 @@ Result prepareLaneGroup(const std::vector<engine::Task>& tasks, LaneGroup* group
     }
     run->tasks.push_back(t);
   }
-  std::vector<const engine::Task*> all;
-  for (const engine::Task& t : tasks) all.push_back(&t);
-  // One thread runs every lane of the group: any of its calls may share.
-  const PeerAccessGroups peerAccess =
-      peerAccessGroups(all, [](const engine::Task&, const engine::Task&) { return true; });
+  group->peerAccess = hostPeerAccess(tasks);
+  const PeerAccessGroups& peerAccess = group->peerAccess;
   for (auto& c : group->comms) {
     BRAID_TRY(plan(*c, peerAccess.count(c->comm) != 0));
     remember(*c);
@@ -136,21 +161,12 @@ Result prepareLaneGroup(const std::vector<engine::Task>& tasks, LaneGroup* group
 }
 
 void rebindLaneGroup(LaneGroup& group, const std::vector<engine::Task>& tasks) {
-  CommRun& c = *group.comms.front();
-  auto* image = reinterpret_cast<executor::OpBuffers*>(reinterpret_cast<char*>(c.image.data()) + c.opsOffset);
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    // The cache key fixed the rest of the call.
-    engine::Task& mine = c.tasks[i];
-    mine.sendbuff = tasks[i].sendbuff;
-    mine.recvbuff = tasks[i].recvbuff;
-    mine.op = tasks[i].op;
-    mine.deviceScalar = tasks[i].deviceScalar;
-    mine.sequence = tasks[i].sequence;
-    mine.callNumber = tasks[i].callNumber;
-    // The scratch may have moved since (a larger group grew it).
-    // A cached group addresses no peer (peer_access.h: several communicators).
-    c.ops[i] = image[i] = opBuffersOf(c, i);
-    rememberCall(c.comm, mine, c.ops[i].fingerprint);
+  // The key fixed each call's communicator: its calls are its run's, in order.
+  std::vector<size_t> next(group.comms.size(), 0);
+  for (const engine::Task& t : tasks) {
+    size_t c = 0;
+    while (group.comms[c]->comm != t.comm) ++c;
+    rebindCall(*group.comms[c], next[c]++, t);
   }
 }
 

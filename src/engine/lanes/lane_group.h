@@ -1,8 +1,7 @@
 // A group's calls made ready for the host runner: planned, merged into lanes
 // (comm_program.h), their FIFOs connected (port_table.h) and laid out as a lane
-// image in host memory. A group of one communicator's calls is kept per
-// communicator and shape (engine/lanes/plan_cache.h), so a repeated group only
-// rebinds its buffers.
+// image in host memory. A group is kept per communicators and shape
+// (engine/lanes/plan_cache.h), so a repeated group only rebinds its buffers.
 #pragma once
 
 #include <memory>
@@ -10,6 +9,7 @@
 
 #include "base/result.h"
 #include "engine/lanes/lane_program.h"
+#include "engine/lanes/peer_access.h"
 #include "engine/task.h"
 #include "kernels/executor/plan_interpreter.h"
 
@@ -53,14 +53,21 @@ struct LaneGroup {
 
   std::vector<std::unique_ptr<CommRun>> comms;
   std::vector<LaneRun> runs;
+  // Which calls address each other's buffers: it depends on more than the
+  // cache key (the calls' reductions and numbers), so a kept group is rerun
+  // only for calls that decide alike.
+  PeerAccessGroups peerAccess;
 };
+
+// The group's peer access (the host runner runs every lane of it).
+PeerAccessGroups hostPeerAccess(const std::vector<engine::Task>& tasks);
 
 // Plans `tasks`, connects the FIFOs their lanes need (for every communicator
 // of the group at once) and lays the lanes out, resumable, ready to run.
 Result prepareLaneGroup(const std::vector<engine::Task>& tasks, LaneGroup* group);
 
-// Points a cached group of one communicator's calls at these calls' buffers,
-// reductions and operation numbers (the calls of its key, in order).
+// Points a cached group at these calls' buffers, reductions and operation
+// numbers (the calls of its key, in order; the same peer access).
 void rebindLaneGroup(LaneGroup& group, const std::vector<engine::Task>& tasks);
 
 // The peer a lane's step `step` waits for (receive first), or -1.

@@ -1,9 +1,14 @@
 #include "engine/lanes/plan_cache.h"
 
+#include "engine/comm.h"
+
 namespace braid::lanes {
 
 PlanKey planKeyOf(const engine::Task& t) {
   PlanKey k;
+  k.comm = t.comm;
+  // (Tests of the key alone make tasks without a communicator.)
+  k.commNonce = t.comm != nullptr ? t.comm->peers[size_t(t.comm->rank)].nonce : 0;
   k.coll = t.coll;
   k.count = t.count;
   k.type = t.type;

@@ -1,12 +1,16 @@
-// Prepared groups of one communicator's calls (a lone call is a group of one),
-// kept per communicator. A training loop issues the same few calls and groups
-// over and over; planning one (cost model, generator, lane merging, FIFO
-// lookup, lane image) costs more than moving 8 bytes, so the lanes of a group
-// are kept and rerun with the next group's buffers.
+// Prepared groups of calls (a lone call is a group of one), kept by the
+// communicator of the group's first call. A training loop issues the same few
+// calls and groups over and over; planning one (cost model, generator, lane
+// merging, FIFO lookup, lane image) costs more than moving 8 bytes, so the
+// lanes of a group are kept and rerun with the next group's buffers. A group
+// may span several communicators (one thread driving several ranks).
 //
-// What a plan depends on is fixed for the communicator's life (ranks,
+// What a plan depends on is fixed for the communicators' lives (ranks,
 // settings, calibration, NCCL_ALGO at init, FIFOs, which are never dropped),
-// so an entry never goes stale; only the key varies.
+// so an entry never goes stale; only the key varies. The key names each
+// call's communicator by its address and its random nonce (PeerInfo): an
+// entry that names a communicator destroyed since is never found again, even
+// by a new communicator at the same address, and is replaced in time.
 #pragma once
 
 #include <algorithm>
@@ -21,13 +25,15 @@
 namespace braid::lanes {
 
 struct PlanKey {
+  const ncclComm* comm = nullptr;
+  uint64_t commNonce = 0;
   schedule::Collective coll = schedule::Collective::AllReduce;
   size_t count = 0;
   ncclDataType_t type = ncclFloat32;
   int root = 0;
   reduce::WireType wire = reduce::WireType::None;  // a wire type rules algorithms out
   bool operator==(const PlanKey& o) const {
-    return coll == o.coll && count == o.count && type == o.type && root == o.root && wire == o.wire;
+    return comm == o.comm && commNonce == o.commNonce && coll == o.coll && count == o.count && type == o.type && root == o.root && wire == o.wire;
   }
 };
 
@@ -58,6 +64,10 @@ class GroupCache {
   template <class Also>
   Value* find(const std::vector<const engine::Task*>& tasks, const Also& also) {
     return findWhere(tasks.size(), [&](size_t i) { return planKeyOf(*tasks[i]); }, also);
+  }
+  template <class Also>
+  Value* find(const std::vector<engine::Task>& tasks, const Also& also) {
+    return findWhere(tasks.size(), [&](size_t i) { return planKeyOf(tasks[i]); }, also);
   }
   // Keeps `value` for `key`; a value it replaces (beyond kEntries) goes to
   // retire(value) before it is destroyed.
