@@ -70,39 +70,47 @@ inline int64_t roundToInteger(double y) {
                                            : static_cast<int64_t>(y);
 }
 
-// float32 to fixed point with integer operations only, so that the loop
-// vectorises (AVX2's per-lane 64-bit shifts where the CPU has them, chosen at
-// run time): value = mantissa * 2^(exponent - 150), times 2^shift, rounded to
-// nearest even where the shift is to the right; NaN and inf give 0.
-BRAID_AVX2_CLONES void floatToFixed(const uint32_t* bits, size_t count, int shift,
-                                                                      int64_t* out) {
+// float32 to fixed point with integer operations only, written so that the
+// loop vectorises (AVX2 where the CPU has it, chosen at run time): the
+// rounding in 32-bit lanes (eight a vector), only the final shift, sign and
+// mask in 64-bit ones; no branch, no shift of a constant (GCC does not
+// vectorise 1 << n). value = m * 2^(e - 150) times 2^shift; a shift to the
+// right by r rounds to nearest even: t = 2m >> r holds the kept bits and the
+// rounding bit below them, and bits shifted out past that are not zero
+// where t << r differs from 2m (r <= 26: m < 2^24 rounds to 0 from r = 25).
+// NaN and inf give 0. Checked against the plain 64-bit version for every
+// float32 bit pattern at twelve shifts.
+BRAID_AVX2_CLONES void floatToFixed(const uint32_t* bits, size_t count, int shift, int64_t* out) {
   for (size_t i = 0; i < count; ++i) {
-    const uint32_t a = bits[i] & 0x7fffffffu;
-    const int64_t e = a >> 23;
-    const uint64_t m = (a & 0x7fffffu) | (e != 0 ? 0x800000u : 0u);
-    const int64_t k = (e != 0 ? e : 1) - 150 + shift;
-    const uint64_t left = uint64_t(k > 0 ? k : 0);
-    const uint64_t right = uint64_t(k < 0 ? (-k < 63 ? -k : 63) : 0);
-    const uint64_t q = m >> right;
-    const uint64_t rem = m & ((uint64_t(1) << right) - 1);
-    const uint64_t half = right > 0 ? uint64_t(1) << (right - 1) : 0;
-    const uint64_t up = right > 0 && (rem > half || (rem == half && (q & 1)));
-    const int64_t v = int64_t((q + up) << left);
-    out[i] = e == 255 ? 0 : (bits[i] >> 31 ? -v : v);
+    const uint32_t w = bits[i];
+    const uint32_t e = (w >> 23) & 0xff;
+    const uint32_t normal = uint32_t(e != 0);
+    const uint32_t m = (w & 0x7fffffu) | (normal << 23);
+    const int32_t k = int32_t(e | (1 - normal)) - 150 + shift;  // a subnormal's exponent is 1's
+    const uint32_t left = uint32_t(k > 0 ? k : 0);
+    const uint32_t right = uint32_t(k < 0 ? (k > -26 ? -k : 26) : 0);
+    const uint32_t twice = m << 1;
+    const uint32_t t = twice >> right;
+    const uint32_t q = t >> 1;
+    const uint32_t up = t & (uint32_t(twice != (t << right)) | q) & 1;
+    const uint64_t v = uint64_t(q + up) << left;
+    const uint64_t negative = 0 - uint64_t(w >> 31);
+    const uint64_t finite = 0 - uint64_t(e != 0xff);
+    out[i] = int64_t(((v ^ negative) - negative) & finite);
   }
 }
 
 // One block of float32 words: the largest finite magnitude's bits, and
 // whether any is inf or NaN (words from 0x7f800000 up, sign cleared).
-BRAID_AVX2_CLONES uint32_t floatBlockScan(const uint32_t* bits, size_t count,
-                                                                            uint32_t* special) {
+// Separate loops of masks and unsigned maxima: that is what GCC vectorises.
+BRAID_AVX2_CLONES uint32_t floatBlockScan(const uint32_t* bits, size_t count, uint32_t* special) {
   uint32_t largest = 0, any = 0;
   for (size_t i = 0; i < count; ++i) {
     const uint32_t a = bits[i] & 0x7fffffffu;
-    const uint32_t finite = a < 0x7f800000u ? a : 0u;
-    any |= a >= 0x7f800000u ? 1u : 0u;
+    const uint32_t finite = a & (0u - uint32_t(a < 0x7f800000u));
     largest = finite > largest ? finite : largest;
   }
+  for (size_t i = 0; i < count; ++i) any |= uint32_t((bits[i] & 0x7fffffffu) >= 0x7f800000u);
   *special = any;
   return largest;
 }
@@ -131,8 +139,9 @@ Shape shapeOf(const engine::Task& t) {
   }
 }
 
-// The same collective as `t` on int64 sums, or the int32 maximum of `words`.
-engine::Task integerTask(const engine::Task& t, const void* send, void* recv, size_t count, ncclRedOp_t op,
+// One of the mode's own collectives on `t`'s communicator and stream: the
+// exponents' int32 maximum, the int64 sums, or the results gathered.
+engine::Task innerTask(const engine::Task& t, const void* send, void* recv, size_t count, ncclRedOp_t op,
                          ncclDataType_t type, schedule::Collective coll) {
   engine::Task s = t;
   s.coll = coll;
@@ -143,6 +152,7 @@ engine::Task integerTask(const engine::Task& t, const void* send, void* recv, si
   s.op = reduce::makeBuiltinOp(op, type, t.comm->nranks);
   s.userOp = static_cast<int>(op);
   s.deviceScalar = nullptr;
+  s.wire = reduce::WireType::None;  // exact sums, and results gathered as they are
   return s;
 }
 
@@ -322,6 +332,47 @@ Result run(const engine::Task& t) {
 
 namespace {
 
+// An allreduce of at least this many elements a rank sums its integers with a
+// reduce-scatter and gathers the results in the datatype: a quarter of the
+// integer allreduce's bytes fewer (float32), and each rank converts only the
+// results it owns. Smaller ones take one integer allreduce (one collective's
+// latency, not two).
+constexpr size_t kGatherResultsFrom = 4096;
+
+// The integer sums of `count` elements at `fixed` (in place): by `t`'s own
+// collective, or, for a large allreduce, a reduce-scatter of equal shares
+// with the few elements left over (fewer than the ranks) summed by an
+// allreduce; where each rank's results then are.
+struct IntegerSums {
+  size_t first = 0;    // this rank's results (in the elements of the send buffer)
+  size_t results = 0;
+  size_t share = 0;    // gathered: each rank's share of the elements, from rank * share
+  size_t tail = 0;     // gathered: elements after nranks * share, every rank's results
+};
+
+IntegerSums integerSumsOf(const engine::Task& t, const Shape& shape) {
+  const size_t nranks = size_t(t.comm->nranks);
+  IntegerSums sums{shape.first, shape.results, 0, 0};
+  if (t.coll != schedule::Collective::AllReduce || nranks < 2 || t.count / nranks < kGatherResultsFrom) return sums;
+  sums.share = t.count / nranks;
+  sums.tail = t.count - sums.share * nranks;
+  sums.first = sums.share * size_t(t.comm->rank);
+  sums.results = sums.share;
+  return sums;
+}
+
+Result sumIntegers(const engine::Task& t, const IntegerSums& sums, int64_t* fixed) {
+  if (sums.share == 0) {
+    const size_t at = t.coll == schedule::Collective::ReduceScatter ? sums.first : 0;
+    return enqueueTask(innerTask(t, fixed, fixed + at, t.count, ncclSum, ncclInt64, t.coll));
+  }
+  BRAID_TRY(enqueueTask(innerTask(t, fixed, fixed + sums.first, sums.share, ncclSum, ncclInt64,
+                                    schedule::Collective::ReduceScatter)));
+  if (sums.tail == 0) return Result::success();
+  int64_t* tail = fixed + sums.share * size_t(t.comm->nranks);
+  return enqueueTask(innerTask(t, tail, tail, sums.tail, ncclSum, ncclInt64, schedule::Collective::AllReduce));
+}
+
 Result runOnHost(const engine::Task& t) {
   if (!t.comm->settings.blocking)
     return refuse(t, "not on a non-blocking communicator (ncclConfig_t blocking=0) yet");
@@ -331,27 +382,38 @@ Result runOnHost(const engine::Task& t) {
   std::vector<int32_t> words(2 * ((shape.all + kBlockElems - 1) / kBlockElems));
   blockExponents(t.sendbuff, t.type, shape.all, words.data());
   BRAID_TRY(enqueueTask(
-      integerTask(t, words.data(), words.data(), words.size(), ncclMax, ncclInt32, schedule::Collective::AllReduce)));
+      innerTask(t, words.data(), words.data(), words.size(), ncclMax, ncclInt32, schedule::Collective::AllReduce)));
   bool special = false;
   for (size_t b = 1; b < words.size(); b += 2) special = special || words[b] != 0;
-  // 2. Fixed point, summed exactly by the same collective on int64, in place
-  // (a reduce-scatter's result lands at this rank's block, as NCCL's in-place
-  // reduce-scatter does): one int64 per element of scratch, two with NaN or inf.
+  // 2. Fixed point, summed exactly on int64, in place (a reduce-scatter's
+  // result lands at this rank's block, as NCCL's in-place reduce-scatter
+  // does): one int64 per element of scratch, two with NaN or inf.
   std::vector<int64_t>& scratch = t.comm->reproducibleScratch;
   scratch.resize(std::max(scratch.size(), (special ? 2 : 1) * shape.all));
   int64_t* fixed = scratch.data();
   int64_t* codes = fixed + shape.all;
-  const size_t at = t.coll == schedule::Collective::ReduceScatter ? shape.first : 0;
+  const IntegerSums sums = integerSumsOf(t, shape);
   toFixed(t.sendbuff, t.type, shape.all, words.data(), nranks, fixed);
-  BRAID_TRY(enqueueTask(integerTask(t, fixed, fixed + at, t.count, ncclSum, ncclInt64, t.coll)));
+  BRAID_TRY(sumIntegers(t, sums, fixed));
   if (special) {
     specialCodes(t.sendbuff, t.type, shape.all, codes);
-    BRAID_TRY(enqueueTask(integerTask(t, codes, codes + at, t.count, ncclSum, ncclInt64, t.coll)));
+    BRAID_TRY(sumIntegers(t, sums, codes));
   }
-  // 3. Each result back in the datatype, by its owner.
-  fromFixed(fixed + shape.first, special ? codes + shape.first : nullptr, t.type, shape.results, shape.first,
-            words.data(), nranks, t.userOp == ncclAvg ? nranks : 1, t.recvbuff);
-  return Result::success();
+  // 3. Each result back in the datatype, by its owner; a gathered
+  // allreduce's shares then go to every rank as they are (the same bits).
+  const int divisor = t.userOp == ncclAvg ? nranks : 1;
+  const size_t size = reduce::typeSize(t.type);
+  char* out = static_cast<char*>(t.recvbuff);
+  // A reduce-scatter's results start its output; a gathered share is in place.
+  char* mine = sums.share > 0 ? out + sums.first * size : out;
+  fromFixed(fixed + sums.first, special ? codes + sums.first : nullptr, t.type, sums.results, sums.first,
+            words.data(), nranks, divisor, mine);
+  if (sums.share == 0) return Result::success();
+  const size_t tailAt = sums.share * size_t(nranks);
+  if (sums.tail > 0)
+    fromFixed(fixed + tailAt, special ? codes + tailAt : nullptr, t.type, sums.tail, tailAt, words.data(), nranks,
+              divisor, out + tailAt * size);
+  return enqueueTask(innerTask(t, mine, out, sums.share, ncclSum, t.type, schedule::Collective::AllGather));
 }
 
 }  // namespace

@@ -29,6 +29,10 @@ namespace {
 namespace rep = braid::core::reproducible;
 
 constexpr size_t kCount = 1031;  // five blocks, the last one short
+// An allreduce large enough to be summed by a reduce-scatter and gathered
+// (4096 elements a rank and more, up to 8 ranks), with elements left over
+// for most rank counts.
+constexpr size_t kLargeCount = 8 * 4096 + 5;
 constexpr int kMaxRanks = 8;
 
 // Contribution c of `n` elements: signs, magnitudes over 2^-15 .. 2^15 (an
@@ -46,6 +50,7 @@ std::vector<float> contribution(int c, size_t n) {
   if (c == 0) v[7] = inf, v[13] = NAN;   // +inf alone: +inf; NaN: NaN
   if (c == 1) v[11] = -inf, v[300] = inf;
   if (c == 2) v[11] = inf, v[300] = inf;  // -inf and +inf: NaN; two +inf: +inf
+  if (c == 1 && n > kCount) v[n - 1] = NAN;  // among the elements left over
   return v;
 }
 
@@ -138,6 +143,13 @@ void runConfig(const Config& c, const std::string& dir) {
           MP_NCCL_CHECK(ncclAllReduce(buf.data(), buf.data(), kCount, type, ncclSum, comm, nullptr));
           save(type == ncclFloat32 ? "allreduce_f32" : "allreduce_bf16", buf.data(), buf.size());
         }
+        // AllReduce avg, float32, out of place, large.
+        {
+          const std::vector<float> in = contribution(mine, kLargeCount);
+          std::vector<float> out(kLargeCount);
+          MP_NCCL_CHECK(ncclAllReduce(in.data(), out.data(), kLargeCount, ncclFloat32, ncclAvg, comm, nullptr));
+          save("allreduce_f32_large", out.data(), out.size() * sizeof(float));
+        }
         // ReduceScatter sum, float64.
         {
           std::vector<unsigned char> in = bytesOf(contribution(mine, kCount * size_t(nranks)), ncclFloat64);
@@ -192,6 +204,9 @@ TEST(MpReproducible, EveryPlanGivesTheReferenceBits) {
       EXPECT_EQ(readFile(dir + "/allreduce_bf16." + std::to_string(r)),
                 reference(contributions(n, kCount, ncclBfloat16), ncclBfloat16, kCount, 0, kCount, 1))
           << "allreduce bfloat16, rank " << r;
+      EXPECT_EQ(readFile(dir + "/allreduce_f32_large." + std::to_string(r)),
+                reference(contributions(n, kLargeCount, ncclFloat32), ncclFloat32, kLargeCount, 0, kLargeCount, n))
+          << "allreduce avg float32, " << kLargeCount << " elements, rank " << r;
       EXPECT_EQ(readFile(dir + "/reducescatter_f64." + std::to_string(r)),
                 reference(contributions(n, kCount * size_t(n), ncclFloat64), ncclFloat64, kCount * size_t(n),
                           kCount * size_t(r), kCount, 1))
@@ -201,7 +216,8 @@ TEST(MpReproducible, EveryPlanGivesTheReferenceBits) {
               reference(contributions(n, kCount, ncclFloat16), ncclFloat16, kCount, 0, kCount, n))
         << "reduce avg float16";
     for (int r = 0; r < n; ++r)
-      for (const char* f : {"allreduce_f32.", "allreduce_bf16.", "reducescatter_f64.", "reduce_f16."})
+      for (const char* f : {"allreduce_f32.", "allreduce_bf16.", "allreduce_f32_large.", "reducescatter_f64.",
+                            "reduce_f16."})
         unlink((dir + "/" + f + std::to_string(r)).c_str());
   }
   rmdir(dir.c_str());
@@ -234,6 +250,35 @@ TEST(MpReproducible, InsideAGroupTheSameBitsOtherCallsUnchanged) {
         MP_NCCL_CHECK(ncclCommDestroy(comm));
       },
       mptest::transportOptions("shm", 60));
+}
+
+// Float32 to fixed point (an integer loop written for the vector units):
+// round(x * 2^s) to nearest even, computed here with the FPU (x * 2^s is
+// exact in double, nearbyint rounds to nearest even), for random bit
+// patterns and edge values at every shift the mode uses, for every value
+// below its block's agreed largest; NaN and inf give 0.
+TEST(MpReproducible, Float32FixedPointIsTheScaledValueRoundedToNearestEven) {
+  std::mt19937 rng(11);
+  std::vector<uint32_t> bits(4096);
+  for (int emax = -149; emax <= 127; ++emax) {
+    for (size_t i = 0; i < bits.size(); ++i) bits[i] = rng();
+    const uint32_t edges[] = {0, 0x80000000u, 1, 0x80000001u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0x007fffffu,
+                              0x00800000u, 0x3f800000u, 0x3fc00000u, 0x3f400000u, 0x7f7fffffu};
+    std::copy(std::begin(edges), std::end(edges), bits.begin());
+    const int32_t words[2] = {emax, 0};
+    std::vector<int64_t> fixed(rep::kBlockElems);
+    for (size_t at = 0; at < bits.size(); at += rep::kBlockElems) {
+      rep::toFixed(bits.data() + at, ncclFloat32, rep::kBlockElems, words, 1, fixed.data());
+      const int shift = rep::fixedPointShift(emax, 1);
+      for (size_t i = 0; i < rep::kBlockElems; ++i) {
+        float x;
+        std::memcpy(&x, &bits[at + i], sizeof x);
+        if (std::isfinite(x) && std::fabs(x) >= std::ldexp(1.0f, emax + 1)) continue;  // past the block's largest
+        const int64_t want = std::isfinite(x) ? int64_t(std::nearbyint(std::ldexp(double(x), shift))) : 0;
+        ASSERT_EQ(fixed[i], want) << "bits " << std::hex << bits[at + i] << std::dec << ", shift " << shift;
+      }
+    }
+  }
 }
 
 // Against the exact sum (long double is exact for these 8 contributions):
