@@ -1,7 +1,13 @@
-// The host's wire-step loops (wire_loops.h), one entry per codec, each built
-// twice by GCC's target_clones on x86-64: for AVX2 (eight floats per
-// instruction) and for the baseline, chosen once at load by the CPU. The bits
-// are the same either way (no fused or reassociated arithmetic).
+// The host's wire-step loops (wire_loops.h), one entry per codec and data
+// type. The scaled wire types (float16, fp8) run with the AVX2 codecs of
+// wire_codecs_avx2.h where the CPU has AVX2 and F16C, with the loops around
+// them built for AVX2 too; elsewhere with the portable codecs, built for the
+// baseline CPU. bfloat16 travels unscaled, value by value: GCC's target_clones
+// builds it twice on x86-64, for AVX2 (eight floats per instruction) and for
+// the baseline, chosen once at load by the CPU. The bits are the same every
+// way (no fused or reassociated arithmetic; the AVX2 codecs are tested
+// against the portable ones bit for bit).
+#include "reduce/wire_codecs_avx2.h"
 #include "reduce/wire_loops.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -10,19 +16,54 @@
 #define BRAID_WIRE_CLONES
 #endif
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define BRAID_WIRE_AVX2 1
+#define BRAID_WIRE_AVX2_ATTR __attribute__((target("avx2,f16c")))
+#else
+#define BRAID_WIRE_AVX2 0
+#endif
+
 namespace braid::reduce {
 namespace {
 
 BRAID_WIRE_CLONES void runBf16(const WirePiece& p) { runWirePieceAs<WireBf16>(p); }
-BRAID_WIRE_CLONES void runF16(const WirePiece& p) { runWirePieceAs<WireF16>(p); }
-BRAID_WIRE_CLONES void runE4M3(const WirePiece& p) { runWirePieceAs<WireE4M3>(p); }
-BRAID_WIRE_CLONES void runE5M2(const WirePiece& p) { runWirePieceAs<WireE5M2>(p); }
-BRAID_WIRE_CLONES void runE4M3OfBf16(const WirePiece& p) { runWirePieceAs<WireE4M3, BFloat16>(p); }
-BRAID_WIRE_CLONES void runE5M2OfBf16(const WirePiece& p) { runWirePieceAs<WireE5M2, BFloat16>(p); }
+
+void runF16(const WirePiece& p) { runWirePieceAs<WireF16>(p); }
+void runE4M3(const WirePiece& p) { runWirePieceAs<WireE4M3>(p); }
+void runE5M2(const WirePiece& p) { runWirePieceAs<WireE5M2>(p); }
+void runE4M3OfBf16(const WirePiece& p) { runWirePieceAs<WireE4M3, BFloat16>(p); }
+void runE5M2OfBf16(const WirePiece& p) { runWirePieceAs<WireE5M2, BFloat16>(p); }
+
+#if BRAID_WIRE_AVX2
+BRAID_WIRE_AVX2_ATTR void runF16Avx2(const WirePiece& p) { runWirePieceAs<WireF16Avx2>(p); }
+BRAID_WIRE_AVX2_ATTR void runE4M3Avx2(const WirePiece& p) { runWirePieceAs<WireE4M3Avx2>(p); }
+BRAID_WIRE_AVX2_ATTR void runE5M2Avx2(const WirePiece& p) { runWirePieceAs<WireE5M2Avx2>(p); }
+BRAID_WIRE_AVX2_ATTR void runE4M3OfBf16Avx2(const WirePiece& p) { runWirePieceAs<WireE4M3Avx2, BFloat16>(p); }
+BRAID_WIRE_AVX2_ATTR void runE5M2OfBf16Avx2(const WirePiece& p) { runWirePieceAs<WireE5M2Avx2, BFloat16>(p); }
+
+// A scaled wire type's piece on the AVX2 codecs; false where the CPU lacks them.
+bool runScaledAvx2(const WirePiece& p) {
+  if (!wireCodecsAvx2Usable()) return false;
+  if (p.data == ncclBfloat16) {
+    if (p.wire == WireType::Fp8E4M3) return runE4M3OfBf16Avx2(p), true;
+    if (p.wire == WireType::Fp8E5M2) return runE5M2OfBf16Avx2(p), true;
+    return true;  // nothing to do, as below
+  }
+  switch (p.wire) {
+    case WireType::Float16: return runF16Avx2(p), true;
+    case WireType::Fp8E4M3: return runE4M3Avx2(p), true;
+    case WireType::Fp8E5M2: return runE5M2Avx2(p), true;
+    default: return false;
+  }
+}
+#else
+bool runScaledAvx2(const WirePiece&) { return false; }
+#endif
 
 }  // namespace
 
 void runWirePieceOnHost(const WirePiece& p) {
+  if (wireScaled(p.wire) && runScaledAvx2(p)) return;
   if (p.data == ncclBfloat16) {
     if (p.wire == WireType::Fp8E4M3) return runE4M3OfBf16(p);
     if (p.wire == WireType::Fp8E5M2) return runE5M2OfBf16(p);
