@@ -16,12 +16,9 @@
 #define BRAID_WIRE_CLONES
 #endif
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define BRAID_WIRE_AVX2 1
-#define BRAID_WIRE_AVX2_ATTR __attribute__((target("avx2,f16c")))
-#else
-#define BRAID_WIRE_AVX2 0
-#endif
+// The loops around the AVX2 codecs, built for AVX2 with the codecs inlined
+// (flatten: see wire_codecs_avx2.h).
+#define BRAID_WIRE_AVX2_ATTR __attribute__((target("avx2,f16c"), flatten))
 
 namespace braid::reduce {
 namespace {

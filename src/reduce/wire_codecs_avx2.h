@@ -2,45 +2,224 @@
 // interface and the same bits as WireF16, WireE4M3 and WireE5M2, a full group
 // of 32 values in a handful of 8-lane instructions where GCC's vectorisation
 // of the portable code spends several times as many (horizontal maxima, the
-// select chains of encodeFinite, conversions between lane widths). Only full
-// groups on the fast path (header flags 0) run here; a short last group, a
-// group holding an infinity or NaN, one whose scale passes 2^100, and a
-// float16 message with infinity or NaN codes in a fast group go through the
-// portable codec unchanged.
+// select chains of encodeFinite, conversions between lane widths). Each step
+// is the portable one written eight lanes at a time, with the same float
+// operations in the same order. Only full groups on the fast path (header
+// flags 0) run here; a short last group, a group holding an infinity or NaN,
+// one whose scale passes 2^100, and a float16 fast group with infinity or NaN
+// codes (a damaged message) go through the portable codec unchanged.
 //
-// The functions are out of line and built for AVX2 and F16C in
-// wire_codecs_avx2.cc: call them only where wireCodecsAvx2Usable() is true
-// (host_wire.cc instantiates wire_loops.h's loops with them).
+// Host only, x86-64 GCC or Clang (BRAID_WIRE_AVX2): the functions are built
+// for AVX2 and F16C, so call them only where wireCodecsAvx2Usable() is true.
+// host_wire.cc inlines them into wire_loops.h's loops with `flatten` (a
+// function built for AVX2 may inline them; the portable loops between them
+// and it may not, so always_inline would fail to build).
 #pragma once
 
 #include <cstdint>
 
 #include "reduce/wire_format.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define BRAID_WIRE_AVX2 1
+#include <immintrin.h>
+#else
+#define BRAID_WIRE_AVX2 0
+#endif
+
 namespace braid::reduce {
 
-// Whether this CPU runs the codecs below (AVX2 and F16C).
+// Whether this CPU runs the codecs below (AVX2 and F16C; false off x86-64).
 bool wireCodecsAvx2Usable();
 
+#if BRAID_WIRE_AVX2
+
+#define BRAID_WIRE_AVX2_FN inline __attribute__((target("avx2,f16c")))
+#define BRAID_WIRE_AVX2_STEP inline __attribute__((target("avx2,f16c"), always_inline))
+// The encoders stay out of line: they are larger, and the calls cost little
+// next to them.
+#define BRAID_WIRE_AVX2_ENCODE inline __attribute__((target("avx2,f16c"), noinline))
+#define BRAID_WIRE_AVX2_PORTABLE __attribute__((noinline))
+
+namespace wire_avx2 {
+
+using numeric::bitsFloat;
+using numeric::pow2Bits;
+
+// The largest of 32 magnitudes (float bits with the sign cleared). Every
+// magnitude is a non-negative int32, so signed maxima order them as floats;
+// infinities and NaN sort above every finite value.
+BRAID_WIRE_AVX2_STEP uint32_t largestMagnitude(const __m256i a[4]) {
+  const __m256i m4 = _mm256_max_epi32(_mm256_max_epi32(a[0], a[1]), _mm256_max_epi32(a[2], a[3]));
+  __m128i m = _mm_max_epi32(_mm256_castsi256_si128(m4), _mm256_extracti128_si256(m4, 1));
+  m = _mm_max_epi32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
+  m = _mm_max_epi32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
+  return uint32_t(_mm_cvtsi128_si32(m));
+}
+
+// A full group's scan and scale, or false where the portable codec must
+// narrow it (an infinity or NaN, or a scale past kFastShiftMax). On true,
+// x[] holds the 32 values times 2^-s, multiplied as encodeScannedGroup does,
+// and the header is written (flags 0).
+template <class F>
+BRAID_WIRE_AVX2_STEP bool scaleFastGroup(const float* v, uint8_t* header, __m256 x[4]) {
+  const __m256i absMask = _mm256_set1_epi32(0x7fffffff);
+  __m256i a[4];
+  for (int k = 0; k < 4; ++k) {
+    // In 16-byte halves: the loops fill v[] with 16-byte stores at times, and
+    // a 32-byte load across two of them waits for both to reach the cache
+    // (a failed store forwarding, which cost half the encoder's speed).
+    x[k] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(v + 8 * k)), _mm_loadu_ps(v + 8 * k + 4), 1);
+    a[k] = _mm256_and_si256(_mm256_castps_si256(x[k]), absMask);
+  }
+  const uint32_t m = largestMagnitude(a);
+  if (m >= 0x7f800000u) return false;
+  const int s = m != 0 ? wire::shiftFor<F>(bitsFloat(m)) : 0;
+  if (s > wire::kFastShiftMax) return false;
+  header[0] = uint8_t(int8_t(s));
+  header[1] = 0;
+  const __m256 f1 = _mm256_set1_ps(s >= -126 ? bitsFloat(pow2Bits(-s)) : bitsFloat(pow2Bits(64)));
+  const __m256 f2 = _mm256_set1_ps(s >= -126 ? 1.0f : bitsFloat(pow2Bits(-s - 64)));
+  for (int k = 0; k < 4; ++k) x[k] = _mm256_mul_ps(_mm256_mul_ps(x[k], f1), f2);
+  return true;
+}
+
+// wire::encodeFinite, eight lanes: the code of each finite x in its low bits.
+template <class F>
+BRAID_WIRE_AVX2_STEP __m256i encodeFinite8(__m256 x) {
+  constexpr uint32_t minNormalExp = uint32_t(127 + 1 - F::kBias);
+  const __m256i b = _mm256_castps_si256(x);
+  const __m256i a = _mm256_and_si256(b, _mm256_set1_epi32(0x7fffffff));
+  const __m256i e = _mm256_max_epi32(_mm256_srli_epi32(a, 23), _mm256_set1_epi32(int(minNormalExp)));
+  const __m256 c = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(23 - F::kMant)), 23));
+  const __m256 rf = _mm256_sub_ps(_mm256_add_ps(_mm256_castsi256_ps(a), c), c);
+  const __m256i r = _mm256_castps_si256(rf);
+  const __m256i normal =
+      _mm256_srli_epi32(_mm256_sub_epi32(r, _mm256_set1_epi32(int(uint32_t(127 - F::kBias) << 23))), 23 - F::kMant);
+  const __m256i sub =
+      _mm256_cvttps_epi32(_mm256_mul_ps(rf, _mm256_set1_ps(bitsFloat(pow2Bits(F::kBias - 1 + F::kMant)))));
+  // r < smallest normal (r is a non-negative int32, so a signed compare).
+  const __m256i isSub = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(minNormalExp << 23)), r);
+  const __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(b, 31), F::kBits - 1);
+  return _mm256_or_si256(_mm256_blendv_epi8(normal, sub, isSub), sign);
+}
+
+// wire::decodeFinite, eight lanes, then times 2^s as decodeFastGroup does.
+template <class F>
+BRAID_WIRE_AVX2_STEP __m256 decodeFinite8(__m256i h, __m256 f1, __m256 f2) {
+  const __m256i mag = _mm256_and_si256(h, _mm256_set1_epi32(int(F::kAbsMask)));
+  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(int(F::kSign))), 31 - (F::kBits - 1));
+  const __m256i normal =
+      _mm256_add_epi32(_mm256_slli_epi32(mag, 23 - F::kMant), _mm256_set1_epi32(int(uint32_t(127 - F::kBias) << 23)));
+  const __m256i sub = _mm256_castps_si256(
+      _mm256_mul_ps(_mm256_cvtepi32_ps(mag), _mm256_set1_ps(bitsFloat(pow2Bits(1 - F::kBias - F::kMant)))));
+  const __m256i isSub = _mm256_cmpgt_epi32(_mm256_set1_epi32(1 << F::kMant), mag);
+  const __m256 x = _mm256_castsi256_ps(_mm256_or_si256(_mm256_blendv_epi8(normal, sub, isSub), sign));
+  return _mm256_mul_ps(_mm256_mul_ps(x, f1), f2);
+}
+
+// decodeFastGroup's factors 2^s = f1 * f2.
+struct DecodeScale {
+  float f1, f2;
+  explicit DecodeScale(int s)
+      : f1(s >= -126 ? bitsFloat(pow2Bits(s)) : bitsFloat(pow2Bits(-64))),
+        f2(s >= -126 ? 1.0f : bitsFloat(pow2Bits(s + 64))) {}
+};
+
+// An fp8 format's full fast group: 32 codes of one byte.
+template <class F>
+BRAID_WIRE_AVX2_STEP bool encodeFp8Group(const float* v, uint8_t* codes, uint8_t* header) {
+  __m256 x[4];
+  if (!scaleFastGroup<F>(v, header, x)) return false;
+  // Codes fit a byte: pack 32 -> 16 -> 8 bits (within 128-bit lanes), then
+  // put the four 8-value runs back in order.
+  const __m256i c01 = _mm256_packus_epi32(encodeFinite8<F>(x[0]), encodeFinite8<F>(x[1]));
+  const __m256i c23 = _mm256_packus_epi32(encodeFinite8<F>(x[2]), encodeFinite8<F>(x[3]));
+  const __m256i c = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(c01, c23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes), c);
+  return true;
+}
+
+template <class F>
+BRAID_WIRE_AVX2_STEP void decodeFp8Group(const uint8_t* codes, int s, float* v) {
+  const DecodeScale k(s);
+  const __m256 f1 = _mm256_set1_ps(k.f1), f2 = _mm256_set1_ps(k.f2);
+  for (int q = 0; q < 4; ++q) {
+    const __m128i c = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + 8 * q));
+    _mm256_storeu_ps(v + 8 * q, decodeFinite8<F>(_mm256_cvtepu8_epi32(c), f1, f2));
+  }
+}
+
+// The portable codecs, out of line: inlined, their many registers and stack
+// would be set up for the fast path too.
+template <class Codec>
+BRAID_WIRE_AVX2_PORTABLE void encodePortable(const float* v, uint32_t n, uint8_t* codes, uint8_t* header) {
+  Codec::encode(v, n, codes, header);
+}
+template <class Codec>
+BRAID_WIRE_AVX2_PORTABLE void decodePortable(const uint8_t* codes, const uint8_t* header, uint32_t n, float* v) {
+  Codec::decode(codes, header, n, v);
+}
+
+}  // namespace wire_avx2
+
+// float16: F16C's conversion rounds to nearest even with float16's
+// subnormals, which is encodeFinite's result for every finite value up to
+// the largest float16, where the scale puts a fast group's values. It widens
+// exactly as decodeFinite does, except codes with the all-ones exponent
+// (infinity, NaN), which decodeFinite reads as finite: a fast group never
+// holds them unless the message is damaged, and then the portable codec
+// decodes it.
 struct WireF16Avx2 {
   static constexpr WireType kType = WireType::Float16;
   static constexpr bool kScaled = true;
-  static void encode(const float* v, uint32_t n, uint8_t* codes, uint8_t* header);
-  static void decode(const uint8_t* codes, const uint8_t* header, uint32_t n, float* v);
+  BRAID_WIRE_AVX2_ENCODE static void encode(const float* v, uint32_t n, uint8_t* codes, uint8_t* header) {
+    __m256 x[4];
+    if (n != kWireGroup || !wire_avx2::scaleFastGroup<numeric::HalfFormat>(v, header, x)) {
+      return wire_avx2::encodePortable<WireF16>(v, n, codes, header);
+    }
+    for (int k = 0; k < 4; ++k) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(codes) + k,
+                       _mm256_cvtps_ph(x[k], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+  }
+  BRAID_WIRE_AVX2_FN static void decode(const uint8_t* codes, const uint8_t* header, uint32_t n, float* v) {
+    if (n != kWireGroup || header[1] != 0) return wire_avx2::decodePortable<WireF16>(codes, header, n, v);
+    const __m256i c0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes));
+    const __m256i c1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes) + 1);
+    const __m256i expMask = _mm256_set1_epi16(0x7c00);
+    const __m256i allOnes = _mm256_or_si256(_mm256_cmpeq_epi16(_mm256_and_si256(c0, expMask), expMask),
+                                            _mm256_cmpeq_epi16(_mm256_and_si256(c1, expMask), expMask));
+    if (!_mm256_testz_si256(allOnes, allOnes)) return wire_avx2::decodePortable<WireF16>(codes, header, n, v);
+    const wire_avx2::DecodeScale k{int(int8_t(header[0]))};
+    const __m256 f1 = _mm256_set1_ps(k.f1), f2 = _mm256_set1_ps(k.f2);
+    const __m128i h[4] = {_mm256_castsi256_si128(c0), _mm256_extracti128_si256(c0, 1), _mm256_castsi256_si128(c1),
+                          _mm256_extracti128_si256(c1, 1)};
+    for (int q = 0; q < 4; ++q) {
+      _mm256_storeu_ps(v + 8 * q, _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtph_ps(h[q]), f1), f2));
+    }
+  }
 };
 
-struct WireE4M3Avx2 {
-  static constexpr WireType kType = WireType::Fp8E4M3;
+// The fp8 formats: encodeFinite and decodeFinite in integer and float lanes.
+template <class F, class Portable, WireType W>
+struct WireFp8Avx2 {
+  static constexpr WireType kType = W;
   static constexpr bool kScaled = true;
-  static void encode(const float* v, uint32_t n, uint8_t* codes, uint8_t* header);
-  static void decode(const uint8_t* codes, const uint8_t* header, uint32_t n, float* v);
+  BRAID_WIRE_AVX2_ENCODE static void encode(const float* v, uint32_t n, uint8_t* codes, uint8_t* header) {
+    if (n != kWireGroup || !wire_avx2::encodeFp8Group<F>(v, codes, header)) {
+      wire_avx2::encodePortable<Portable>(v, n, codes, header);
+    }
+  }
+  BRAID_WIRE_AVX2_FN static void decode(const uint8_t* codes, const uint8_t* header, uint32_t n, float* v) {
+    if (n != kWireGroup || header[1] != 0) return wire_avx2::decodePortable<Portable>(codes, header, n, v);
+    wire_avx2::decodeFp8Group<F>(codes, int(int8_t(header[0])), v);
+  }
 };
+// e4m3's fast groups are e4m3 (a group with an infinity goes as e5m2, slow).
+using WireE4M3Avx2 = WireFp8Avx2<numeric::E4M3Format, WireE4M3, WireType::Fp8E4M3>;
+using WireE5M2Avx2 = WireFp8Avx2<numeric::E5M2Format, WireE5M2, WireType::Fp8E5M2>;
 
-struct WireE5M2Avx2 {
-  static constexpr WireType kType = WireType::Fp8E5M2;
-  static constexpr bool kScaled = true;
-  static void encode(const float* v, uint32_t n, uint8_t* codes, uint8_t* header);
-  static void decode(const uint8_t* codes, const uint8_t* header, uint32_t n, float* v);
-};
+#endif  // BRAID_WIRE_AVX2
 
 }  // namespace braid::reduce
