@@ -190,6 +190,22 @@ struct WireF16Avx2 {
                        _mm256_cvtps_ph(x[k], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     }
   }
+  // encode, then decode (wire_loops.h's encodeRounded): the codes widened
+  // from registers. A fast group's codes are finite, so no check.
+  BRAID_WIRE_AVX2_ENCODE static void encodeRounded(float* v, uint32_t n, uint8_t* codes, uint8_t* header) {
+    __m256 x[4];
+    if (n != kWireGroup || !wire_avx2::scaleFastGroup<numeric::HalfFormat>(v, header, x)) {
+      wire_avx2::encodePortable<WireF16>(v, n, codes, header);
+      return wire_avx2::decodePortable<WireF16>(codes, header, n, v);
+    }
+    const wire_avx2::DecodeScale k{int(int8_t(header[0]))};
+    const __m256 f1 = _mm256_set1_ps(k.f1), f2 = _mm256_set1_ps(k.f2);
+    for (int q = 0; q < 4; ++q) {
+      const __m128i h = _mm256_cvtps_ph(x[q], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(codes) + q, h);
+      _mm256_storeu_ps(v + 8 * q, _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtph_ps(h), f1), f2));
+    }
+  }
   BRAID_WIRE_AVX2_FN static void decode(const uint8_t* codes, const uint8_t* header, uint32_t n, float* v) {
     if (n != kWireGroup || header[1] != 0) return wire_avx2::decodePortable<WireF16>(codes, header, n, v);
     const __m256i c0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes));
@@ -217,6 +233,15 @@ struct WireFp8Avx2 {
     if (n != kWireGroup || !wire_avx2::encodeFp8Group<F>(v, codes, header)) {
       wire_avx2::encodePortable<Portable>(v, n, codes, header);
     }
+  }
+  // encode, then decode (wire_loops.h's encodeRounded), without the calls
+  // and checks between them.
+  BRAID_WIRE_AVX2_ENCODE static void encodeRounded(float* v, uint32_t n, uint8_t* codes, uint8_t* header) {
+    if (n != kWireGroup || !wire_avx2::encodeFp8Group<F>(v, codes, header)) {
+      wire_avx2::encodePortable<Portable>(v, n, codes, header);
+      return wire_avx2::decodePortable<Portable>(codes, header, n, v);
+    }
+    wire_avx2::decodeFp8Group<F>(codes, int(int8_t(header[0])), v);
   }
   BRAID_WIRE_AVX2_FN static void decode(const uint8_t* codes, const uint8_t* header, uint32_t n, float* v) {
     if (n != kWireGroup || header[1] != 0) return wire_avx2::decodePortable<Portable>(codes, header, n, v);

@@ -56,20 +56,41 @@ struct WireGroups {
   BRAID_HD BRAID_INLINE uint8_t* header(uint64_t group) const { return bytes + 2 * group; }
 };
 
+// A codec may narrow a group and widen it back in one step (encodeRounded:
+// the host's AVX2 codecs, which still hold the codes in registers); any
+// other encodes, then decodes what it wrote. The same bits either way.
+template <class Codec>
+BRAID_HD constexpr auto hasEncodeRounded(int) -> decltype(&Codec::encodeRounded, true) {
+  return true;
+}
+template <class Codec>
+BRAID_HD constexpr bool hasEncodeRounded(long) {
+  return false;
+}
+template <class Codec>
+BRAID_HD BRAID_INLINE void encodeRounded(float* v, uint32_t m, uint8_t* codes, uint8_t* header) {
+  if constexpr (hasEncodeRounded<Codec>(0)) {
+    Codec::encodeRounded(v, m, codes, header);
+  } else {
+    Codec::encode(v, m, codes, header);
+    Codec::decode(codes, header, m, v);
+  }
+}
+
 // One group: m values (32, or fewer for the last), value(v) fills them.
 template <class Codec, class Data, class Value>
 BRAID_HD BRAID_INLINE void wireGroup(const WirePiece& p, const WireGroups<Codec>& out, uint64_t gi, uint32_t m,
                                      Value value) {
   float v[kWireGroup];
   value(v, m);
-  if (p.out != nullptr) {
+  if (p.out != nullptr && p.round) {
+    encodeRounded<Codec>(v, m, out.codes(gi), out.header(gi));
+  } else if (p.out != nullptr) {
     Codec::encode(v, m, out.codes(gi), out.header(gi));
-    if (p.round) Codec::decode(out.codes(gi), out.header(gi), m, v);
   } else if (p.round) {
     uint8_t codes[kWireGroup * 2];
     uint8_t header[2] = {0, 0};
-    Codec::encode(v, m, codes, header);
-    Codec::decode(codes, header, m, v);
+    encodeRounded<Codec>(v, m, codes, header);
   }
   if (p.dst != nullptr) {
     Data* d = static_cast<Data*>(p.dst) + gi * kWireGroup;

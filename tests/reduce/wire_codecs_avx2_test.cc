@@ -93,9 +93,18 @@ void expectCodecsAgree(uint32_t seed) {
     ASSERT_EQ(0, std::memcmp(headerA, headerB, 2)) << "iteration " << iter << " n " << n;
     ASSERT_EQ(0, std::memcmp(codesA, codesB, n * codeBytes)) << "iteration " << iter << " n " << n;
 
+    // Narrowed and widened back in one step (a rounding step's encodeRounded).
+    float a[kWireGroup], b[kWireGroup];
+    uint8_t codesC[kWireGroup * 2] = {}, headerC[2] = {};
+    std::memcpy(b, v, sizeof b);
+    Fast::encodeRounded(b, n, codesC, headerC);
+    Portable::decode(codesA, headerA, n, a);
+    ASSERT_EQ(0, std::memcmp(headerA, headerC, 2)) << "encodeRounded, iteration " << iter;
+    ASSERT_EQ(0, std::memcmp(codesA, codesC, n * codeBytes)) << "encodeRounded, iteration " << iter;
+    ASSERT_EQ(0, std::memcmp(a, b, n * 4)) << "encodeRounded, iteration " << iter;
+
     // Widen what was sent, then a damaged message: random codes under a fast
     // or random header.
-    float a[kWireGroup], b[kWireGroup];
     Portable::decode(codesA, headerA, n, a);
     Fast::decode(codesA, headerA, n, b);
     ASSERT_EQ(0, std::memcmp(a, b, n * 4)) << "decoding, iteration " << iter;
