@@ -189,6 +189,33 @@ std::vector<reduce::RedOp> ops() {
   return all;
 }
 
+// Values as a step's local operand: float32, or bfloat16 (fp8 wires).
+std::vector<uint8_t> operandBytes(const std::vector<float>& values, ncclDataType_t data) {
+  const size_t elem = data == ncclBfloat16 ? 2 : 4;
+  std::vector<uint8_t> bytes(values.size() * elem);
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (data == ncclBfloat16) {
+      const uint16_t b = reduce::numeric::bf16FromFloat(values[i]);
+      std::memcpy(&bytes[i * 2], &b, 2);
+    } else {
+      std::memcpy(&bytes[i * 4], &values[i], 4);
+    }
+  }
+  return bytes;
+}
+
+// The message the portable loops send for these float32 values.
+std::vector<uint8_t> portableMessage(WireType w, const std::vector<float>& values) {
+  std::vector<uint8_t> msg(reduce::wireBytes(w, values.size()));
+  WirePiece enc;
+  enc.wire = w;
+  enc.src = values.data();
+  enc.out = msg.data();
+  enc.count = values.size();
+  runPortable(enc);
+  return msg;
+}
+
 void expectPiecesAgree(WireType w, ncclDataType_t data, uint64_t count, uint32_t seed) {
   const size_t elem = data == ncclBfloat16 ? 2 : 4;
   const uint64_t bytes = reduce::wireBytes(w, count);
@@ -198,24 +225,12 @@ void expectPiecesAgree(WireType w, ncclDataType_t data, uint64_t count, uint32_t
   values.fill(sent.data(), count);
   // The local operand in the data type; a received message: a valid one, or
   // (one seed in four) random bytes.
-  std::vector<uint8_t> src(count * elem), in(bytes);
-  for (uint64_t i = 0; i < count; ++i) {
-    if (data == ncclBfloat16) {
-      const uint16_t b = reduce::numeric::bf16FromFloat(local[i]);
-      std::memcpy(&src[i * 2], &b, 2);
-    } else {
-      std::memcpy(&src[i * 4], &local[i], 4);
-    }
-  }
+  const std::vector<uint8_t> src = operandBytes(local, data);
+  std::vector<uint8_t> in(bytes);
   if (seed % 4 == 0) {
     for (auto& b : in) b = uint8_t(values.next());
   } else {
-    WirePiece enc;
-    enc.wire = w;
-    enc.src = sent.data();
-    enc.out = in.data();
-    enc.count = count;
-    runPortable(enc);
+    in = portableMessage(w, sent);
   }
 
   for (const Variant& var : variants()) {
@@ -282,26 +297,12 @@ TEST(WireCodecsAvx2, LargePiecesMatchThePortableLoops) {
     for (ncclDataType_t data : {ncclFloat32, ncclBfloat16}) {
       if (data == ncclBfloat16 && w != WireType::Fp8E4M3 && w != WireType::Fp8E5M2) continue;
       SCOPED_TRACE(testing::Message() << reduce::wireTypeName(w) << " data " << int(data));
-      const size_t elem = data == ncclBfloat16 ? 2 : 4;
       Values values(uint32_t(w) * 7 + uint32_t(data));
       std::vector<float> local(count), sent(count);
       values.fill(local.data(), count);
       values.fill(sent.data(), count);
-      std::vector<uint8_t> src(count * elem), in(reduce::wireBytes(w, count));
-      for (uint64_t i = 0; i < count; ++i) {
-        if (data == ncclBfloat16) {
-          const uint16_t b = reduce::numeric::bf16FromFloat(local[i]);
-          std::memcpy(&src[i * 2], &b, 2);
-        } else {
-          std::memcpy(&src[i * 4], &local[i], 4);
-        }
-      }
-      WirePiece enc;
-      enc.wire = w;
-      enc.src = sent.data();
-      enc.out = in.data();
-      enc.count = count;
-      runPortable(enc);
+      const std::vector<uint8_t> src = operandBytes(local, data);
+      const std::vector<uint8_t> in = portableMessage(w, sent);
       for (int kind = 0; kind < 3; ++kind) {
         std::vector<uint8_t> outA(in.size()), outB(in.size()), dstA(src.size()), dstB(src.size());
         auto piece = [&](std::vector<uint8_t>& out, std::vector<uint8_t>& dst) {
