@@ -94,7 +94,6 @@ struct RankSlot {
   DeviceBuffer dsend, drecv, daux;  // declared after cuda: freed before it goes
   size_t sendBytes = 0;  // used parts of the allocations (guards not counted)
   size_t recvBytes = 0;
-  int32_t barrierWord = 0;
   cudaStream_t stream() const { return cuda ? cuda->stream() : nullptr; }
 };
 
@@ -230,47 +229,38 @@ class PerfRun {
       if (slots_[k].cuda) cudaCheck(slots_[k].cuda->toHost(values[k], slots_[k].daux.ptr, bytes, &error), error);
   }
 
-  // One value per rank of this thread, reduced (or broadcast) in place.
+  // Each rank's value (locals[i]: slots_[i]'s), reduced (or broadcast from
+  // rank 0) across every rank; the result.
   template <class T>
-  T reduceAux(T local, ncclDataType_t type, ncclRedOp_t op, bool broadcast, const char* what) {
-    std::vector<T> v(slots_.size(), local);
+  T reduceAux(std::vector<T> locals, ncclDataType_t type, ncclRedOp_t op, bool broadcast, const char* what) {
     std::vector<void*> at;
-    for (T& x : v) at.push_back(&x);
+    for (T& x : locals) at.push_back(&x);
     auxCall(at, sizeof(T),
             [&](RankSlot& s, void* b) {
               return broadcast ? ncclBroadcast(b, b, 1, type, 0, s.comm, s.stream())
                                : ncclAllReduce(b, b, 1, type, op, s.comm, s.stream());
             },
             what);
-    return v.front();
+    return locals.front();
   }
 
   void barrier() {
-    std::vector<void*> words;
-    for (RankSlot& s : slots_) words.push_back(&s.barrierWord);
-    auxCall(words, sizeof(int32_t),
-            [](RankSlot& s, void* b) { return ncclAllReduce(b, b, 1, ncclInt32, ncclSum, s.comm, s.stream()); },
-            "ncclAllReduce (barrier)");
+    reduceAux(std::vector<int32_t>(slots_.size(), 0), ncclInt32, ncclSum, false, "ncclAllReduce (barrier)");
   }
 
   double combineTime(double seconds) {
+    const std::vector<double> mine(slots_.size(), seconds);
     switch (opts_.average) {
-      case 0: return reduceAux(seconds, ncclFloat64, ncclSum, true, "ncclBroadcast (time)");
-      case 1: return reduceAux(seconds, ncclFloat64, ncclSum, false, "ncclAllReduce (time)") / env_.size;
-      case 2: return reduceAux(seconds, ncclFloat64, ncclMin, false, "ncclAllReduce (time)");
-      default: return reduceAux(seconds, ncclFloat64, ncclMax, false, "ncclAllReduce (time)");
+      case 0: return reduceAux(mine, ncclFloat64, ncclSum, true, "ncclBroadcast (time)");
+      case 1: return reduceAux(mine, ncclFloat64, ncclSum, false, "ncclAllReduce (time)") / env_.size;
+      case 2: return reduceAux(mine, ncclFloat64, ncclMin, false, "ncclAllReduce (time)");
+      default: return reduceAux(mine, ncclFloat64, ncclMax, false, "ncclAllReduce (time)");
     }
   }
 
   // The sum over every rank of each rank's count (locals[i]: slots_[i]'s).
   int64_t sumAcrossRanks(const std::vector<int64_t>& locals) {
-    std::vector<int64_t> v = locals;
-    std::vector<void*> at;
-    for (int64_t& x : v) at.push_back(&x);
-    auxCall(at, sizeof(int64_t),
-            [](RankSlot& s, void* b) { return ncclAllReduce(b, b, 1, ncclInt64, ncclSum, s.comm, s.stream()); },
-            "ncclAllReduce (error count)");
-    return v.front();
+    return reduceAux(locals, ncclInt64, ncclSum, false, "ncclAllReduce (error count)");
   }
 
   void printHeader() {
