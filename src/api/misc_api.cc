@@ -6,6 +6,7 @@
 #include "core/comm_registry.h"
 #include "core/group.h"
 #include "engine/comm.h"
+#include "engine/device/device.h"
 #include "reduce/host_reduce.h"
 
 using namespace braid;
@@ -77,22 +78,18 @@ BRAID_NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) 
   return ncclSuccess;
 } BRAID_API_CATCH(ncclRedOpDestroy)
 
-// Without a GPU path yet, ncclMemAlloc hands out page-aligned host memory, which
-// every braid collective accepts.
+// Device memory where CUDA has a device, else host memory
+// (device::allocateCommMemory).
 BRAID_NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) try {
   if (ptr == nullptr) return braid::api::report(fail(ncclInvalidArgument, "ncclMemAlloc: ptr is NULL"));
-  if (size == 0) {
-    *ptr = nullptr;
-    return ncclSuccess;
-  }
-  if (posix_memalign(ptr, 4096, size) != 0)
-    return braid::api::report(fail(ncclSystemError, "ncclMemAlloc: cannot allocate %zu bytes of host memory", size));
-  return ncclSuccess;
+  *ptr = nullptr;
+  if (size == 0) return ncclSuccess;
+  return braid::api::report(braid::device::allocateCommMemory(ptr, size));
 } BRAID_API_CATCH(ncclMemAlloc)
 
 BRAID_NCCL_API(ncclResult_t, ncclMemFree, void* ptr) try {
-  free(ptr);
-  return ncclSuccess;
+  if (ptr == nullptr) return ncclSuccess;
+  return braid::api::report(braid::device::freeCommMemory(ptr));
 } BRAID_API_CATCH(ncclMemFree)
 
 namespace {

@@ -218,6 +218,23 @@ TEST(Unsupported, ValueReturningDeviceStubsReturnNeutralValuesAndRecordWhy) {
   }
 }
 
+// Without CUDA in the process ncclMemAlloc gives host memory, page-aligned,
+// which host collectives take; ncclMemFree takes it and NULL back.
+TEST(MemAlloc, WithoutAGpuGivesWritableHostMemory) {
+  void* p = nullptr;
+  ASSERT_EQ(ncclMemAlloc(&p, 1 << 20), ncclSuccess) << ncclGetLastError(nullptr);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 4096, 0u);
+  std::memset(p, 0x5a, 1 << 20);
+  EXPECT_EQ(static_cast<unsigned char*>(p)[(1 << 20) - 1], 0x5a);
+  EXPECT_EQ(ncclMemFree(p), ncclSuccess);
+  void* none = &p;
+  EXPECT_EQ(ncclMemAlloc(&none, 0), ncclSuccess);
+  EXPECT_EQ(none, nullptr);
+  EXPECT_EQ(ncclMemFree(nullptr), ncclSuccess);
+  EXPECT_EQ(ncclMemAlloc(nullptr, 8), ncclInvalidArgument);
+}
+
 TEST(Version, StringNamesBraidAndTheNcclApiOfTheHeader) {
   const std::string expected = "(NCCL API " + std::to_string(NCCL_MAJOR) + "." +
                                std::to_string(NCCL_MINOR) + "." + std::to_string(NCCL_PATCH) + ")";

@@ -1,7 +1,8 @@
 // One rank's device calls are device copies on its stream (engine/device,
 // copySingleRankCalls): the right bytes, in and out of place, on both engines,
 // and no kernel of braid's (neither a stream-wait nor a plan kernel), so no
-// round trip through pinned memory and the proxy.
+// round trip through pinned memory and the proxy. And ncclMemAlloc, which
+// such one-rank runs (nccl-tests) take their buffers from, gives device memory.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -17,13 +18,18 @@ namespace {
 
 class SingleRank : public testing::TestWithParam<const char*> {};
 
-TEST_P(SingleRank, CollectivesAreCopiesWithoutKernels) {
-  setenv("BRAID_DEVICE_ENGINE", GetParam(), 1);
+// A one-rank communicator on device 0 (with `engine`, or the default engine).
+void initOneRank(const char* engine, ncclComm_t* comm) {
+  if (engine != nullptr) setenv("BRAID_DEVICE_ENGINE", engine, 1);
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-  ncclComm_t comm = nullptr;
   int dev = 0;
-  ASSERT_EQ(ncclCommInitAll(&comm, 1, &dev), ncclSuccess) << ncclGetLastError(nullptr);
+  ASSERT_EQ(ncclCommInitAll(comm, 1, &dev), ncclSuccess) << ncclGetLastError(nullptr);
   unsetenv("BRAID_DEVICE_ENGINE");
+}
+
+TEST_P(SingleRank, CollectivesAreCopiesWithoutKernels) {
+  ncclComm_t comm = nullptr;
+  ASSERT_NO_FATAL_FAILURE(initOneRank(GetParam(), &comm));
   constexpr size_t kCount = 4099;
   std::vector<float> in(kCount);
   for (size_t i = 0; i < kCount; ++i) in[i] = float(i) * 0.25f - 7.0f;
@@ -64,6 +70,73 @@ TEST_P(SingleRank, CollectivesAreCopiesWithoutKernels) {
   cudaFree(send);
   cudaFree(recv);
   cudaStreamDestroy(stream);
+}
+
+// Sends to itself pair with its receives in issue order, each pair a copy
+// (nccl-tests' alltoall and sendrecv on one GPU).
+TEST_P(SingleRank, SelfSendsAndReceivesAreCopiesWithoutKernels) {
+  ncclComm_t comm = nullptr;
+  ASSERT_NO_FATAL_FAILURE(initOneRank(GetParam(), &comm));
+  constexpr size_t kCount = 3001;
+  std::vector<int32_t> a(kCount), b(kCount);
+  for (size_t i = 0; i < kCount; ++i) a[i] = int32_t(i * 7 + 1), b[i] = -int32_t(i);
+  int32_t *sendA = nullptr, *sendB = nullptr, *recvA = nullptr, *recvB = nullptr;
+  for (int32_t** p : {&sendA, &sendB, &recvA, &recvB})
+    ASSERT_EQ(cudaMalloc(p, kCount * sizeof(int32_t)), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(sendA, a.data(), kCount * sizeof(int32_t), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(sendB, b.data(), kCount * sizeof(int32_t), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+  const uint64_t launchesBefore = fakecuda::launchesTracked();
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  ASSERT_EQ(ncclRecv(recvA, kCount, ncclInt32, 0, comm, nullptr), ncclSuccess);
+  ASSERT_EQ(ncclSend(sendA, kCount, ncclInt32, 0, comm, nullptr), ncclSuccess);
+  ASSERT_EQ(ncclSend(sendB, kCount, ncclInt32, 0, comm, nullptr), ncclSuccess);
+  ASSERT_EQ(ncclRecv(recvB, kCount, ncclInt32, 0, comm, nullptr), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(comm);
+  ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+  std::vector<int32_t> got(kCount);
+  ASSERT_EQ(cudaMemcpy(got.data(), recvA, kCount * sizeof(int32_t), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(got, a) << "the first receive takes the first send";
+  ASSERT_EQ(cudaMemcpy(got.data(), recvB, kCount * sizeof(int32_t), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(got, b);
+  EXPECT_EQ(fakecuda::launchesTracked(), launchesBefore) << "braid launched kernels for one rank's sends";
+  ncclCommDestroy(comm);
+  for (int32_t* p : {sendA, sendB, recvA, recvB}) cudaFree(p);
+}
+
+// nccl-tests takes its buffers from ncclMemAlloc and fills them with
+// cudaMemset: the memory must be the current device's, and ncclMemFree must
+// give it back to CUDA.
+TEST(MemAlloc, GivesDeviceMemoryThatCollectivesAndCudaCallsTake) {
+  ncclComm_t comm = nullptr;
+  ASSERT_NO_FATAL_FAILURE(initOneRank(nullptr, &comm));
+  constexpr size_t kCount = 1000;
+  float *send = nullptr, *recv = nullptr;
+  ASSERT_EQ(ncclMemAlloc(reinterpret_cast<void**>(&send), kCount * sizeof(float)), ncclSuccess);
+  ASSERT_EQ(ncclMemAlloc(reinterpret_cast<void**>(&recv), kCount * sizeof(float)), ncclSuccess);
+  for (float* p : {send, recv}) {
+    cudaPointerAttributes attr{};
+    ASSERT_EQ(cudaPointerGetAttributes(&attr, p), cudaSuccess);
+    EXPECT_EQ(attr.type, cudaMemoryTypeDevice) << "ncclMemAlloc gave host memory";
+    EXPECT_EQ(attr.device, 0);
+    ASSERT_EQ(cudaMemset(p, 0, kCount * sizeof(float)), cudaSuccess);
+  }
+  const std::vector<float> in(kCount, 2.5f);
+  ASSERT_EQ(cudaMemcpy(send, in.data(), kCount * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+  ASSERT_EQ(ncclAllReduce(send, recv, kCount, ncclFloat32, ncclSum, comm, nullptr), ncclSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+  std::vector<float> got(kCount);
+  ASSERT_EQ(cudaMemcpy(got.data(), recv, kCount * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(got, in);
+  EXPECT_EQ(ncclMemFree(send), ncclSuccess);
+  EXPECT_EQ(ncclMemFree(recv), ncclSuccess);
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, send) == cudaSuccess)
+    EXPECT_NE(attr.type, cudaMemoryTypeDevice) << "ncclMemFree left the device memory allocated";
+  cudaGetLastError();
+  EXPECT_EQ(ncclMemFree(nullptr), ncclSuccess);
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, SingleRank, testing::Values("staged", "kernels"),

@@ -376,13 +376,43 @@ namespace {
 // One rank: a collective's result is its input (avg divides by one), so its
 // device calls are stream-ordered copies, as NCCL makes them, instead of a
 // round trip through pinned memory and the proxy (24 GB/s on an H200 for what
-// a device copy does at 2 TB/s). Sends and receives (to itself) and
-// user-defined reductions (a PreMulSum scales) take the general path.
+// a device copy does at 2 TB/s). Sends to itself are matched with its
+// receives in order, as between ranks, and each pair is a copy too
+// (nccl-tests' alltoall and sendrecv on one GPU): where every call is on one
+// stream and each pair's sizes agree; else, and for user-defined reductions
+// (a PreMulSum scales), the general path.
+bool isSendOrRecv(const engine::Task& t) {
+  return t.coll == schedule::Collective::Send || t.coll == schedule::Collective::Recv;
+}
+
+// The group's sends and receives, paired in issue order; false where they
+// do not pair up.
+bool selfPairs(const std::vector<engine::Task>& tasks, std::vector<std::pair<size_t, size_t>>* pairs) {
+  std::vector<size_t> sends, recvs;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    if (tasks[i].coll == schedule::Collective::Send) sends.push_back(i);
+    if (tasks[i].coll == schedule::Collective::Recv) recvs.push_back(i);
+  }
+  if (sends.size() != recvs.size()) return false;
+  for (size_t k = 0; k < sends.size(); ++k) {
+    const engine::Task& s = tasks[sends[k]];
+    const engine::Task& r = tasks[recvs[k]];
+    if (s.count * elementBytes(s) != r.count * elementBytes(r)) return false;
+    pairs->emplace_back(sends[k], recvs[k]);
+  }
+  return true;
+}
+
 bool singleRankCopies(const std::vector<engine::Task>& tasks) {
-  return std::all_of(tasks.begin(), tasks.end(), [](const engine::Task& t) {
-    return t.comm->nranks == 1 && t.coll != schedule::Collective::Send && t.coll != schedule::Collective::Recv &&
-           t.userOp < int(ncclNumOps) && t.deviceScalar == nullptr;
+  const bool oneRank = std::all_of(tasks.begin(), tasks.end(), [](const engine::Task& t) {
+    return t.comm->nranks == 1 && t.userOp < int(ncclNumOps) && t.deviceScalar == nullptr;
   });
+  if (!oneRank) return false;
+  if (std::none_of(tasks.begin(), tasks.end(), isSendOrRecv)) return true;
+  std::vector<std::pair<size_t, size_t>> pairs;
+  const bool oneStream = std::all_of(tasks.begin(), tasks.end(),
+                                     [&](const engine::Task& t) { return t.stream == tasks.front().stream; });
+  return oneStream && selfPairs(tasks, &pairs);
 }
 
 Result copySingleRankCalls(const std::vector<engine::Task>& tasks) {
@@ -390,9 +420,18 @@ Result copySingleRankCalls(const std::vector<engine::Task>& tasks) {
     const engine::Task& t = tasks[i];
     int device = -1;
     BRAID_TRY(deviceOfCalls(tasks, {i}, &device));  // one device per call, as on the general path
+    if (isSendOrRecv(t)) continue;
     const StageSpan span = stageSpanOf(t, 0, 1);
     if (span.outBytes == 0 || t.sendbuff == t.recvbuff) continue;
     BRAID_CUDA_TRY(cudaMemcpyAsync(t.recvbuff, t.sendbuff, span.outBytes, cudaMemcpyDefault, t.stream));
+  }
+  std::vector<std::pair<size_t, size_t>> pairs;
+  selfPairs(tasks, &pairs);
+  for (const auto& [send, recv] : pairs) {
+    const engine::Task& s = tasks[send];
+    const size_t bytes = s.count * elementBytes(s);
+    if (bytes == 0 || s.sendbuff == tasks[recv].recvbuff) continue;
+    BRAID_CUDA_TRY(cudaMemcpyAsync(tasks[recv].recvbuff, s.sendbuff, bytes, cudaMemcpyDefault, s.stream));
   }
   return Result::success();
 }

@@ -1,6 +1,7 @@
 // Pointer classification of the CUDA build, and the checks a group of calls on
 // device buffers must pass before it is staged.
 #include <atomic>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -140,6 +141,41 @@ bool deviceBuffersSupported() {
 bool isDeviceMemory(const void* ptr) {
   cudaPointerAttributes attr{};
   return attributesOf(ptr, &attr);
+}
+
+// Unlike the pointer checks, this may load the driver: ncclMemAlloc promises
+// GPU memory wherever there is a GPU.
+Result allocateCommMemory(void** ptr, size_t bytes) {
+  decideCuda();
+  if (gState.load() != CudaState::Usable) {
+    if (posix_memalign(ptr, 4096, bytes) != 0)
+      return fail(ncclSystemError, "ncclMemAlloc: cannot allocate %zu bytes of host memory", bytes);
+    return Result::success();
+  }
+  const cudaError_t err = cudaMalloc(ptr, bytes);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    int dev = -1;
+    cudaGetDevice(&dev);
+    *ptr = nullptr;
+    return fail(err == cudaErrorMemoryAllocation ? ncclSystemError : ncclUnhandledCudaError,
+                "ncclMemAlloc: cudaMalloc of %zu bytes on CUDA device %d failed: %s", bytes, dev,
+                cudaGetErrorString(err));
+  }
+  return Result::success();
+}
+
+Result freeCommMemory(void* ptr) {
+  if (!isDeviceMemory(ptr)) {
+    free(ptr);
+    return Result::success();
+  }
+  const cudaError_t err = cudaFree(ptr);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return fail(ncclUnhandledCudaError, "ncclMemFree(%p): cudaFree failed: %s", ptr, cudaGetErrorString(err));
+  }
+  return Result::success();
 }
 
 Result classifyGroup(const std::vector<engine::Task>& tasks, bool* device) {

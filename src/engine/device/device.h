@@ -38,6 +38,13 @@ void prepareDeviceWork(ncclComm* comm);
 // Device or managed memory. False, without a CUDA call, when CUDA is not in use.
 bool isDeviceMemory(const void* ptr);
 
+// ncclMemAlloc's memory. With CUDA and a device: device memory on the calling
+// thread's current device, as NCCL gives (programs such as nccl-tests fill it
+// with cudaMemset); else page-aligned host memory, which every host collective
+// takes. freeCommMemory frees either kind.
+Result allocateCommMemory(void** ptr, size_t bytes);
+Result freeCommMemory(void* ptr);
+
 // Sets *device when any task of the group has device buffers. Fails with
 // ncclInvalidArgument when a call mixes device and host buffers, the group mixes
 // calls on device and on host buffers, or device buffers reach a library built

@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "engine/comm.h"
 #include "engine/device/device.h"
@@ -48,6 +49,17 @@ bool isDeviceMemory(const void* ptr) {
   // Not initialised (CUDA_ERROR_NOT_INITIALIZED) or not CUDA memory: host.
   return fn != nullptr && fn(&type, kAttributeMemoryType, reinterpret_cast<uintptr_t>(ptr)) == 0 &&
          type == kMemoryTypeDevice;
+}
+
+Result allocateCommMemory(void** ptr, size_t bytes) {
+  if (posix_memalign(ptr, 4096, bytes) != 0)
+    return fail(ncclSystemError, "ncclMemAlloc: cannot allocate %zu bytes of host memory", bytes);
+  return Result::success();
+}
+
+Result freeCommMemory(void* ptr) {
+  free(ptr);
+  return Result::success();
 }
 
 Result classifyGroup(const std::vector<engine::Task>& tasks, bool* device) {
