@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <thread>
 
@@ -173,6 +174,9 @@ Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int 
     comm->peers[rank].gpuSms = comm->peers[rank].gpuBusId >= 0 ? device::currentGpuMultiprocessors() : 0;
     BRAID_TRY(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo), deadline));
     comm->deviceChannelCap = tuning::deviceChannelCap(comm->peers, deviceChannelsAllowed(comm->settings));
+    comm->peerAccessChannelCap =
+        tuning::deviceChannelCap(comm->peers, comm->settings.maxCtas > 0 ? comm->settings.maxCtas : INT32_MAX,
+                                 tuning::kMaxPeerAccessChannels, tuning::kPeerAccessLanesPerSm);
     if (comm->settings.deviceKernels)
       comm->timeSlicedGpu = device::timeSlicedPeers(comm->peers, rank, device::mpsDaemonRunning());
     device::prepareDeviceWork(comm);

@@ -113,6 +113,8 @@ struct ncclComm {
   // The most channels a plan kernel of this communicator uses (alike on
   // every rank: tuning/device_channels.h).
   int deviceChannelCap = 1;
+  // The same for PeerAccess plans, which need no FIFOs (not limited by the arena).
+  int peerAccessChannelCap = 1;
 
   std::unique_ptr<braid::bootstrap::Bootstrap> bootstrap;
   std::vector<braid::PeerInfo> peers;

@@ -2,6 +2,7 @@
 // ranks told each other about, the FIFO arena and the size of a call.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -37,6 +38,21 @@ TEST(DeviceChannels, CapIsTheFewestMultiprocessorsPerRankOfAnyGpu) {
   EXPECT_EQ(tuning::deviceChannelCap({rankOn(1, 0x100, 132)}, 0), 1);
   std::vector<PeerInfo> crowded(200, rankOn(1, 0x100, 132));
   EXPECT_EQ(tuning::deviceChannelCap(crowded, 100), 1);
+}
+
+// PeerAccess plans have no FIFOs: their cap is the GPU's share alone, two
+// blocks per multiprocessor, a channel per 128 KiB.
+TEST(DeviceChannels, PeerAccessCapIsTheMultiprocessorShareUpToItsOwnLimit) {
+  auto peerCap = [](const std::vector<PeerInfo>& peers, int allowed) {
+    return tuning::deviceChannelCap(peers, allowed, tuning::kMaxPeerAccessChannels, tuning::kPeerAccessLanesPerSm);
+  };
+  std::vector<PeerInfo> four(4, rankOn(1, 0x100, 132));
+  EXPECT_EQ(peerCap(four, INT32_MAX), 64);
+  EXPECT_EQ(peerCap(four, 8), 8);  // maxCTAs
+  std::vector<PeerInfo> eight(8, rankOn(1, 0x100, 132));
+  EXPECT_EQ(peerCap(eight, INT32_MAX), 33);
+  EXPECT_EQ(tuning::deviceChannelsFor(uint64_t(8) << 20, 64, tuning::kPeerAccessBytesPerChannel), 64);
+  EXPECT_EQ(tuning::deviceChannelsFor(uint64_t(1) << 20, 64, tuning::kPeerAccessBytesPerChannel), 8);
 }
 
 TEST(DeviceChannels, RanksWithoutAGpuLeaveOneChannel) {

@@ -33,10 +33,13 @@ constexpr uint64_t kHostLLOpBytes = 32;
 
 // Plan kernels spread a large call over channels (a CUDA block each) unless
 // BRAID_NCHANNELS fixed their number (ncclConfig_t::maxCTAs caps them:
-// ncclComm::deviceChannelCap); host threads keep the communicator's (one
-// thread moves every byte anyway).
-int channelsOf(const engine::Task& t, LaneRunner runner) {
+// ncclComm::deviceChannelCap, peerAccessChannelCap); host threads keep the
+// communicator's (one thread moves every byte anyway).
+int channelsOf(const engine::Task& t, LaneRunner runner, bool peerAccess) {
   if (runner == LaneRunner::Host || t.comm->settings.nchannelsFixed) return 0;
+  if (peerAccess)
+    return tuning::deviceChannelsFor(operationBytes(t), t.comm->peerAccessChannelCap,
+                                     tuning::kPeerAccessBytesPerChannel);
   return tuning::deviceChannelsFor(operationBytes(t), t.comm->deviceChannelCap);
 }
 
@@ -66,7 +69,7 @@ Result commProgramOf(const std::vector<const engine::Task*>& tasks, LaneRunner r
   CommProgram cp;
   const LaneLimits limits = limitsOf(tasks.front()->comm);
   for (const engine::Task* t : tasks) {
-    const schedule::CollShape shape = shapeOf(*t, channelsOf(*t, runner), peerAccess);
+    const schedule::CollShape shape = shapeOf(*t, channelsOf(*t, runner, peerAccess), peerAccess);
     plans.push_back(generatePlan(shape));
     ops.push_back({t->type, protocolOf(*t, limits, runner), t->wire});
     cp.shapeFingerprints.push_back(shapeFingerprint(*t, shape, ops.back().protocol));
