@@ -81,6 +81,68 @@ TEST_P(ThreadRanks, QueuedCallsOfSeveralSizesFromAThreadPerRank) {
   }
 }
 
+// A thread per rank queueing hundreds of small calls between small calls of
+// other types, as the perf tools do (`all_reduce_perf -t 4 -c 0`): a launch's
+// lane beacons must not go to the next launch while the watch still reads
+// them. Returned when the kernel ended but before the watch saw it, they were
+// taken and zeroed by the next launch, and the watch read a step past its
+// program's end: the process crashed in about one run in ten of this
+// sequence (on an H200 too). Repeated to make that near certain.
+TEST_P(ThreadRanks, ManySmallQueuedCallsBetweenAuxiliaryCalls) {
+  ncclComm_t comms[kRanks] = {};
+  ASSERT_NO_FATAL_FAILURE(initRanks(GetParam(), comms));
+  std::vector<float*> send(kRanks), recv(kRanks);
+  std::vector<double*> aux(kRanks);
+  std::vector<cudaStream_t> streams(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_EQ(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&send[r], 2 * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&recv[r], 2 * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&aux[r], sizeof(double)), cudaSuccess);
+    const float mine[2] = {float(r + 1), float(r + 1)};
+    ASSERT_EQ(cudaMemcpy(send[r], mine, sizeof mine, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  constexpr int kRepeats = 30, kQueued = 400;
+  std::vector<std::string> errors(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r)
+    threads.emplace_back([&, r] {
+      auto call = [&](ncclResult_t x) {
+        if (x != ncclSuccess && errors[r].empty()) errors[r] = ncclGetLastError(comms[r]);
+      };
+      auto auxCall = [&](ncclDataType_t type, ncclRedOp_t op) {
+        double v = r;
+        cudaMemcpy(aux[r], &v, sizeof v, cudaMemcpyHostToDevice);
+        call(ncclAllReduce(aux[r], aux[r], 1, type, op, comms[r], streams[r]));
+        cudaStreamSynchronize(streams[r]);
+        cudaMemcpy(&v, aux[r], sizeof v, cudaMemcpyDeviceToHost);
+      };
+      if (cudaSetDevice(0) != cudaSuccess) return void(errors[r] = "cudaSetDevice");
+      for (int k = 0; k < kRepeats; ++k) {
+        auxCall(ncclInt32, ncclSum);  // the tools' barrier
+        for (int i = 0; i < kQueued; ++i)
+          call(ncclAllReduce(send[r], recv[r], 2, ncclFloat32, ncclSum, comms[r], streams[r]));
+        cudaStreamSynchronize(streams[r]);
+        auxCall(ncclFloat64, ncclMax);  // the tools' time
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+    float got[2] = {};
+    ASSERT_EQ(cudaMemcpy(got, recv[r], sizeof got, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(got[0], 10.0f) << "rank " << r;
+    EXPECT_EQ(got[1], 10.0f) << "rank " << r;
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(ncclCommDestroy(comms[r]), ncclSuccess);
+    cudaFree(send[r]);
+    cudaFree(recv[r]);
+    cudaFree(aux[r]);
+    cudaStreamDestroy(streams[r]);
+  }
+}
+
 // All-gather and scatter from a thread per rank, each thread destroying its
 // own communicator once every rank's stream is done, as the perf tools' -t
 // does (on an H200, staged, 4 ranks: scatter_perf and all_gather_perf stalled

@@ -215,11 +215,11 @@ Result releaseStreams(cudaStream_t stream, const std::vector<const void*>& joine
 // The launch's watchdog (lanes/beacon_watch.h), on the first communicator's
 // watch thread: the lanes as the host planned them, each seen through its
 // beacon; stopping them raises every communicator's abort word.
-void watchLaunch(const std::vector<CommLaunch*>& group, const BeaconRange& beacons) {
+void watchLaunch(const std::vector<CommLaunch*>& group, const std::shared_ptr<BeaconLease>& beacons) {
   DeviceProxy* first = group.front()->proxy;
   auto watched = std::make_unique<lanes::LaneGroup>();
   std::vector<DeviceProxy*> proxies;
-  size_t at = beacons.first;
+  size_t at = beacons->range().first;
   for (CommLaunch* c : group) {
     std::vector<engine::Task> tasks;
     for (const engine::Task* t : c->tasks) tasks.push_back(*t);
@@ -230,9 +230,8 @@ void watchLaunch(const std::vector<CommLaunch*>& group, const BeaconRange& beaco
     at += n;
     proxies.push_back(c->proxy);
   }
-  first->watch().add(std::make_unique<lanes::BeaconWatch>(std::move(watched), [proxies] {
-    for (DeviceProxy* p : proxies) p->abort();
-  }));
+  first->watch().add(std::make_unique<lanes::BeaconWatch>(
+      std::move(watched), [proxies] { for (DeviceProxy* p : proxies) p->abort(); }, beacons));
 }
 
 // One kernel for every communicator of the group on one device
@@ -269,11 +268,12 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   // whichever communicator it belongs to. A watched launch's is the beacon
   // after its lanes' (zeroed when taken, returned after the kernel).
   uint32_t* failureWord = first->words().deviceLaneFailure();
-  BeaconRange beacons;
+  std::shared_ptr<BeaconLease> beacons;
   if (first->beacons().take(nlanes + 1, &beacons)) {
-    for (size_t p = 0, at = beacons.first; p < parts.size(); at += parts[p].program->lanes.size(), ++p)
+    const size_t from = beacons->range().first;
+    for (size_t p = 0, at = from; p < parts.size(); at += parts[p].program->lanes.size(), ++p)
       parts[p].beacons = static_cast<executor::LaneBeacon*>(first->beacons().at(at));
-    failureWord = static_cast<uint32_t*>(first->beacons().at(beacons.first + nlanes));
+    failureWord = static_cast<uint32_t*>(first->beacons().at(from + nlanes));
   } else {
     BRAID_WARN("rank %d: more than %zu plan kernel lanes in flight: this launch of %u runs unwatched (no "
                "BRAID_TIMEOUT, no lost-peer detection until earlier launches end)",
@@ -321,7 +321,7 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
     // Freed in stream order, after the kernel (or at once if it never launched).
     r = cudaFailure("cudaFreeAsync", cudaGetLastError());
   }
-  if (r.ok() && beacons.count == 0) {
+  if (r.ok() && !beacons) {
     auto check = std::make_unique<FailureCheck>();
     check->wordOwner = first;
     for (const CommLaunch* c : group) check->comms.push_back(c->comm);
@@ -332,7 +332,7 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   for (const CommLaunch* c : group)
     if (r.ok()) r = c->proxy->noteLaneKernel(stream);
   if (r.ok()) r = releaseStreams(stream, launch.joined);
-  if (r.ok() && beacons.count > 0) watchLaunch(group, beacons);
+  if (r.ok() && beacons) watchLaunch(group, beacons);
   inflight.beacons = beacons;
   inflight.done.emplace_back();
   const Result recorded = inflight.done.back().record(stream);

@@ -326,7 +326,6 @@ bool DeviceProxy::reclaimInflight() {
   for (size_t i = 0; i < inflight_.size(); ++i) {
     if (finished(inflight_[i])) {
       for (const PinnedBlock& b : inflight_[i].blocks) pool_.release(b);
-      beacons_.release(inflight_[i].beacons);
       addOutstandingKernels(-1);
       continue;
     }

@@ -61,7 +61,7 @@ struct DeviceJob {
 // Staging memory of a job, in use until the copies back to the device are done.
 struct InflightJob {
   std::vector<PinnedBlock> blocks;
-  BeaconRange beacons;  // a plan kernel's lanes' (none: count 0)
+  std::shared_ptr<BeaconLease> beacons;  // a plan kernel's lanes' (none: null)
   std::vector<CudaEvent> done;
 };
 

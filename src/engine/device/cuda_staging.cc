@@ -192,31 +192,33 @@ Result MappedBeacons::allocate() {
                                                       "device (no unified addressing): plan kernels need it");
   }
   block_ = static_cast<char*>(p);
-  busy_.assign(kCapacity, false);
+  slots_->busy.assign(kCapacity, false);
   return Result::success();
 }
 
-bool MappedBeacons::take(size_t count, BeaconRange* out) {
-  std::lock_guard<std::mutex> lock(mu_);
+bool MappedBeacons::take(size_t count, std::shared_ptr<BeaconLease>* out) {
+  std::lock_guard<std::mutex> lock(slots_->mu);
+  std::vector<bool>& busy = slots_->busy;
   if (!block_ || count == 0 || count > kCapacity) return false;
   for (size_t first = 0, run = 0; first + run < kCapacity;) {
-    if (busy_[first + run]) {
+    if (busy[first + run]) {
       first += run + 1;
       run = 0;
       continue;
     }
     if (++run < count) continue;
-    for (size_t i = first; i < first + count; ++i) busy_[i] = true;
+    for (size_t i = first; i < first + count; ++i) busy[i] = true;
     memset(block_ + first * sizeof(executor::LaneBeacon), 0, count * sizeof(executor::LaneBeacon));
-    *out = {first, count};
+    *out = std::make_shared<BeaconLease>(slots_, BeaconRange{first, count});
     return true;
   }
   return false;
 }
 
-void MappedBeacons::release(const BeaconRange& range) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (size_t i = range.first; i < range.first + range.count && i < busy_.size(); ++i) busy_[i] = false;
+BeaconLease::~BeaconLease() {
+  std::lock_guard<std::mutex> lock(slots_->mu);
+  for (size_t i = range_.first; i < range_.first + range_.count && i < slots_->busy.size(); ++i)
+    slots_->busy[i] = false;
 }
 
 void* MappedBeacons::at(size_t index) const { return block_ + index * sizeof(executor::LaneBeacon); }

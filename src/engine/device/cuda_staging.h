@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -120,10 +121,37 @@ class MappedSlots {
 // The beacons of the plan kernels' lanes (executor::LaneBeacon), in one block of
 // mapped pinned memory made when the communicator's device work starts, so
 // that a launch allocates nothing: a launch takes a run of them, returned once
-// its kernel is done. Host and device see the block at the same address (UVA).
+// its kernel is done and its watch has seen every lane end. Host and device
+// see the block at the same address (UVA).
 struct BeaconRange {
   size_t first = 0;
   size_t count = 0;
+};
+
+// Which beacons are taken; shared with the leases, which may outlive the
+// communicator's MappedBeacons.
+struct BeaconSlots {
+  std::mutex mu;
+  std::vector<bool> busy;
+};
+
+// A taken run of beacons, returned when its last holder drops it: the
+// launch's inflight job (its kernel ended) and the watch that reads the
+// beacons (it saw every lane end). Returned at the job's end alone, the run
+// was taken and zeroed by the next launch while the watch still read it as
+// the old launch's lanes (an out-of-range step: a crash on the fake runtime).
+class BeaconLease {
+ public:
+  BeaconLease(std::shared_ptr<BeaconSlots> slots, BeaconRange range)
+      : slots_(std::move(slots)), range_(range) {}
+  ~BeaconLease();
+  BeaconLease(const BeaconLease&) = delete;
+  BeaconLease& operator=(const BeaconLease&) = delete;
+  const BeaconRange& range() const { return range_; }
+
+ private:
+  std::shared_ptr<BeaconSlots> slots_;
+  BeaconRange range_;
 };
 
 class MappedBeacons {
@@ -138,15 +166,13 @@ class MappedBeacons {
   Result allocate();
   // `count` zeroed beacons, or false when that many are not free in a run
   // (the launch then runs unwatched; the caller says so).
-  bool take(size_t count, BeaconRange* out);
-  void release(const BeaconRange& range);
+  bool take(size_t count, std::shared_ptr<BeaconLease>* out);
   void* at(size_t index) const;  // a beacon's address, host and device alike
   void leak() { block_ = nullptr; }  // a kernel may still write them
 
  private:
-  std::mutex mu_;
+  std::shared_ptr<BeaconSlots> slots_ = std::make_shared<BeaconSlots>();
   char* block_ = nullptr;
-  std::vector<bool> busy_;
 };
 
 }  // namespace braid::device

@@ -28,8 +28,10 @@ void watchLanes(LaneGroup* group, ncclComm* comm, PortTable* ports, std::vector<
   group->comms.push_back(std::move(run));
 }
 
-BeaconWatch::BeaconWatch(std::unique_ptr<LaneGroup> group, std::function<void()> abortLanes)
-    : group_(std::move(group)), abortLanes_(std::move(abortLanes)), watchdog_(*group_) {}
+BeaconWatch::BeaconWatch(std::unique_ptr<LaneGroup> group, std::function<void()> abortLanes,
+                         std::shared_ptr<const void> beacons)
+    : beacons_(std::move(beacons)), group_(std::move(group)), abortLanes_(std::move(abortLanes)),
+      watchdog_(*group_) {}
 
 // A lane that has moved at all: the kernel runs (it may sit behind other work
 // on its stream before that, which is no hang of braid's).

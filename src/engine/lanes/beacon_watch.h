@@ -28,8 +28,10 @@ class BeaconWatch {
  public:
   // `group`: the launch's communicators (each CommRun's comm, tasks, program
   // and ports) and its lanes, each LaneRun with its beacon and no exec.
-  // `abortLanes` raises the words every lane's waits poll.
-  BeaconWatch(std::unique_ptr<LaneGroup> group, std::function<void()> abortLanes);
+  // `abortLanes` raises the words every lane's waits poll. `beacons` keeps
+  // the lanes' beacons from another launch while the watch reads them.
+  BeaconWatch(std::unique_ptr<LaneGroup> group, std::function<void()> abortLanes,
+              std::shared_ptr<const void> beacons = nullptr);
   BeaconWatch(const BeaconWatch&) = delete;
   BeaconWatch& operator=(const BeaconWatch&) = delete;
 
@@ -43,6 +45,7 @@ class BeaconWatch {
   bool started() const;
   void finish(const Stop& stop);
 
+  std::shared_ptr<const void> beacons_;  // released after the watchdog (declared first)
   std::unique_ptr<LaneGroup> group_;
   std::function<void()> abortLanes_;
   LaneWatchdog watchdog_;

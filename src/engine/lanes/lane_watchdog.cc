@@ -26,7 +26,18 @@ uint64_t waitingOnOf(const LaneRun& run) {
   return executor::loadRelaxed(run.beacon ? &run.beacon->waitingOn : &run.exec->waitingOn);
 }
 
-bool running(const LaneRun& run) { return !run.done && stepOf(run) < run.lane->bound.steps.size(); }
+// The step a running lane is at, read once: a plan kernel's lane moves while
+// the watch looks, and a second read may be past its last step (an index out
+// of range; a crash on the fake runtime). False when it is not running.
+bool runningAt(const LaneRun& run, uint64_t* at) {
+  if (run.done) return false;
+  *at = stepOf(run);
+  return *at < run.lane->bound.steps.size();
+}
+bool running(const LaneRun& run) {
+  uint64_t at = 0;
+  return runningAt(run, &at);
+}
 
 // Whether the lane is stuck on `peer`: waiting to receive a message from it
 // that is not (wholly) in the FIFO, or to send to it with no free slot. A
@@ -66,7 +77,7 @@ std::string rankList(const std::vector<int>& ranks) {
 
 int firstWaitedPeer(const LaneGroup& group, const ncclComm* comm) {
   for (const LaneRun& run : group.runs)
-    if (run.owner->comm == comm && running(run)) return peerOfStep(run, stepOf(run));
+    if (uint64_t at = 0; run.owner->comm == comm && runningAt(run, &at)) return peerOfStep(run, at);
   return -1;
 }
 
@@ -150,6 +161,8 @@ Stop laneFailure(const lanes::LaneRun& run) {
     case executor::ExecStatus::Aborted:
       return {fail(ncclSystemError, "communicator aborted (%s)", where.c_str()), comm};
     case executor::ExecStatus::FingerprintMismatch: {
+      if (at >= run.lane->bound.steps.size())  // never from a lane that failed at a step of its own
+        return {fail(ncclInternalError, "engine: %s: a mismatch past the lane's last step", where.c_str()), comm};
       // The other ranks hear of it (and the sender answers with its call).
       const int sender = peerOfStep(run, at);
       const engine::Task& t = run.owner->tasks[run.lane->bound.steps[at].op];
@@ -196,10 +209,10 @@ std::string describeLane(const LaneRun& run, uint64_t step) {
 std::string describeWaits(const std::vector<LaneRun>& runs) {
   std::string out;
   for (const LaneRun& run : runs) {
-    if (!running(run)) continue;
+    uint64_t at = 0;
+    if (!runningAt(run, &at)) continue;
     const ncclComm* comm = run.owner->comm;
     const PeerInfo& self = comm->peers[size_t(comm->rank)];
-    const uint64_t at = stepOf(run);
     const executor::ExecStep& s = run.lane->bound.steps[at];
     const engine::Task& t = run.owner->tasks[s.op];
     char line[400];
@@ -323,8 +336,8 @@ Stop LaneWatchdog::answerProbes() const {
     stall.long_ = probed_;
     stall.waitsOn = [this, comm = c->comm](int peer) { return waitedOn(comm, peer); };
     for (const LaneRun& run : group_.runs) {
-      if (run.owner != c.get() || !running(run)) continue;
-      const uint64_t at = stepOf(run);
+      uint64_t at = 0;
+      if (run.owner != c.get() || !runningAt(run, &at)) continue;
       stall.task = &c->tasks[run.lane->bound.steps[at].op];
       stall.waitingFor = peerOfStep(run, at);
       break;
@@ -353,8 +366,8 @@ void LaneWatchdog::probeWhenStalled(Clock::time_point now) {
   probed_ = true;
   for (const auto& c : group_.comms) {
     for (const LaneRun& run : group_.runs) {
-      if (run.owner != c.get() || !running(run) || !c->comm->bootstrap) continue;
-      const uint64_t at = stepOf(run);
+      uint64_t at = 0;
+      if (run.owner != c.get() || !runningAt(run, &at) || !c->comm->bootstrap) continue;
       const int peer = peerOfStep(run, at);
       if (peer < 0) continue;
       sendCallProbe(c->comm, peer, &c->tasks[run.lane->bound.steps[at].op]);
@@ -366,8 +379,8 @@ void LaneWatchdog::probeWhenStalled(Clock::time_point now) {
 // Names the first lane still waiting, and whom it waits for.
 Stop LaneWatchdog::stuck(const char* why) const {
   for (const LaneRun& run : group_.runs) {
-    if (!running(run)) continue;
-    const uint64_t at = stepOf(run);
+    uint64_t at = 0;
+    if (!runningAt(run, &at)) continue;
     ncclComm* comm = run.owner->comm;
     return stop(comm, fail(ncclSystemError, "rank %d: %s while waiting for rank %d (%s); that rank may have died, "
                            "hung, or called a different operation", comm->rank, why, peerOfStep(run, at),
