@@ -16,52 +16,113 @@
 # skips), and every perf tool on device memory, checked, with both device
 # engines, ranks as threads of one process and as processes sharing the GPU
 # (BRAID_GPU_PERF_CHECK=0 skips).
+#
+# A lent GPU comes with minutes of device time, so the build can be made on
+# a CPU machine with nvcc and carried:
+#   BRAID_GPU_PACK=<archive> tests/gpu/run.sh [build-dir]
+#       builds (Release, BRAID_CUDA_ARCHS default 90), lists the GPU tests and
+#       writes their binaries, the perf tools, the library and the CTest files
+#       to <archive> (about 26 MB); runs nothing. The build dir must lie in
+#       the checkout. BRAID_GPU_TEST_TIMEOUT=<s> lowers each GPU test's CTest
+#       timeout in it (a hang then costs seconds, not a quarter hour).
+#   BRAID_GPU_PREBUILT=<archive> tests/gpu/run.sh   (on the GPU machine)
+#       unpacks it where it was built, linking this checkout there when it
+#       lies elsewhere, and runs everything below without building.
+# The machine running it needs the driver and CTest; no compiler, no GoogleTest.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$repo/build-gpu}
 jobs=$(nproc)
-mkdir -p "$build"
-
-have_system_gtest() {
-  compgen -G "/usr/lib/*/cmake/GTest/GTestConfig.cmake" >/dev/null ||
-    compgen -G "/usr/lib*/cmake/GTest/GTestConfig.cmake" >/dev/null ||
-    [ -f /usr/local/lib/cmake/GTest/GTestConfig.cmake ]
-}
-
-gtest_args=()
-if [ -n "${GTEST_ROOT:-}" ]; then
-  gtest_args=(-DGTEST_ROOT="$GTEST_ROOT" -DGTest_ROOT="$GTEST_ROOT")
-elif [ -n "${GTEST_SRC:-}" ] || ! have_system_gtest; then
-  src=""
-  for d in "${GTEST_SRC:-}" /usr/src/googletest "$repo/shared/googletest"; do
-    if [ -n "$d" ] && [ -f "$d/CMakeLists.txt" ]; then src=$d; break; fi
-  done
-  if [ -z "$src" ]; then
-    echo "run.sh: no GoogleTest: install libgtest-dev, or set GTEST_ROOT or GTEST_SRC" >&2
-    exit 2
-  fi
-  prefix=$build/googletest
-  if [ ! -f "$prefix/.installed" ]; then
-    echo "run.sh: building GoogleTest from $src"
-    cmake -S "$src" -B "$build/googletest-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DBUILD_GMOCK=OFF -DINSTALL_GTEST=ON -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
-      -DCMAKE_INSTALL_PREFIX="$prefix" >/dev/null
-    cmake --build "$build/googletest-build" -j "$jobs" >/dev/null
-    cmake --install "$build/googletest-build" >/dev/null
-    touch "$prefix/.installed"
-  fi
-  gtest_args=(-DGTEST_ROOT="$prefix" -DGTest_ROOT="$prefix")
-fi
-
-arch_args=()
-if [ -n "${BRAID_CUDA_ARCHS:-}" ]; then arch_args=(-DBRAID_CUDA_ARCHS="$BRAID_CUDA_ARCHS"); fi
-
 tools=(all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf reduce_perf alltoall_perf
        sendrecv_perf gather_perf scatter_perf)
-cmake -S "$repo" -B "$build" -G Ninja -DBRAID_CUDA=ON -DBRAID_BUILD_BENCH=ON \
-  ${gtest_args[@]+"${gtest_args[@]}"} ${arch_args[@]+"${arch_args[@]}"}
-cmake --build "$build" -j "$jobs" --target braid_gpu_tests braidrun "${tools[@]}"
+
+# BRAID_GPU_PREBUILT: the archive names the checkout and build dir it came from.
+if [ -n "${BRAID_GPU_PREBUILT:-}" ]; then
+  archive=$(cd "$(dirname "$BRAID_GPU_PREBUILT")" && pwd)/$(basename "$BRAID_GPU_PREBUILT")
+  read -r packed_repo packed_build < <(tar -xzOf "$archive" PACKED_AT)
+  if [ "$packed_repo" != "$repo" ]; then
+    if [ ! -e "$packed_repo" ]; then
+      mkdir -p "$(dirname "$packed_repo")"
+      ln -s "$repo" "$packed_repo"
+    elif [ "$(cd "$packed_repo" && pwd -P)" != "$(cd "$repo" && pwd -P)" ]; then
+      echo "run.sh: $archive was built in $packed_repo, which is another checkout here" >&2
+      exit 2
+    fi
+  fi
+  tar -xzf "$archive" -C "$packed_repo" --exclude PACKED_AT
+  build=$packed_repo/$packed_build
+  echo "run.sh: the build packed in $archive, at $build"
+fi
+mkdir -p "$build"
+
+build_here() {
+  have_system_gtest() {
+    compgen -G "/usr/lib/*/cmake/GTest/GTestConfig.cmake" >/dev/null ||
+      compgen -G "/usr/lib*/cmake/GTest/GTestConfig.cmake" >/dev/null ||
+      [ -f /usr/local/lib/cmake/GTest/GTestConfig.cmake ]
+  }
+
+  gtest_args=()
+  if [ -n "${GTEST_ROOT:-}" ]; then
+    gtest_args=(-DGTEST_ROOT="$GTEST_ROOT" -DGTest_ROOT="$GTEST_ROOT")
+  elif [ -n "${GTEST_SRC:-}" ] || ! have_system_gtest; then
+    src=""
+    for d in "${GTEST_SRC:-}" /usr/src/googletest "$repo/shared/googletest"; do
+      if [ -n "$d" ] && [ -f "$d/CMakeLists.txt" ]; then src=$d; break; fi
+    done
+    if [ -z "$src" ]; then
+      echo "run.sh: no GoogleTest: install libgtest-dev, or set GTEST_ROOT or GTEST_SRC" >&2
+      exit 2
+    fi
+    prefix=$build/googletest
+    if [ ! -f "$prefix/.installed" ]; then
+      echo "run.sh: building GoogleTest from $src"
+      cmake -S "$src" -B "$build/googletest-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DBUILD_GMOCK=OFF -DINSTALL_GTEST=ON -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
+        -DCMAKE_INSTALL_PREFIX="$prefix" >/dev/null
+      cmake --build "$build/googletest-build" -j "$jobs" >/dev/null
+      cmake --install "$build/googletest-build" >/dev/null
+      touch "$prefix/.installed"
+    fi
+    gtest_args=(-DGTEST_ROOT="$prefix" -DGTest_ROOT="$prefix")
+  fi
+
+  arch_args=()
+  if [ -n "${BRAID_CUDA_ARCHS:-}" ]; then arch_args=(-DBRAID_CUDA_ARCHS="$BRAID_CUDA_ARCHS"); fi
+  if [ -n "${BRAID_GPU_PACK:-}" ]; then
+    [ -n "${BRAID_CUDA_ARCHS:-}" ] || arch_args=(-DBRAID_CUDA_ARCHS=90)
+    arch_args+=(-DCMAKE_BUILD_TYPE=Release)
+  fi
+
+  cmake -S "$repo" -B "$build" -G Ninja -DBRAID_CUDA=ON -DBRAID_BUILD_BENCH=ON \
+    ${gtest_args[@]+"${gtest_args[@]}"} ${arch_args[@]+"${arch_args[@]}"}
+  cmake --build "$build" -j "$jobs" --target braid_gpu_tests braidrun "${tools[@]}"
+}
+
+# BRAID_GPU_PACK: the files a run needs, relative to the checkout.
+pack() {
+  case "$build" in "$repo"/*) ;; *) echo "run.sh: to pack, the build dir must lie in $repo" >&2; exit 2 ;; esac
+  local rel=${build#"$repo"/}
+  (cd "$build" && ctest -N -L gpu >/dev/null)  # lists each test program's tests (gtest discovery)
+  if [ -n "${BRAID_GPU_TEST_TIMEOUT:-}" ]; then
+    sed -i -E "s/TIMEOUT ([0-9]+)/TIMEOUT $BRAID_GPU_TEST_TIMEOUT/g" "$build"/tests/gpu/*_tests.cmake
+    sed -i -E "s/TIMEOUT \"([0-9]+)\"/TIMEOUT \"$BRAID_GPU_TEST_TIMEOUT\"/g" "$build"/tests/gpu/CTestTestfile.cmake
+  fi
+  local list meta
+  list=$(mktemp) meta=$(mktemp -d)
+  (cd "$repo" && find "$rel" \( -name CTestTestfile.cmake -o -name '*_include.cmake' -o -name '*_tests.cmake' \) \
+     -print && ls -d "$rel"/tests/gpu/gpu_*_test "$rel"/bench/braidrun "$rel"/libbraid.so* "$rel"/libnccl.so* &&
+     for t in "${tools[@]}"; do echo "$rel/bench/$t"; done) >"$list"
+  echo "$repo $rel" >"$meta/PACKED_AT"
+  tar -czf "$BRAID_GPU_PACK" -C "$repo" -T "$list" -C "$meta" PACKED_AT
+  rm -rf "$list" "$meta"
+  echo "run.sh: packed $(wc -c <"$BRAID_GPU_PACK") bytes into $BRAID_GPU_PACK; on the GPU machine:" \
+       "BRAID_GPU_PREBUILT=<it> tests/gpu/run.sh"
+}
+
+if [ -z "${BRAID_GPU_PREBUILT:-}" ]; then build_here; fi
+if [ -n "${BRAID_GPU_PACK:-}" ]; then pack; exit 0; fi
 export BRAID_REQUIRE_GPU=${BRAID_REQUIRE_GPU:-1}
 cd "$build"
 status=0
