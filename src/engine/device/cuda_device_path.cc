@@ -409,10 +409,10 @@ bool singleRankCopies(const std::vector<engine::Task>& tasks) {
   });
   if (!oneRank) return false;
   if (std::none_of(tasks.begin(), tasks.end(), isSendOrRecv)) return true;
-  std::vector<std::pair<size_t, size_t>> pairs;
+  std::vector<std::pair<size_t, size_t>> unused;
   const bool oneStream = std::all_of(tasks.begin(), tasks.end(),
                                      [&](const engine::Task& t) { return t.stream == tasks.front().stream; });
-  return oneStream && selfPairs(tasks, &pairs);
+  return oneStream && selfPairs(tasks, &unused);
 }
 
 Result copySingleRankCalls(const std::vector<engine::Task>& tasks) {

@@ -266,7 +266,8 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   for (const auto& part : parts) nlanes += uint32_t(part.program->lanes.size());
   // One failure word for the launch: a lane that fails ends every lane of it,
   // whichever communicator it belongs to. A watched launch's is the beacon
-  // after its lanes' (zeroed when taken, returned after the kernel).
+  // after its lanes' (zeroed when taken, returned after the kernel and its
+  // watch: BeaconLease).
   uint32_t* failureWord = first->words().deviceLaneFailure();
   std::shared_ptr<BeaconLease> beacons;
   if (first->beacons().take(nlanes + 1, &beacons)) {
