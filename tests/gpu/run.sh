@@ -40,7 +40,11 @@ tools=(all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf reduce
 # BRAID_GPU_PREBUILT: the archive names the checkout and build dir it came from.
 if [ -n "${BRAID_GPU_PREBUILT:-}" ]; then
   archive=$(cd "$(dirname "$BRAID_GPU_PREBUILT")" && pwd)/$(basename "$BRAID_GPU_PREBUILT")
-  read -r packed_repo packed_build < <(tar -xzOf "$archive" PACKED_AT)
+  read -r packed_repo packed_build < <(tar -xzOf "$archive" PACKED_AT 2>/dev/null) || true
+  if [ -z "${packed_repo:-}" ] || [ -z "${packed_build:-}" ]; then
+    echo "run.sh: $archive is not an archive of BRAID_GPU_PACK (no PACKED_AT in it)" >&2
+    exit 2
+  fi
   if [ "$packed_repo" != "$repo" ]; then
     if [ ! -e "$packed_repo" ]; then
       mkdir -p "$(dirname "$packed_repo")"
