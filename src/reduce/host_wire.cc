@@ -37,40 +37,41 @@ BRAID_WIRE_AVX2_ATTR void runE4M3Avx2(const WirePiece& p) { runWirePieceAs<WireE
 BRAID_WIRE_AVX2_ATTR void runE5M2Avx2(const WirePiece& p) { runWirePieceAs<WireE5M2Avx2>(p); }
 BRAID_WIRE_AVX2_ATTR void runE4M3OfBf16Avx2(const WirePiece& p) { runWirePieceAs<WireE4M3Avx2, BFloat16>(p); }
 BRAID_WIRE_AVX2_ATTR void runE5M2OfBf16Avx2(const WirePiece& p) { runWirePieceAs<WireE5M2Avx2, BFloat16>(p); }
-
-// A scaled wire type's piece on the AVX2 codecs; false where the CPU lacks them.
-bool runScaledAvx2(const WirePiece& p) {
-  if (!wireCodecsAvx2Usable()) return false;
-  if (p.data == ncclBfloat16) {
-    if (p.wire == WireType::Fp8E4M3) return runE4M3OfBf16Avx2(p), true;
-    if (p.wire == WireType::Fp8E5M2) return runE5M2OfBf16Avx2(p), true;
-    return true;  // nothing to do, as below
-  }
-  switch (p.wire) {
-    case WireType::Float16: return runF16Avx2(p), true;
-    case WireType::Fp8E4M3: return runE4M3Avx2(p), true;
-    case WireType::Fp8E5M2: return runE5M2Avx2(p), true;
-    default: return false;
-  }
-}
-#else
-bool runScaledAvx2(const WirePiece&) { return false; }
 #endif
+
+// The scaled wire types' loops on one set of codecs.
+struct ScaledLoops {
+  void (*f16)(const WirePiece&);
+  void (*e4m3)(const WirePiece&);
+  void (*e5m2)(const WirePiece&);
+  void (*e4m3OfBf16)(const WirePiece&);
+  void (*e5m2OfBf16)(const WirePiece&);
+};
+
+// The AVX2 codecs where the CPU has them, else the portable ones.
+const ScaledLoops& scaledLoops() {
+  static constexpr ScaledLoops kPortable{runF16, runE4M3, runE5M2, runE4M3OfBf16, runE5M2OfBf16};
+#if BRAID_WIRE_AVX2
+  static constexpr ScaledLoops kAvx2{runF16Avx2, runE4M3Avx2, runE5M2Avx2, runE4M3OfBf16Avx2, runE5M2OfBf16Avx2};
+  if (wireCodecsAvx2Usable()) return kAvx2;
+#endif
+  return kPortable;
+}
 
 }  // namespace
 
 void runWirePieceOnHost(const WirePiece& p) {
-  if (wireScaled(p.wire) && runScaledAvx2(p)) return;
+  const ScaledLoops& scaled = scaledLoops();
   if (p.data == ncclBfloat16) {
-    if (p.wire == WireType::Fp8E4M3) return runE4M3OfBf16(p);
-    if (p.wire == WireType::Fp8E5M2) return runE5M2OfBf16(p);
+    if (p.wire == WireType::Fp8E4M3) return scaled.e4m3OfBf16(p);
+    if (p.wire == WireType::Fp8E5M2) return scaled.e5m2OfBf16(p);
     return;  // no other wire is narrower than bfloat16 (engine/task_plan.cc)
   }
   switch (p.wire) {
     case WireType::BFloat16: return runBf16(p);
-    case WireType::Float16: return runF16(p);
-    case WireType::Fp8E4M3: return runE4M3(p);
-    case WireType::Fp8E5M2: return runE5M2(p);
+    case WireType::Float16: return scaled.f16(p);
+    case WireType::Fp8E4M3: return scaled.e4m3(p);
+    case WireType::Fp8E5M2: return scaled.e5m2(p);
     case WireType::None: return;
   }
 }

@@ -34,10 +34,6 @@ bool runningAt(const LaneRun& run, uint64_t* at) {
   *at = stepOf(run);
   return *at < run.lane->bound.steps.size();
 }
-bool running(const LaneRun& run) {
-  uint64_t at = 0;
-  return runningAt(run, &at);
-}
 
 // Whether the lane is stuck on `peer`: waiting to receive a message from it
 // that is not (wholly) in the FIFO, or to send to it with no free slot. A

@@ -33,7 +33,8 @@ struct PlanKey {
   int root = 0;
   reduce::WireType wire = reduce::WireType::None;  // a wire type rules algorithms out
   bool operator==(const PlanKey& o) const {
-    return comm == o.comm && commNonce == o.commNonce && coll == o.coll && count == o.count && type == o.type && root == o.root && wire == o.wire;
+    return comm == o.comm && commNonce == o.commNonce && coll == o.coll && count == o.count && type == o.type &&
+           root == o.root && wire == o.wire;
   }
 };
 
