@@ -72,6 +72,9 @@ struct OpBuffers {
   // every rank, in rank order, where this lane can read them; null elsewhere.
   const OpBuffers* const* peers = nullptr;
   uint32_t npeers = 0;
+  // WireType::Fixed64 (reproducible mode, host only): each input block's
+  // fixed-point shift (reduce/fixed_point.h); null otherwise.
+  const int32_t* fixedShifts = nullptr;
 };
 
 // Everything one lane needs, in memory its threads can reach.

@@ -21,6 +21,9 @@
 #include "kernels/executor/plan_interpreter.h"
 #include "reduce/wire_format.h"
 #include "reduce/wire_loops.h"
+#if !defined(__CUDA_ARCH__)
+#include "reduce/fixed_point.h"
+#endif
 
 namespace braid::executor {
 
@@ -80,10 +83,55 @@ BRAID_HD void computeWireStep(const G& g, const OpBuffers& o, const ExecStep& s,
   g.sync();
 }
 
+#if !defined(__CUDA_ARCH__)
+// A step of reproducible mode's exact sums (WireType::Fixed64, host only):
+// int64 fixed point in its messages, its float32 contribution converted as
+// it is added, the sum back in float32 where the step finishes it. Its
+// element's block, hence its shift, is its place in the input, so only steps
+// that read their contribution from the input, or only forward, run it (the
+// ring's reduce-scatter: tuning/planner.cc plans it on the ring only).
+inline bool fixedStepRuns(const OpBuffers& o, const ExecStep& s) {
+  using schedule::StepKind;
+  if (s.kind == StepKind::RecvCopySend) return true;
+  const bool readsInput = s.kind == StepKind::Send || s.kind == StepKind::RecvReduceSend ||
+                          s.kind == StepKind::RecvReduceCopy || s.kind == StepKind::RecvReduceCopySend ||
+                          s.kind == StepKind::Copy;
+  return readsInput && s.srcBuffer == schedule::Buffer::Input && o.fixedShifts != nullptr &&
+         o.op.type == ncclFloat32;
+}
+
+template <class G>
+void computeFixedStep(const G& g, const OpBuffers& o, const ExecStep& s, const char* in, char* out) {
+  if (s.kind == schedule::StepKind::RecvCopySend) {
+    copyElems(g, out, in, wireBytes(reduce::WireType::Fixed64, s.count));
+    g.sync();
+    return;
+  }
+  reduce::fixed::FixedPiece p;
+  p.in = reinterpret_cast<const int64_t*>(in);
+  p.out = reinterpret_cast<int64_t*>(out);
+  p.src = bufferAt<const float>(o, s.srcBuffer, s.srcOffset);
+  p.dst = stepWritesDstKind(s.kind) ? bufferAt<float>(o, s.dstBuffer, s.dstOffset) : nullptr;
+  p.count = s.count;
+  p.firstElem = s.srcOffset;
+  p.shifts = o.fixedShifts;
+  p.divisor = o.op.kind == reduce::RedKind::SumPostDiv ? int(o.op.divisor) : 1;
+  if (g.tid() == 0) reduce::fixed::runFixedPiece(p);
+  g.sync();
+}
+#endif
+
 template <class G, class Data>
 BRAID_HD ExecStatus runWireStep(const G& g, LaneExec& L, const ExecStep& s) {
   if (s.op >= L.nops) return ExecStatus::BadStep;
   const reduce::WireType w = reduce::WireType(L.ops[s.op].wire);
+#if !defined(__CUDA_ARCH__)
+  if (w == reduce::WireType::Fixed64) {
+    if (!fixedStepRuns(L.ops[s.op], s)) return ExecStatus::BadStep;
+    return runStepWith(g, L, s, wireBytes(w, s.count),
+                       [&](const char* in, char* out) { computeFixedStep(g, L.ops[s.op], s, in, out); });
+  }
+#endif
   return runStepWith(g, L, s, wireBytes(w, s.count),
                      [&](const char* in, char* out) { computeWireStep<G, Data>(g, L.ops[s.op], s, in, out); });
 }

@@ -9,16 +9,9 @@
 #include "core/group.h"
 #include "engine/comm.h"
 #include "engine/device/device.h"
+#include "reduce/fixed_point.h"
 #include "reduce/host_reduce.h"
 #include "reduce/numeric.h"
-
-// AVX2 copies of the conversion loops, chosen at run time where the CPU has
-// it (x86-64 only; elsewhere the compiler's own vectorisation).
-#if defined(__x86_64__) && defined(__GNUC__)
-#define BRAID_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define BRAID_AVX2_CLONES
-#endif
 
 namespace braid::core {
 namespace reproducible {
@@ -70,51 +63,6 @@ inline int64_t roundToInteger(double y) {
                                            : static_cast<int64_t>(y);
 }
 
-// float32 to fixed point with integer operations only, written so that the
-// loop vectorises (AVX2 where the CPU has it, chosen at run time): the
-// rounding in 32-bit lanes (eight a vector), only the final shift, sign and
-// mask in 64-bit ones; no branch, no shift of a constant (GCC does not
-// vectorise 1 << n). value = m * 2^(e - 150) times 2^shift; a shift to the
-// right by r rounds to nearest even: t = 2m >> r holds the kept bits and the
-// rounding bit below them, and bits shifted out past that are not zero
-// where t << r differs from 2m (r <= 26: m < 2^24 rounds to 0 from r = 25).
-// NaN and inf give 0. Checked against the plain 64-bit version for every
-// float32 bit pattern at twelve shifts.
-BRAID_AVX2_CLONES void floatToFixed(const uint32_t* bits, size_t count, int shift, int64_t* out) {
-  for (size_t i = 0; i < count; ++i) {
-    const uint32_t w = bits[i];
-    const uint32_t e = (w >> 23) & 0xff;
-    const uint32_t normal = uint32_t(e != 0);
-    const uint32_t m = (w & 0x7fffffu) | (normal << 23);
-    const int32_t k = int32_t(e | (1 - normal)) - 150 + shift;  // a subnormal's exponent is 1's
-    const uint32_t left = uint32_t(k > 0 ? k : 0);
-    const uint32_t right = uint32_t(k < 0 ? (k > -26 ? -k : 26) : 0);
-    const uint32_t twice = m << 1;
-    const uint32_t t = twice >> right;
-    const uint32_t q = t >> 1;
-    const uint32_t up = t & (uint32_t(twice != (t << right)) | q) & 1;
-    const uint64_t v = uint64_t(q + up) << left;
-    const uint64_t negative = 0 - uint64_t(w >> 31);
-    const uint64_t finite = 0 - uint64_t(e != 0xff);
-    out[i] = int64_t(((v ^ negative) - negative) & finite);
-  }
-}
-
-// One block of float32 words: the largest finite magnitude's bits, and
-// whether any is inf or NaN (words from 0x7f800000 up, sign cleared).
-// Separate loops of masks and unsigned maxima: that is what GCC vectorises.
-BRAID_AVX2_CLONES uint32_t floatBlockScan(const uint32_t* bits, size_t count, uint32_t* special) {
-  uint32_t largest = 0, any = 0;
-  for (size_t i = 0; i < count; ++i) {
-    const uint32_t a = bits[i] & 0x7fffffffu;
-    const uint32_t finite = a & (0u - uint32_t(a < 0x7f800000u));
-    largest = finite > largest ? finite : largest;
-  }
-  for (size_t i = 0; i < count; ++i) any |= uint32_t((bits[i] & 0x7fffffffu) >= 0x7f800000u);
-  *special = any;
-  return largest;
-}
-
 int ceilLog2(int n) {
   int lg = 0;
   while ((1 << lg) < n) ++lg;
@@ -164,7 +112,9 @@ Result refuse(const engine::Task& t, const char* why) {
 }  // namespace
 
 bool applies(const engine::Task& t) {
-  if (!t.comm->settings.reproducible || t.count == 0 || t.deviceScalar != nullptr) return false;
+  // fixedShifts: one of the mode's own fixed-point collectives.
+  if (!t.comm->settings.reproducible || t.count == 0 || t.deviceScalar != nullptr || t.fixedShifts != nullptr)
+    return false;
   if (t.coll != schedule::Collective::AllReduce && t.coll != schedule::Collective::Reduce &&
       t.coll != schedule::Collective::ReduceScatter)
     return false;
@@ -180,7 +130,7 @@ void blockExponents(const void* values, ncclDataType_t type, size_t count, int32
     for (size_t b = 0; b * kBlockElems < count; ++b) {
       uint32_t special = 0;
       const size_t at = b * kBlockElems;
-      const uint32_t largest = floatBlockScan(v + at, std::min(kBlockElems, count - at), &special);
+      const uint32_t largest = reduce::fixed::floatBlockScan(v + at, std::min(kBlockElems, count - at), &special);
       float f;
       std::memcpy(&f, &largest, sizeof f);
       words[2 * b] = largest == 0 ? kNoExponent : std::ilogb(f);
@@ -209,9 +159,9 @@ void blockExponents(const void* values, ncclDataType_t type, size_t count, int32
   });
 }
 
-int fixedPointShift(int32_t emax, int nranks) {
+int fixedPointShift(int32_t emax, int nranks, ncclDataType_t type) {
   if (emax == kNoExponent) return 0;
-  return 62 - (emax + 1 + ceilLog2(nranks));
+  return (type == ncclFloat32 ? reduce::fixed::kFloatBits : 62) - (emax + 1 + ceilLog2(nranks));
 }
 
 void toFixed(const void* values, ncclDataType_t type, size_t count, const int32_t* words, int nranks,
@@ -219,8 +169,8 @@ void toFixed(const void* values, ncclDataType_t type, size_t count, const int32_
   if (type == ncclFloat32) {
     for (size_t b = 0; b * kBlockElems < count; ++b) {
       const size_t at = b * kBlockElems;
-      floatToFixed(static_cast<const uint32_t*>(values) + at, std::min(kBlockElems, count - at),
-                   fixedPointShift(words[2 * b], nranks), fixed + at);
+      reduce::fixed::floatToFixed(static_cast<const uint32_t*>(values) + at, std::min(kBlockElems, count - at),
+                                  fixedPointShift(words[2 * b], nranks, type), fixed + at);
     }
     return;
   }
@@ -229,7 +179,7 @@ void toFixed(const void* values, ncclDataType_t type, size_t count, const int32_
     const T* v = static_cast<const T*>(values);
     for (size_t b = 0; b * kBlockElems < count; ++b) {
       // Scaling by a power of two is exact; the one rounding is to nearest even.
-      const double scale = std::ldexp(1.0, fixedPointShift(words[2 * b], nranks));
+      const double scale = std::ldexp(1.0, fixedPointShift(words[2 * b], nranks, type));
       const size_t end = std::min(count, (b + 1) * kBlockElems);
       for (size_t i = b * kBlockElems; i < end; ++i) {
         const double x = widen(v[i]);
@@ -262,7 +212,14 @@ void fromFixed(const int64_t* sums, const int64_t* codes, ncclDataType_t type, s
       const size_t b = (first + j) / kBlockElems;
       const size_t end = std::min(count, (b + 1) * kBlockElems - first);
       // avg: the division folded into the scale (the same on every rank).
-      const double unscale = std::ldexp(1.0, -fixedPointShift(words[2 * b], nranks)) / divisor;
+      const double unscale = reduce::fixed::unscaleOf(fixedPointShift(words[2 * b], nranks, type), divisor);
+      if constexpr (std::is_same<T, float>::value) {
+        if (!codes) {
+          reduce::fixed::fixedToFloat(sums + j, end - j, unscale, o + j);
+          j = end;
+          continue;
+        }
+      }
       for (; j < end; ++j) {
         const int64_t code = codes ? codes[j] : 0;
         if (code == 0) {
@@ -373,6 +330,51 @@ Result sumIntegers(const engine::Task& t, const IntegerSums& sums, int64_t* fixe
   return enqueueTask(innerTask(t, tail, tail, sums.tail, ncclSum, ncclInt64, schedule::Collective::AllReduce));
 }
 
+// Float32 without NaN or inf (the common case) sums in fixed point inside
+// the ring reduce-scatter's steps (WireType::Fixed64, reduce/fixed_point.h):
+// each rank's contribution becomes fixed point as it is first sent or added,
+// and the owner's last step writes the float32 result, so no pass converts
+// the buffer and no int64 copy of it is written. The same integers, hence
+// the same bits, as steps 2-4 below. Not where NCCL_ALGO leaves the
+// reduce-scatter no ring.
+bool sumsInTheSteps(const engine::Task& t, const IntegerSums& sums, bool special) {
+  return !special && t.type == ncclFloat32 && t.comm->nranks >= 2 &&
+         (sums.share > 0 || t.coll == schedule::Collective::ReduceScatter) &&
+         t.comm->algoFilter.allows(schedule::Collective::ReduceScatter, schedule::Algorithm::Ring);
+}
+
+Result sumInTheSteps(const engine::Task& t, const IntegerSums& sums, const std::vector<int32_t>& words) {
+  const int nranks = t.comm->nranks;
+  std::vector<int32_t> shifts(words.size() / 2);
+  for (size_t b = 0; b < shifts.size(); ++b) shifts[b] = fixedPointShift(words[2 * b], nranks, t.type);
+  const size_t size = reduce::typeSize(t.type);
+  char* out = static_cast<char*>(t.recvbuff);
+  const bool gathered = sums.share > 0;
+  char* mine = gathered ? out + sums.first * size : out;
+  engine::Task rs = innerTask(t, t.sendbuff, mine, gathered ? sums.share : t.count, ncclSum, t.type,
+                              schedule::Collective::ReduceScatter);
+  if (t.userOp == ncclAvg) {
+    rs.op.kind = reduce::RedKind::SumPostDiv;
+    rs.op.divisor = uint64_t(nranks);
+  }
+  rs.fixedShifts = shifts.data();
+  BRAID_TRY(enqueueTask(rs));
+  if (!gathered) return Result::success();
+  const int divisor = t.userOp == ncclAvg ? nranks : 1;
+  const size_t tailAt = sums.share * size_t(nranks);
+  if (sums.tail > 0) {
+    // Fewer elements than ranks: converted one by one, summed by an int64 allreduce.
+    std::vector<int64_t> tail(sums.tail);
+    const uint32_t* bits = static_cast<const uint32_t*>(t.sendbuff) + tailAt;
+    for (size_t i = 0; i < sums.tail; ++i)
+      reduce::fixed::floatToFixed(bits + i, 1, shifts[(tailAt + i) / kBlockElems], &tail[i]);
+    BRAID_TRY(enqueueTask(innerTask(t, tail.data(), tail.data(), sums.tail, ncclSum, ncclInt64,
+                                    schedule::Collective::AllReduce)));
+    fromFixed(tail.data(), nullptr, t.type, sums.tail, tailAt, words.data(), nranks, divisor, out + tailAt * size);
+  }
+  return enqueueTask(innerTask(t, mine, out, sums.share, ncclSum, t.type, schedule::Collective::AllGather));
+}
+
 Result runOnHost(const engine::Task& t) {
   if (!t.comm->settings.blocking)
     return refuse(t, "not on a non-blocking communicator (ncclConfig_t blocking=0) yet");
@@ -385,6 +387,8 @@ Result runOnHost(const engine::Task& t) {
       innerTask(t, words.data(), words.data(), words.size(), ncclMax, ncclInt32, schedule::Collective::AllReduce)));
   bool special = false;
   for (size_t b = 1; b < words.size(); b += 2) special = special || words[b] != 0;
+  const IntegerSums sums = integerSumsOf(t, shape);
+  if (sumsInTheSteps(t, sums, special)) return sumInTheSteps(t, sums, words);
   // 2. Fixed point, summed exactly on int64, in place (a reduce-scatter's
   // result lands at this rank's block, as NCCL's in-place reduce-scatter
   // does): one int64 per element of scratch, two with NaN or inf.
@@ -392,7 +396,6 @@ Result runOnHost(const engine::Task& t) {
   scratch.resize(std::max(scratch.size(), (special ? 2 : 1) * shape.all));
   int64_t* fixed = scratch.data();
   int64_t* codes = fixed + shape.all;
-  const IntegerSums sums = integerSumsOf(t, shape);
   toFixed(t.sendbuff, t.type, shape.all, words.data(), nranks, fixed);
   BRAID_TRY(sumIntegers(t, sums, fixed));
   if (special) {

@@ -18,12 +18,13 @@
 
 #include "base/result.h"
 #include "engine/task.h"
+#include "reduce/fixed_point.h"
 
 namespace braid::core {
 
 namespace reproducible {
 
-constexpr size_t kBlockElems = 256;
+constexpr size_t kBlockElems = reduce::fixed::kBlockElems;
 
 // Whether the task is one the mode changes (the others are exact already).
 bool applies(const engine::Task& t);
@@ -35,8 +36,11 @@ constexpr int32_t kNoExponent = INT32_MIN / 2;
 void blockExponents(const void* values, ncclDataType_t type, size_t count, int32_t* words);
 
 // The fixed-point shift of a block whose agreed exponent is `emax`, for sums
-// of `nranks` values: every |value| * 2^shift < 2^62 / 2^ceil(log2 nranks).
-int fixedPointShift(int32_t emax, int nranks);
+// of `nranks` values of `type`: every |value| * 2^shift < 2^B / 2^ceil(log2
+// nranks), with B = 51 for float32 (every sum then is exact in a double: the
+// vector units convert both ways in two instructions, reduce/fixed_point.h)
+// and 62 for the other types (float64 keeps more bits than its own sum).
+int fixedPointShift(int32_t emax, int nranks, ncclDataType_t type);
 
 // values -> round(value * 2^shift of its block); non-finite values give 0.
 void toFixed(const void* values, ncclDataType_t type, size_t count, const int32_t* words, int nranks,

@@ -32,6 +32,12 @@ struct Task {
   // The format of its messages (CommSettings::wireType where it applies,
   // engine/task_plan.h wireTypeFor), fixed when the call is recorded.
   reduce::WireType wire = reduce::WireType::None;
+  // Reproducible mode's exact sums of float32 (core/reproducible.h): the
+  // fixed-point shift of each block of reduce::fixed::kBlockElems elements
+  // of the input, which the ranks agreed on; set, the call's messages are
+  // int64 fixed point (WireType::Fixed64) and its op's divisor divides the
+  // sums (avg). Owned by the caller until the call ends.
+  const int32_t* fixedShifts = nullptr;
 };
 
 // A call this rank ran lately and the fingerprint of its messages

@@ -7,6 +7,7 @@ namespace braid::engine {
 
 reduce::WireType wireTypeFor(const Task& t) {
   const ncclComm* comm = t.comm;
+  if (t.fixedShifts != nullptr) return reduce::WireType::Fixed64;
   const reduce::WireType wire = comm->settings.wireType;
   if (wire == reduce::WireType::None || comm->nranks < 2) return reduce::WireType::None;
   // float32 under every wire type; bfloat16 only under the fp8 ones, which are narrower.
@@ -54,7 +55,8 @@ schedule::CollShape shapeOf(const Task& t, int nchannels, bool peerAccess) {
   s.algorithm = choice.algorithm;
   s.chunkElems = choice.chunkElems;
   s.nchannels = choice.nchannels;
-  if (t.wire != reduce::WireType::None) s.align = reduce::kWireGroup;
+  // A narrowed wire's pieces start at its groups; fixed point has none.
+  if (t.wire != reduce::WireType::None && t.wire != reduce::WireType::Fixed64) s.align = reduce::kWireGroup;
   s.order = &comm->ringOrder;
   return s;
 }

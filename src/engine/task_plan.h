@@ -13,7 +13,8 @@ tuning::TuningInput tuningInputOf(const Task& t);
 
 // The format of the call's messages: the communicator's wire type
 // (CommSettings::wireType) for float32 sums and averages (allreduce,
-// reduce-scatter, reduce) over more than one rank; else None.
+// reduce-scatter, reduce) over more than one rank; Fixed64 for reproducible
+// mode's exact sums (Task::fixedShifts); else None.
 reduce::WireType wireTypeFor(const Task& t);
 // `nchannels` > 0 replaces the communicator's channel count (plan kernels
 // choose theirs per call: tuning/device_channels.h). `peerAccess`: the call

@@ -72,7 +72,8 @@ void runWirePieceOnHost(const WirePiece& p) {
     case WireType::Float16: return scaled.f16(p);
     case WireType::Fp8E4M3: return scaled.e4m3(p);
     case WireType::Fp8E5M2: return scaled.e5m2(p);
-    case WireType::None: return;
+    case WireType::None:
+    case WireType::Fixed64: return;  // reduce/fixed_point.h runs fixed-point steps
   }
 }
 

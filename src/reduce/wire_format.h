@@ -39,15 +39,23 @@
 
 namespace braid::reduce {
 
-enum class WireType : uint8_t { None = 0, BFloat16, Float16, Fp8E4M3, Fp8E5M2 };
+// Fixed64: not a user's choice but reproducible mode's exact sums
+// (core/reproducible.h): messages of int64 fixed point, each value scaled by
+// its block's agreed power of two (OpBuffers::fixedShifts), added as integers
+// at every hop and turned back into float32 once by the owner
+// (reduce/fixed_point.h).
+enum class WireType : uint8_t { None = 0, BFloat16, Float16, Fp8E4M3, Fp8E5M2, Fixed64 };
 
 constexpr uint32_t kWireGroup = 32;          // values per scaled group
 constexpr uint8_t kWireGroupE5M2 = 1;        // header flag: an e4m3 group coded in e5m2
 constexpr uint8_t kWireGroupSlow = 2;        // header flag: infinities, NaN or a scale past 2^100
 constexpr uint64_t kWireHeaderAlign = 16;    // codes start 16-byte aligned
 
-BRAID_HD BRAID_INLINE bool wireScaled(WireType w) { return w != WireType::BFloat16 && w != WireType::None; }
+BRAID_HD BRAID_INLINE bool wireScaled(WireType w) {
+  return w != WireType::BFloat16 && w != WireType::None && w != WireType::Fixed64;
+}
 BRAID_HD BRAID_INLINE uint32_t wireCodeBytes(WireType w) {
+  if (w == WireType::Fixed64) return 8;
   return w == WireType::Fp8E4M3 || w == WireType::Fp8E5M2 ? 1 : w == WireType::None ? 4 : 2;
 }
 BRAID_HD BRAID_INLINE uint64_t wireGroups(uint64_t n) { return (n + kWireGroup - 1) / kWireGroup; }
@@ -76,6 +84,7 @@ inline const char* wireTypeName(WireType w) {
     case WireType::Float16: return "fp16";
     case WireType::Fp8E4M3: return "fp8e4m3";
     case WireType::Fp8E5M2: return "fp8e5m2";
+    case WireType::Fixed64: return "fixed64";
     case WireType::None: break;
   }
   return "none";

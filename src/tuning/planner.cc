@@ -183,6 +183,8 @@ PlanChoice choosePlan(const TuningInput& in) {
       implemented |= 1u << a;
   if (!in.peerAccess || in.wire != reduce::WireType::None)
     implemented &= ~(1u << static_cast<int>(schedule::Algorithm::PeerAccess));
+  // Fixed-point steps keep no partial sum in a buffer (the ring streams them).
+  if (in.wire == reduce::WireType::Fixed64) implemented &= 1u << static_cast<int>(schedule::Algorithm::Ring);
   if (!logEnabled(LogLevel::Info, kLogTuning)) return choosePlanAmong(in, implemented, nullptr);
   double perAlgorithm[schedule::kNumAlgorithms];
   PlanChoice c = choosePlanAmong(in, implemented, perAlgorithm);

@@ -35,6 +35,7 @@ struct TuningInput {
   // A wire type (Task::wire): only algorithms that compute each finished value
   // on one rank (algorithmHasOneOwner), so that every rank gets its bits; the
   // model prices the wire's bytes, and a chunk fills a slot with narrow values.
+  // Fixed64 (reproducible mode's exact sums): the ring only.
   reduce::WireType wire = reduce::WireType::None;
   // Every rank's buffers are addressable by every lane and the ranks' calls
   // run as one launch or host group (engine/lanes/peer_access.h): only then

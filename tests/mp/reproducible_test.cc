@@ -18,6 +18,9 @@
 #include <random>
 #include <string>
 #include <vector>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 #include "common/mp_harness.h"
 #include "common/mp_nccl.h"
@@ -51,6 +54,17 @@ std::vector<float> contribution(int c, size_t n) {
   if (c == 1) v[11] = -inf, v[300] = inf;
   if (c == 2) v[11] = inf, v[300] = inf;  // -inf and +inf: NaN; two +inf: +inf
   if (c == 1 && n > kCount) v[n - 1] = NAN;  // among the elements left over
+  return v;
+}
+
+// The same without its infinities and NaN, and with blocks of different
+// largest exponents (each block's values scaled by its own power of two):
+// such calls sum inside the ring reduce-scatter's steps (fixed-point
+// messages, each block at its own shift) where the plan allows it.
+std::vector<float> finiteContribution(int c, size_t n) {
+  std::vector<float> v = contribution(c, n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = std::isfinite(v[i]) ? std::ldexp(v[i], int(i / rep::kBlockElems % 5) * 3 - 6) : 1.5f;
   return v;
 }
 
@@ -150,6 +164,23 @@ void runConfig(const Config& c, const std::string& dir) {
           MP_NCCL_CHECK(ncclAllReduce(in.data(), out.data(), kLargeCount, ncclFloat32, ncclAvg, comm, nullptr));
           save("allreduce_f32_large", out.data(), out.size() * sizeof(float));
         }
+        // Finite float32 (summed in the ring's steps where it runs): a large
+        // allreduce sum in place, and a reduce-scatter avg out of place whose
+        // ranks' shares start inside a block.
+        {
+          // Twice: the second call, of the same shape, reruns the first's
+          // kept plan with its own blocks' shifts (here all 2^12 apart).
+          std::vector<float> buf = finiteContribution(mine, kLargeCount);
+          for (float& x : buf) x = std::ldexp(x, 12);
+          MP_NCCL_CHECK(ncclAllReduce(buf.data(), buf.data(), kLargeCount, ncclFloat32, ncclSum, comm, nullptr));
+          buf = finiteContribution(mine, kLargeCount);
+          MP_NCCL_CHECK(ncclAllReduce(buf.data(), buf.data(), kLargeCount, ncclFloat32, ncclSum, comm, nullptr));
+          save("allreduce_f32_finite", buf.data(), buf.size() * sizeof(float));
+          const std::vector<float> in = finiteContribution(mine, kCount * size_t(nranks));
+          std::vector<float> out(kCount);
+          MP_NCCL_CHECK(ncclReduceScatter(in.data(), out.data(), kCount, ncclFloat32, ncclAvg, comm, nullptr));
+          save("reducescatter_f32_finite", out.data(), out.size() * sizeof(float));
+        }
         // ReduceScatter sum, float64.
         {
           std::vector<unsigned char> in = bytesOf(contribution(mine, kCount * size_t(nranks)), ncclFloat64);
@@ -173,9 +204,11 @@ std::vector<unsigned char> readFile(const std::string& path) {
   return std::vector<unsigned char>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
-std::vector<std::vector<unsigned char>> contributions(int n, size_t count, ncclDataType_t type) {
+std::vector<std::vector<unsigned char>> contributions(int n, size_t count, ncclDataType_t type,
+                                                     bool finite = false) {
   std::vector<std::vector<unsigned char>> out;
-  for (int c = 0; c < n; ++c) out.push_back(bytesOf(contribution(c, count), type));
+  for (int c = 0; c < n; ++c)
+    out.push_back(bytesOf(finite ? finiteContribution(c, count) : contribution(c, count), type));
   return out;
 }
 
@@ -207,6 +240,14 @@ TEST(MpReproducible, EveryPlanGivesTheReferenceBits) {
       EXPECT_EQ(readFile(dir + "/allreduce_f32_large." + std::to_string(r)),
                 reference(contributions(n, kLargeCount, ncclFloat32), ncclFloat32, kLargeCount, 0, kLargeCount, n))
           << "allreduce avg float32, " << kLargeCount << " elements, rank " << r;
+      EXPECT_EQ(readFile(dir + "/allreduce_f32_finite." + std::to_string(r)),
+                reference(contributions(n, kLargeCount, ncclFloat32, true), ncclFloat32, kLargeCount, 0,
+                          kLargeCount, 1))
+          << "allreduce float32 without inf or NaN, " << kLargeCount << " elements, rank " << r;
+      EXPECT_EQ(readFile(dir + "/reducescatter_f32_finite." + std::to_string(r)),
+                reference(contributions(n, kCount * size_t(n), ncclFloat32, true), ncclFloat32, kCount * size_t(n),
+                          kCount * size_t(r), kCount, n))
+          << "reduce-scatter avg float32 without inf or NaN, rank " << r;
       EXPECT_EQ(readFile(dir + "/reducescatter_f64." + std::to_string(r)),
                 reference(contributions(n, kCount * size_t(n), ncclFloat64), ncclFloat64, kCount * size_t(n),
                           kCount * size_t(r), kCount, 1))
@@ -216,8 +257,8 @@ TEST(MpReproducible, EveryPlanGivesTheReferenceBits) {
               reference(contributions(n, kCount, ncclFloat16), ncclFloat16, kCount, 0, kCount, n))
         << "reduce avg float16";
     for (int r = 0; r < n; ++r)
-      for (const char* f : {"allreduce_f32.", "allreduce_bf16.", "allreduce_f32_large.", "reducescatter_f64.",
-                            "reduce_f16."})
+      for (const char* f : {"allreduce_f32.", "allreduce_bf16.", "allreduce_f32_large.", "allreduce_f32_finite.",
+                            "reducescatter_f32_finite.", "reducescatter_f64.", "reduce_f16."})
         unlink((dir + "/" + f + std::to_string(r)).c_str());
   }
   rmdir(dir.c_str());
@@ -252,11 +293,31 @@ TEST(MpReproducible, InsideAGroupTheSameBitsOtherCallsUnchanged) {
       mptest::transportOptions("shm", 60));
 }
 
-// Float32 to fixed point (an integer loop written for the vector units):
-// round(x * 2^s) to nearest even, computed here with the FPU (x * 2^s is
-// exact in double, nearbyint rounds to nearest even), for random bit
-// patterns and edge values at every shift the mode uses, for every value
-// below its block's agreed largest; NaN and inf give 0.
+// MXCSR bits a thread may set (x86-64): none, rounding toward zero, DAZ.
+#if defined(__x86_64__)
+constexpr unsigned kMxcsrModes[] = {0, 0x6000, 0x40};
+template <class F>
+void withMxcsr(unsigned modes, F f) {
+  const unsigned saved = _mm_getcsr();
+  _mm_setcsr(saved | modes);
+  f();
+  _mm_setcsr(saved);
+}
+#else
+constexpr unsigned kMxcsrModes[] = {0};
+template <class F>
+void withMxcsr(unsigned, F f) {
+  f();
+}
+#endif
+
+// Float32 to fixed point (AVX2's double lanes, else an integer loop, both
+// written for the vector units): round(x * 2^s) to nearest even, computed
+// here with the FPU (x * 2^s is exact in double, nearbyint rounds to nearest
+// even), for random bit patterns and edge values at every shift the mode
+// uses, for every value below its block's agreed largest; NaN and inf give 0.
+// The same integers in a thread whose MXCSR rounds toward zero or reads
+// subnormal inputs as zero (there the integer loop runs).
 TEST(MpReproducible, Float32FixedPointIsTheScaledValueRoundedToNearestEven) {
   std::mt19937 rng(11);
   std::vector<uint32_t> bits(4096);
@@ -268,21 +329,54 @@ TEST(MpReproducible, Float32FixedPointIsTheScaledValueRoundedToNearestEven) {
     const int32_t words[2] = {emax, 0};
     std::vector<int64_t> fixed(rep::kBlockElems);
     for (size_t at = 0; at < bits.size(); at += rep::kBlockElems) {
-      rep::toFixed(bits.data() + at, ncclFloat32, rep::kBlockElems, words, 1, fixed.data());
-      const int shift = rep::fixedPointShift(emax, 1);
-      for (size_t i = 0; i < rep::kBlockElems; ++i) {
-        float x;
-        std::memcpy(&x, &bits[at + i], sizeof x);
-        if (std::isfinite(x) && std::fabs(x) >= std::ldexp(1.0f, emax + 1)) continue;  // past the block's largest
-        const int64_t want = std::isfinite(x) ? int64_t(std::nearbyint(std::ldexp(double(x), shift))) : 0;
-        ASSERT_EQ(fixed[i], want) << "bits " << std::hex << bits[at + i] << std::dec << ", shift " << shift;
+      const int shift = rep::fixedPointShift(emax, 1, ncclFloat32);
+      for (const unsigned mxcsr : kMxcsrModes) {
+        withMxcsr(mxcsr, [&] { rep::toFixed(bits.data() + at, ncclFloat32, rep::kBlockElems, words, 1, fixed.data()); });
+        for (size_t i = 0; i < rep::kBlockElems; ++i) {
+          float x;
+          std::memcpy(&x, &bits[at + i], sizeof x);
+          if (std::isfinite(x) && std::fabs(x) >= std::ldexp(1.0f, emax + 1)) continue;  // past the block's largest
+          const int64_t want = std::isfinite(x) ? int64_t(std::nearbyint(std::ldexp(double(x), shift))) : 0;
+          ASSERT_EQ(fixed[i], want) << "bits " << std::hex << bits[at + i] << ", MXCSR modes " << mxcsr << std::dec
+                                    << ", shift " << shift;
+        }
+      }
+    }
+  }
+}
+
+// Fixed point back to float32 (a loop written for the vector units, which
+// have no 64-bit integer conversion): the int64 sum as a double (exact: a
+// float32 sum stays below 2^51), times 2^-s over the divisor, to float; for
+// random sums over the whole range and its extremes, sum and avg.
+TEST(MpReproducible, FixedPointBackToFloat32IsTheExactSumScaled) {
+  std::mt19937_64 rng(12);
+  std::vector<int64_t> sums(4 * rep::kBlockElems);
+  for (size_t i = 0; i < sums.size(); ++i) sums[i] = (int64_t(rng()) >> 13) >> (rng() % 51);
+  const int64_t top = (int64_t(1) << 51) - 1;
+  const int64_t edges[] = {0, 1, -1, top, -top, top - 1, -(top - 1), int64_t(1) << 50, -(int64_t(1) << 50),
+                           int64_t(0xffffffff), -int64_t(0xffffffff), int64_t(0x100000000), -int64_t(0x100000000)};
+  std::copy(std::begin(edges), std::end(edges), sums.begin());
+  const int32_t emaxes[] = {-140, -20, 0, 3, 100, 120};
+  for (const int32_t emax : emaxes) {
+    for (const int divisor : {1, 3, 8}) {
+      const int n = 8;
+      std::vector<int32_t> words;
+      for (size_t b = 0; b < sums.size() / rep::kBlockElems; ++b) words.insert(words.end(), {emax, 0});
+      std::vector<float> got(sums.size());
+      rep::fromFixed(sums.data(), nullptr, ncclFloat32, sums.size(), 0, words.data(), n, divisor, got.data());
+      const double unscale = std::ldexp(1.0, -rep::fixedPointShift(emax, n, ncclFloat32)) / divisor;
+      for (size_t i = 0; i < sums.size(); ++i) {
+        const float want = static_cast<float>(static_cast<double>(sums[i]) * unscale);
+        ASSERT_EQ(std::memcmp(&got[i], &want, sizeof want), 0)
+            << "sum " << sums[i] << ", emax " << emax << ", divisor " << divisor << ": " << got[i] << " != " << want;
       }
     }
   }
 }
 
 // Against the exact sum (long double is exact for these 8 contributions):
-// within |x - s| <= ulp(x) + n * 2^(e + 1 + ceil(log2 n) - 62) (e: the block's
+// within |x - s| <= ulp(x) + n * 2^(e + 1 + ceil(log2 n) - 51) (e: the block's
 // largest exponent; docs/algorithms.md), and no worse than a float32 sum in
 // rank order; IEEE's results for the infinities and NaN.
 TEST(MpReproducible, ErrorWithinTheBoundAndNoWorseThanAFloat32Sum) {
@@ -291,14 +385,21 @@ TEST(MpReproducible, ErrorWithinTheBoundAndNoWorseThanAFloat32Sum) {
   const auto got = reference(contribs, ncclFloat32, kCount, 0, kCount, 1);
   const float* x = reinterpret_cast<const float*>(got.data());
   double worstMine = 0, worstFloat = 0;
+  // The largest finite magnitude of each block, over every contribution.
+  std::vector<float> blockLargest((kCount + rep::kBlockElems - 1) / rep::kBlockElems, 0.0f);
+  for (size_t i = 0; i < kCount; ++i)
+    for (int c = 0; c < n; ++c) {
+      const float v = reinterpret_cast<const float*>(contribs[size_t(c)].data())[i];
+      float& m = blockLargest[i / rep::kBlockElems];
+      if (std::isfinite(v)) m = std::max(m, std::fabs(v));
+    }
   for (size_t i = 0; i < kCount; ++i) {
     long double exact = 0;
     float naive = 0;
-    float emaxValue = 0;
+    const float emaxValue = blockLargest[i / rep::kBlockElems];
     for (int c = 0; c < n; ++c) {
       const float v = reinterpret_cast<const float*>(contribs[size_t(c)].data())[i];
       exact += v, naive += v;
-      if (std::isfinite(v)) emaxValue = std::max(emaxValue, std::fabs(v));
     }
     if (i == 7 || i == 300) {
       EXPECT_EQ(x[i], INFINITY) << i;
@@ -310,7 +411,7 @@ TEST(MpReproducible, ErrorWithinTheBoundAndNoWorseThanAFloat32Sum) {
     }
     const double err = std::fabs(double(x[i] - exact));
     const double ulp = std::nextafter(std::fabs(x[i]), INFINITY) - std::fabs(x[i]);
-    const double quantum = emaxValue == 0 ? 0 : std::ldexp(1.0, std::ilogb(emaxValue) + 1 + 3 - 62);
+    const double quantum = emaxValue == 0 ? 0 : std::ldexp(1.0, std::ilogb(emaxValue) + 1 + 3 - 51);  // float32: 51 bits
     EXPECT_LE(err, ulp + n * quantum) << "element " << i;
     worstMine = std::max(worstMine, err);
     worstFloat = std::max(worstFloat, std::fabs(double(naive - exact)));

@@ -87,6 +87,7 @@ executor::OpBuffers opBuffersOf(const engine::Task& t, char* scratch, uint32_t s
   o.wire = uint8_t(t.wire);
   // An allreduce's finished values reach every rank: all keep the owner's narrowing.
   o.roundFinal = t.wire != reduce::WireType::None && t.coll == schedule::Collective::AllReduce;
+  o.fixedShifts = t.fixedShifts;
   return o;
 }
 

@@ -100,18 +100,14 @@ void remember(const CommRun& c) {
     rememberCall(c.comm, c.tasks[i], engine::callFingerprint(c.shapeFingerprints[i], c.tasks[i].callNumber));
 }
 
-// Call i of the run gets the buffers, reduction and numbers of `t`; the
-// cache key fixed the rest. Its OpBuffers are rewritten in place, where the
-// peer tables of its group (if any) point.
+// Call i of the run becomes `t` (its buffers, reduction, numbers and
+// reproducible mode's shifts; the cache key fixed the plan's shape, so the
+// rest is the same). Its OpBuffers are rewritten in place, where the peer
+// tables of its group (if any) point.
 void rebindCall(CommRun& c, size_t i, const engine::Task& t) {
   auto* image = reinterpret_cast<executor::OpBuffers*>(reinterpret_cast<char*>(c.image.data()) + c.opsOffset);
   engine::Task& mine = c.tasks[i];
-  mine.sendbuff = t.sendbuff;
-  mine.recvbuff = t.recvbuff;
-  mine.op = t.op;
-  mine.deviceScalar = t.deviceScalar;
-  mine.sequence = t.sequence;
-  mine.callNumber = t.callNumber;
+  mine = t;
   // The scratch may have moved since (a larger group grew it). The peer
   // table, written with the image, stays.
   executor::OpBuffers ops = opBuffersOf(c, i);
