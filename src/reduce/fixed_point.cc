@@ -161,13 +161,11 @@ void runFixedPiece(const FixedPiece& p) {
     const uint64_t n = std::min<uint64_t>(p.count - i, (block + 1) * kBlockElems - e);
     const int shift = p.shifts[block];
     int64_t* acc = p.out ? p.out + i : sums;
-    const uint32_t* bits = p.src ? reinterpret_cast<const uint32_t*>(p.src + i) : nullptr;
-    if (p.src && p.in) {
+    const uint32_t* bits = reinterpret_cast<const uint32_t*>(p.src + i);
+    if (p.in) {
       floatToFixedAdd(bits, n, shift, p.in + i, acc);
-    } else if (p.src) {
+    } else {
       floatToFixed(bits, n, shift, acc);
-    } else if (acc != p.in + i) {
-      std::memcpy(acc, p.in + i, n * sizeof(int64_t));
     }
     if (p.dst) fixedToFloat(acc, n, unscaleOf(shift, p.divisor), p.dst + i);
     i += n;

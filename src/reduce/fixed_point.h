@@ -41,8 +41,9 @@ double unscaleOf(int shift, int divisor);
 // One step of a fixed-point wire over `count` consecutive elements of the
 // operation's input, from element `firstElem` (so block (firstElem + i) /
 // kBlockElems holds element i and shifts[] gives its shift). value_i = in_i
-// (or 0) + the fixed point of src_i (or 0); out_i = value_i where out is
-// set; dst_i = value_i back in float32 where dst is set.
+// (or 0) + the fixed point of src_i; out_i = value_i where out is set;
+// dst_i = value_i back in float32 where dst is set. A step that only
+// forwards copies its message instead (wire_step.h).
 struct FixedPiece {
   const int64_t* in = nullptr;
   int64_t* out = nullptr;
