@@ -92,12 +92,10 @@ BRAID_HD void computeWireStep(const G& g, const OpBuffers& o, const ExecStep& s,
 // ring's reduce-scatter: tuning/planner.cc plans it on the ring only).
 inline bool fixedStepRuns(const OpBuffers& o, const ExecStep& s) {
   using schedule::StepKind;
-  if (s.kind == StepKind::RecvCopySend) return true;
-  const bool readsInput = s.kind == StepKind::Send || s.kind == StepKind::RecvReduceSend ||
-                          s.kind == StepKind::RecvReduceCopy || s.kind == StepKind::RecvReduceCopySend ||
-                          s.kind == StepKind::Copy;
-  return readsInput && s.srcBuffer == schedule::Buffer::Input && o.fixedShifts != nullptr &&
-         o.op.type == ncclFloat32;
+  if (o.fixedShifts == nullptr || o.op.type != ncclFloat32) return false;
+  if (s.kind == StepKind::RecvCopySend) return true;  // forwards the int64 as they came
+  // A peer reduce reads its peers' buffers, not a message.
+  return schedule::stepReadsSrc(s.kind) && s.kind != StepKind::PeerReduce && s.srcBuffer == schedule::Buffer::Input;
 }
 
 template <class G>
