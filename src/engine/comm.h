@@ -42,6 +42,9 @@ struct CommSettings {
   // BRAID_DEVICE_FIFO_ARENA: device memory made at creation for the plan
   // kernels' FIFOs with ranks of this process.
   size_t deviceFifoArenaBytes = size_t(64) << 20;
+  // BRAID_LANE_BEACONS: the plan kernels' lane beacons (40 bytes of mapped
+  // pinned memory each) made at creation; a launch takes one a lane, plus one.
+  size_t laneBeacons = 16384;
   double timeoutSeconds = 600;
   WaitPolicy wait;  // spinPolls set at init from ranks per core
   bool checkCalls = false;  // BRAID_CHECK=1: ranks compare their collectives before running them

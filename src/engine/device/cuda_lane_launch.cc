@@ -275,10 +275,14 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
     for (size_t p = 0, at = from; p < parts.size(); at += parts[p].program->lanes.size(), ++p)
       parts[p].beacons = static_cast<executor::LaneBeacon*>(first->beacons().at(at));
     failureWord = static_cast<uint32_t*>(first->beacons().at(from + nlanes));
+  } else if (first->beacons().firstShortage()) {
+    BRAID_WARN("rank %d: plan kernel launches in flight hold the lane beacons (%zu, BRAID_LANE_BEACONS): this "
+               "launch (%u lanes), and any later one that finds too few free, runs unwatched (no BRAID_TIMEOUT, "
+               "no lost-peer detection); said once per communicator",
+               group.front()->comm->rank, first->beacons().capacity(), nlanes);
   } else {
-    BRAID_WARN("rank %d: more than %zu plan kernel lanes in flight: this launch of %u runs unwatched (no "
-               "BRAID_TIMEOUT, no lost-peer detection until earlier launches end)",
-               group.front()->comm->rank, MappedBeacons::kCapacity, nlanes);
+    BRAID_INFO(kLogColl, "rank %d: a launch of %u lanes runs unwatched (no lane beacons free)",
+               group.front()->comm->rank, nlanes);
   }
   for (lanes::ImagePart& part : parts) part.failureWord = failureWord;
   addPeerTables(group, &parts);

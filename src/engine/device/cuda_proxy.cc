@@ -112,7 +112,7 @@ Result DeviceProxy::start() {
   DeviceGuard guard(device_);
   BRAID_TRY(guard.status());
   BRAID_TRY(words_.allocate());
-  BRAID_TRY(beacons_.allocate());
+  BRAID_TRY(beacons_.allocate(comm_->settings.laneBeacons));
   // The kernels' code, before any launch can load it behind a spinning kernel.
   BRAID_TRY(kernels::loadStreamWaitKernels());
   BRAID_TRY(executor::loadPlanKernel());

@@ -179,10 +179,10 @@ MappedBeacons::~MappedBeacons() {
   freeHostWhenQuiet(block_);
 }
 
-Result MappedBeacons::allocate() {
+Result MappedBeacons::allocate(size_t capacity) {
   void* p = nullptr;
   BRAID_CUDA_TRY(
-      cudaHostAlloc(&p, kCapacity * sizeof(executor::LaneBeacon), cudaHostAllocMapped | cudaHostAllocPortable));
+      cudaHostAlloc(&p, capacity * sizeof(executor::LaneBeacon), cudaHostAllocMapped | cudaHostAllocPortable));
   void* dev = nullptr;
   const cudaError_t err = cudaHostGetDevicePointer(&dev, p, 0);
   if (err != cudaSuccess || dev != p) {
@@ -192,15 +192,16 @@ Result MappedBeacons::allocate() {
                                                       "device (no unified addressing): plan kernels need it");
   }
   block_ = static_cast<char*>(p);
-  slots_->busy.assign(kCapacity, false);
+  capacity_ = capacity;
+  slots_->busy.assign(capacity, false);
   return Result::success();
 }
 
 bool MappedBeacons::take(size_t count, std::shared_ptr<BeaconLease>* out) {
   std::lock_guard<std::mutex> lock(slots_->mu);
   std::vector<bool>& busy = slots_->busy;
-  if (!block_ || count == 0 || count > kCapacity) return false;
-  for (size_t first = 0, run = 0; first + run < kCapacity;) {
+  if (!block_ || count == 0 || count > capacity_) return false;
+  for (size_t first = 0, run = 0; first + run < capacity_;) {
     if (busy[first + run]) {
       first += run + 1;
       run = 0;

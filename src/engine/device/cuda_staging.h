@@ -2,6 +2,7 @@
 // reused: cudaHostAlloc is far too slow to pay on every call.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -157,23 +158,28 @@ class BeaconLease {
 
 class MappedBeacons {
  public:
-  // Enough for this many lanes of launches in flight at once.
-  static constexpr size_t kCapacity = 4096;
   MappedBeacons() = default;
   ~MappedBeacons();
   MappedBeacons(const MappedBeacons&) = delete;
   MappedBeacons& operator=(const MappedBeacons&) = delete;
 
-  Result allocate();
+  // Enough for `capacity` lanes of launches in flight at once; made before
+  // any launch because cudaHostAlloc may wait for every running kernel.
+  Result allocate(size_t capacity);
+  size_t capacity() const { return capacity_; }
   // `count` zeroed beacons, or false when that many are not free in a run
   // (the launch then runs unwatched; the caller says so).
   bool take(size_t count, std::shared_ptr<BeaconLease>* out);
+  // True the first time a launch found too few free: the caller warns once.
+  bool firstShortage() { return !shortSeen_.exchange(true); }
   void* at(size_t index) const;  // a beacon's address, host and device alike
   void leak() { block_ = nullptr; }  // a kernel may still write them
 
  private:
   std::shared_ptr<BeaconSlots> slots_ = std::make_shared<BeaconSlots>();
   char* block_ = nullptr;
+  size_t capacity_ = 0;
+  std::atomic<bool> shortSeen_{false};
 };
 
 }  // namespace braid::device
