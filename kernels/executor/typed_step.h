@@ -2,7 +2,8 @@
 // datatypes: the host runner and the device kernel dispatch alike. fp8 steps
 // exist on the host and on sm_90+; below that a device build has no fp8 code
 // and such a step is BadStep (launches refuse fp8 there first). Steps with a
-// wire type (wire_step.h) exist on the host only.
+// wire type (wire_step.h) run everywhere: their codecs are integer and float
+// arithmetic, not fp8 instructions.
 #pragma once
 
 #include "kernels/executor/plan_interpreter.h"
@@ -17,17 +18,10 @@ namespace braid::executor {
 #define BRAID_EXEC_HAS_FP8 0
 #endif
 
-// Narrow messages (a wire type) run on the host; the device path stages such
-// calls, and a block (or its emulation) refuses them.
+// Narrow messages (a wire type): wire_step.h, on the host and in a block alike.
 template <class T, class G>
 BRAID_HD ExecStatus runStepOrWireStep(const G& g, LaneExec& L, const ExecStep& s) {
-  if (L.ops[s.op].wire != 0) {
-    if constexpr (G::kDevice) {
-      return ExecStatus::BadStep;
-    } else {
-      return runWireStep<G, T>(g, L, s);
-    }
-  }
+  if (L.ops[s.op].wire != 0) return runWireStep(g, L, s);
   return runStep<T>(g, L, s);
 }
 

@@ -46,8 +46,15 @@ BRAID_HD reduce::RedOp floatComputedOp(const reduce::RedOp& op) {
 // The step's arithmetic (src/reduce/wire_loops.h does it per group of 32
 // values): `in` the received message or null, `out` the message to fill or null.
 // Data: the values' type, float or reduce::BFloat16.
+// A call in a block: runStepWith inlines its compute at each protocol's
+// place, and the wire loops are large.
+#if defined(__CUDA_ARCH__)
+#define BRAID_WIRE_STEP_FN __noinline__
+#else
+#define BRAID_WIRE_STEP_FN
+#endif
 template <class G, class Data>
-BRAID_HD void computeWireStep(const G& g, const OpBuffers& o, const ExecStep& s, const char* in, char* out) {
+BRAID_HD BRAID_WIRE_STEP_FN void computeWireStep(const G& g, const OpBuffers& o, const ExecStep& s, const char* in, char* out) {
   reduce::WirePiece p;
   p.wire = reduce::WireType(o.wire);
   p.data = o.op.type;
@@ -75,7 +82,15 @@ BRAID_HD void computeWireStep(const G& g, const OpBuffers& o, const ExecStep& s,
     if (p.pre || p.post || src != dst) applyCopy(g, o.op, dst, src, p.count, p.pre, p.post);
   } else {
 #if defined(__CUDA_ARCH__)
-    withWireCodec(p.wire, [&](auto codec) { reduce::runWirePieceAs<decltype(codec), Data>(p); });
+    // bfloat16 values travel only as fp8 (engine/task_plan.cc wireTypeFor):
+    // no loops for the other codecs.
+    if constexpr (std::is_same<Data, float>::value) {
+      withWireCodec(p.wire, [&](auto codec) { reduce::runWirePieceAs<decltype(codec), Data>(p); });
+    } else if (p.wire == reduce::WireType::Fp8E5M2) {
+      reduce::runWirePieceAs<reduce::WireE5M2, Data>(p);
+    } else {
+      reduce::runWirePieceAs<reduce::WireE4M3, Data>(p);
+    }
 #else
     reduce::runWirePieceOnHost(p);
 #endif
@@ -119,19 +134,32 @@ void computeFixedStep(const G& g, const OpBuffers& o, const ExecStep& s, const c
 }
 #endif
 
-template <class G, class Data>
+// float32 and bfloat16 values share one instantiation of the step's protocol
+// code (runStepWith): a block's build pays for each.
+template <class G>
 BRAID_HD ExecStatus runWireStep(const G& g, LaneExec& L, const ExecStep& s) {
   if (s.op >= L.nops) return ExecStatus::BadStep;
   const reduce::WireType w = reduce::WireType(L.ops[s.op].wire);
-#if !defined(__CUDA_ARCH__)
   if (w == reduce::WireType::Fixed64) {
-    if (!fixedStepRuns(L.ops[s.op], s)) return ExecStatus::BadStep;
-    return runStepWith(g, L, s, wireBytes(w, s.count),
-                       [&](const char* in, char* out) { computeFixedStep(g, L.ops[s.op], s, in, out); });
-  }
+    // Reproducible mode's sums run on host buffers (device buffers are staged
+    // for them): a block, or its emulation, refuses the step.
+#if !defined(__CUDA_ARCH__)
+    if constexpr (!G::kDevice) {
+      if (fixedStepRuns(L.ops[s.op], s))
+        return runStepWith(g, L, s, wireBytes(w, s.count),
+                           [&](const char* in, char* out) { computeFixedStep(g, L.ops[s.op], s, in, out); });
+    }
 #endif
-  return runStepWith(g, L, s, wireBytes(w, s.count),
-                     [&](const char* in, char* out) { computeWireStep<G, Data>(g, L.ops[s.op], s, in, out); });
+    return ExecStatus::BadStep;
+  }
+  const OpBuffers& o = L.ops[s.op];
+  return runStepWith(g, L, s, wireBytes(w, s.count), [&](const char* in, char* out) {
+    if (o.op.type == ncclBfloat16) {
+      computeWireStep<G, reduce::BFloat16>(g, o, s, in, out);
+    } else {
+      computeWireStep<G, float>(g, o, s, in, out);
+    }
+  });
 }
 
 }  // namespace braid::executor

@@ -48,6 +48,17 @@ BRAID_HD BRAID_INLINE decltype(auto) withReduceFn(const RedOp& op, bool pre, boo
   return apply(SumFn<T>());
 }
 
+// withReduceFn for the sums a wire type carries (engine/task_plan.cc
+// wireTypeFor: Sum, PreMulSum, SumPostDiv): the wire loops are instantiated
+// per codec, datatype and functor, and a block's build pays for each.
+BRAID_ANY_CALLABLE
+template <class T, class Apply>
+BRAID_HD BRAID_INLINE decltype(auto) withSumFn(const RedOp& op, bool pre, bool post, Apply apply) {
+  if (pre && op.kind == RedKind::PreMulSum) return apply(PreMulSumFn<T>{scaleOf<T>(op)});
+  if (post && op.kind == RedKind::SumPostDiv) return apply(SumPostDivFn<T>{{op.divisor}});
+  return apply(SumFn<T>());
+}
+
 // For dst = post(pre(src)): calls transform(fn) with the unary functor when
 // the copy changes values, else copy() (a plain copy).
 BRAID_ANY_CALLABLE

@@ -6,8 +6,9 @@
 // replaced by that narrowing's widened value when the step keeps the owner's
 // rounding, and stored. The values are float32, or bfloat16 under an fp8
 // wire: loaded into float, computed in float, stored once. BRAID_HD:
-// host_wire.cc builds it for the host's vector units; a device kernel would
-// run the same loops per thread.
+// host_wire.cc builds it for the host's vector units; a plan kernel's block
+// runs the same loops, each thread a share of the groups
+// (kernels/executor/wire_step.h).
 #pragma once
 
 #include <cstdint>
@@ -100,17 +101,29 @@ BRAID_HD BRAID_INLINE void wireGroup(const WirePiece& p, const WireGroups<Codec>
 
 // Every group of the piece (this thread's share): full groups with the
 // constant 32 (the loops unroll and vectorise), the short last one apart.
-template <class Codec, class Data, class Value>
+// A block's build keeps one loop per step shape (kBlockLoops): no second
+// loop unrolled for full groups, and bfloat16 group by group (its encode and
+// decode are encodeOne and decodeOne in a loop: the same bits) instead of the
+// flat loops' five variants; inlined for every codec, datatype and functor,
+// those made ptxas take minutes more. The host builds both shapes, and
+// tests/reduce/wire_format_test.cc checks that they give the same bits.
+#if defined(__CUDA_ARCH__)
+inline constexpr bool kBlockLoops = true;
+#else
+inline constexpr bool kBlockLoops = false;
+#endif
+
+template <class Codec, class Data, bool kBlock, class Value>
 BRAID_HD BRAID_INLINE void wireGroupsOf(const WirePiece& p, Value value) {
   const WireGroups<Codec> out(p.out, p.count);
   const uint64_t full = p.count / kWireGroup;
   const uint64_t groups = wireGroups(p.count);
   for (uint64_t gi = p.firstGroup; gi < groups; gi += p.stride) {
-    if (gi < full) {
+    if (!kBlock && gi < full) {
       wireGroup<Codec, Data>(p, out, gi, kWireGroup,
                              [&](float* v, uint32_t) BRAID_LAMBDA_INLINE { value(gi, v, kWireGroup); });
     } else {
-      const uint32_t m = uint32_t(p.count - gi * kWireGroup);
+      const uint32_t m = gi < full ? kWireGroup : uint32_t(p.count - gi * kWireGroup);
       wireGroup<Codec, Data>(p, out, gi, m, [&](float* v, uint32_t n) BRAID_LAMBDA_INLINE { value(gi, v, n); });
     }
   }
@@ -156,17 +169,17 @@ BRAID_HD BRAID_INLINE void wireValuesOf(const WirePiece& p, Value value) {
 }
 
 // `p.op` computes in float: for bfloat16 values its PreMulSum scalar is a
-// float (wire_step.h converts it).
-template <class Codec, class Data = float>
+// float (wire_step.h converts it). kBlock: the loop shape (kBlockLoops).
+template <class Codec, class Data = float, bool kBlock = kBlockLoops>
 BRAID_HD BRAID_INLINE void runWirePieceAs(const WirePiece& p) {
   const Data* src = static_cast<const Data*>(p.src);
-  if constexpr (!Codec::kScaled) {
+  if constexpr (!Codec::kScaled && !kBlock) {
     using Code = typename Codec::Code;
     const Code* in = reinterpret_cast<const Code*>(p.in);
     if (p.in != nullptr && p.src == nullptr) {
       wireValuesOf<Codec, Data>(p, [&](uint64_t i) BRAID_LAMBDA_INLINE { return Codec::decodeOne(in[i]); });
     } else if (p.in != nullptr) {
-      withReduceFn<float>(p.op, p.pre, p.post, [&](auto f) BRAID_LAMBDA_INLINE {
+      withSumFn<float>(p.op, p.pre, p.post, [&](auto f) BRAID_LAMBDA_INLINE {
         wireValuesOf<Codec, Data>(p, [&](uint64_t i) BRAID_LAMBDA_INLINE {
           return f(Codec::decodeOne(in[i]), Traits<Data>::load(src[i]));
         });
@@ -182,12 +195,12 @@ BRAID_HD BRAID_INLINE void runWirePieceAs(const WirePiece& p) {
   }
   const WireGroups<Codec> in(p.in, p.count);
   if (p.in != nullptr && p.src == nullptr) {
-    wireGroupsOf<Codec, Data>(p, [&](uint64_t gi, float* v, uint32_t m) BRAID_LAMBDA_INLINE {
+    wireGroupsOf<Codec, Data, kBlock>(p, [&](uint64_t gi, float* v, uint32_t m) BRAID_LAMBDA_INLINE {
       Codec::decode(in.codes(gi), in.header(gi), m, v);
     });
   } else if (p.in != nullptr) {
-    withReduceFn<float>(p.op, p.pre, p.post, [&](auto f) BRAID_LAMBDA_INLINE {
-      wireGroupsOf<Codec, Data>(p, [&](uint64_t gi, float* v, uint32_t m) BRAID_LAMBDA_INLINE {
+    withSumFn<float>(p.op, p.pre, p.post, [&](auto f) BRAID_LAMBDA_INLINE {
+      wireGroupsOf<Codec, Data, kBlock>(p, [&](uint64_t gi, float* v, uint32_t m) BRAID_LAMBDA_INLINE {
         Codec::decode(in.codes(gi), in.header(gi), m, v);
         const Data* s = src + gi * kWireGroup;
         for (uint32_t j = 0; j < m; ++j) v[j] = f(v[j], Traits<Data>::load(s[j]));
@@ -195,7 +208,7 @@ BRAID_HD BRAID_INLINE void runWirePieceAs(const WirePiece& p) {
     });
   } else {
     auto loop = [&](auto f) BRAID_LAMBDA_INLINE {
-      wireGroupsOf<Codec, Data>(p, [&](uint64_t gi, float* v, uint32_t m) BRAID_LAMBDA_INLINE {
+      wireGroupsOf<Codec, Data, kBlock>(p, [&](uint64_t gi, float* v, uint32_t m) BRAID_LAMBDA_INLINE {
         const Data* s = src + gi * kWireGroup;
         for (uint32_t j = 0; j < m; ++j) v[j] = f(Traits<Data>::load(s[j]));
       });

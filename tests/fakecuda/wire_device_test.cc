@@ -1,10 +1,12 @@
-// Wire types on device buffers: a thread per rank under the fake runtime,
-// with BRAID_DEVICE_ENGINE=kernels (set by CTest). Narrow messages are coded
-// on the host, so such calls are staged whatever the engine (a plan kernel
-// refuses the step, in the emulation too): every rank gets the same bits,
-// within the bound, and most values show fp8's rounding.
-// (Not the host buffers' bits: staging may cut the call into other pieces,
-// and a wire type's rounding depends on the pieces.)
+// Wire types on device buffers, one thread driving every rank under the fake
+// runtime, on both device engines: staged, the host codes the messages; as
+// plan kernels, the lanes code them (kernels/executor/wire_step.h, the same
+// loops in a block; here blocks of two threads, each a share of the groups).
+// Every rank gets the same bits, within the bound, and most values show
+// fp8's rounding. (Not the host buffers' bits: the engines may cut the call
+// into other pieces, and a wire type's rounding depends on the pieces.)
+// tests/gpu builds the same file for a real GPU (BRAID_WIRE_DEVICE_ON_GPU:
+// the device's own codec loops; no fake to ask which engine ran).
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -12,8 +14,14 @@
 // braid.h after nccl.h: its extensions take NCCL's types.
 #include <braid.h>
 
+#include "gpu_env.h"
+#if !defined(BRAID_WIRE_DEVICE_ON_GPU)
+#include "fakecuda.h"
+#endif
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -31,15 +39,20 @@ std::vector<float> contribution(int rank, size_t n) {
   return v;
 }
 
-TEST(WireDevice, StagedUnderEveryEngineSameBitsOnEveryRank) {
+class WireDevice : public testing::TestWithParam<const char*> {};
+
+TEST_P(WireDevice, SameBitsOnEveryRankWithinTheBound) {
+  GPU_REQUIRE_OR_SKIP(gputest::noGpuReasonHere());
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   ncclComm_t comms[kRanks] = {};
   int devs[kRanks] = {};
+  setenv("BRAID_DEVICE_ENGINE", GetParam(), 1);
   ASSERT_EQ(ncclCommInitAll(comms, kRanks, devs), ncclSuccess) << ncclGetLastError(nullptr);
+  unsetenv("BRAID_DEVICE_ENGINE");
   for (ncclComm_t c : comms) ASSERT_EQ(braidCommSetWireType(c, ncclFloat8e4m3), ncclSuccess);
   // One thread drives every rank in one group, as the device collectives'
-  // tests do: with BRAID_DEVICE_ENGINE=kernels such a group would be one plan
-  // kernel, were it not for the wire type.
+  // tests do: as plan kernels, one kernel (a ring: no peer access under a
+  // wire type).
   cudaStream_t streams[kRanks] = {};
   float* bufs[kRanks] = {};
   for (int r = 0; r < kRanks; ++r) {
@@ -51,6 +64,9 @@ TEST(WireDevice, StagedUnderEveryEngineSameBitsOnEveryRank) {
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
   for (int r = 0; r < kRanks; ++r)
     ASSERT_EQ(ncclAllReduce(bufs[r], bufs[r], kCount, ncclFloat32, ncclSum, comms[r], streams[r]), ncclSuccess);
+#if !defined(BRAID_WIRE_DEVICE_ON_GPU)
+  (void)fakecuda::takeMostPlanLanes();
+#endif
   ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
   std::vector<std::vector<float>> onDevice(kRanks, std::vector<float>(kCount));
   for (int r = 0; r < kRanks; ++r) {
@@ -62,6 +78,13 @@ TEST(WireDevice, StagedUnderEveryEngineSameBitsOnEveryRank) {
     cudaFree(bufs[r]);
     cudaStreamDestroy(streams[r]);
   }
+#if !defined(BRAID_WIRE_DEVICE_ON_GPU)
+  // The engine under test ran the call: a plan kernel's lanes, or none.
+  if (std::string(GetParam()) == "kernels")
+    EXPECT_GT(fakecuda::takeMostPlanLanes(), 0u);
+  else
+    EXPECT_EQ(fakecuda::takeMostPlanLanes(), 0u);
+#endif
   for (int r = 0; r < kRanks; ++r)
     EXPECT_EQ(std::memcmp(onDevice[r].data(), onDevice[0].data(), kCount * sizeof(float)), 0) << "rank " << r;
   // Within the bound of wire_format.h for three narrowings of e4m3 (u = 2^-4,
@@ -82,5 +105,8 @@ TEST(WireDevice, StagedUnderEveryEngineSameBitsOnEveryRank) {
   EXPECT_GT(rounded, kCount / 2);
   for (ncclComm_t c : comms) ncclCommDestroy(c);
 }
+
+INSTANTIATE_TEST_SUITE_P(Engines, WireDevice, testing::Values("staged", "kernels"),
+                         [](const testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
 }  // namespace

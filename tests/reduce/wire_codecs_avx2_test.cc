@@ -5,9 +5,11 @@
 // baseline CPU, over every wire type, piece variant and data type, counts
 // that leave a short last group, and inputs with every kind of float:
 // zeros of both signs, subnormals, infinities, NaN, scales past 2^100 and
-// below 2^-126, and damaged messages.
+// below 2^-126, and damaged messages. The portable loops in a plan kernel's
+// shape (reduce::kBlockLoops) against the same reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -157,6 +159,55 @@ void runPortable(const WirePiece& p) {
   reduce::withWireCodec(p.wire, [&](auto codec) { reduce::runWirePieceAs<decltype(codec)>(p); });
 }
 
+// The loops as a plan kernel's block builds them (reduce::kBlockLoops: one
+// loop, bfloat16 group by group): the same bits.
+void runBlockShape(const WirePiece& p) {
+  if (p.data == ncclBfloat16) {
+    if (p.wire == WireType::Fp8E4M3) return reduce::runWirePieceAs<reduce::WireE4M3, reduce::BFloat16, true>(p);
+    if (p.wire == WireType::Fp8E5M2) return reduce::runWirePieceAs<reduce::WireE5M2, reduce::BFloat16, true>(p);
+    return;
+  }
+  reduce::withWireCodec(p.wire, [&](auto codec) { reduce::runWirePieceAs<decltype(codec), float, true>(p); });
+}
+
+// Equal bit for bit, except that two NaN are equal whatever their payloads:
+// which operand's NaN a sum of two NaN keeps depends on the compiler's
+// operand order, and a GPU's sum of NaN is its one canonical NaN anyway.
+bool sameValues(ncclDataType_t data, const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  if (a.size() != b.size()) return false;
+  const size_t elem = data == ncclBfloat16 ? 2 : 4;
+  for (size_t i = 0; i + elem <= a.size(); i += elem) {
+    uint32_t x = 0, y = 0;
+    std::memcpy(&x, &a[i], elem);
+    std::memcpy(&y, &b[i], elem);
+    if (elem == 2) {
+      x <<= 16;
+      y <<= 16;
+    }
+    const bool nans = (x & 0x7fffffffu) > 0x7f800000u && (y & 0x7fffffffu) > 0x7f800000u;
+    if (x != y && !nans) return false;
+  }
+  return true;
+}
+
+// Two messages of `count` values that widen to the same values (sameValues).
+bool sameMessages(WireType w, uint64_t count, std::vector<uint8_t> a, std::vector<uint8_t> b) {
+  std::vector<float> va(count), vb(count);
+  for (uint64_t g = 0; g < reduce::wireGroups(count); ++g) {
+    const uint32_t n = uint32_t(std::min<uint64_t>(reduce::kWireGroup, count - g * reduce::kWireGroup));
+    reduce::wireDecodeGroup(w, reduce::wireCodesOf(w, a.data(), count, g), reduce::wireHeaderOf(a.data(), g), n,
+                            &va[g * reduce::kWireGroup]);
+    reduce::wireDecodeGroup(w, reduce::wireCodesOf(w, b.data(), count, g), reduce::wireHeaderOf(b.data(), g), n,
+                            &vb[g * reduce::kWireGroup]);
+  }
+  auto bytes = [](const std::vector<float>& v) {
+    std::vector<uint8_t> out(v.size() * 4);
+    std::memcpy(out.data(), v.data(), out.size());
+    return out;
+  };
+  return sameValues(ncclFloat32, bytes(va), bytes(vb));
+}
+
 struct Variant {
   bool in, out, src, dst, round, inPlace;
 };
@@ -241,9 +292,9 @@ void expectPiecesAgree(WireType w, ncclDataType_t data, uint64_t count, uint32_t
                                           << " in " << var.in << " out " << var.out << " src " << var.src << " dst "
                                           << var.dst << " round " << var.round << " inPlace " << var.inPlace
                                           << " op " << int(op.kind) << " share " << share << " pre/post " << prepost);
-          std::vector<uint8_t> outA(bytes, 0xa5), outB(bytes, 0xa5);
-          std::vector<uint8_t> dstA(count * elem, 0x5a), dstB(count * elem, 0x5a);
-          std::vector<uint8_t> srcA = src, srcB = src;
+          std::vector<uint8_t> outA(bytes, 0xa5), outB(bytes, 0xa5), outC(bytes, 0xa5);
+          std::vector<uint8_t> dstA(count * elem, 0x5a), dstB(count * elem, 0x5a), dstC(count * elem, 0x5a);
+          std::vector<uint8_t> srcA = src, srcB = src, srcC = src;
           auto piece = [&](std::vector<uint8_t>& out, std::vector<uint8_t>& dst, std::vector<uint8_t>& s) {
             WirePiece p;
             p.wire = w;
@@ -268,6 +319,10 @@ void expectPiecesAgree(WireType w, ncclDataType_t data, uint64_t count, uint32_t
           ASSERT_EQ(outA, outB) << "the message";
           ASSERT_EQ(dstA, dstB) << "the stored values";
           ASSERT_EQ(srcA, srcB) << "the stored values (in place)";
+          runBlockShape(piece(outC, dstC, srcC));
+          if (var.out) ASSERT_TRUE(sameMessages(w, count, outA, outC)) << "the message (a block's loops)";
+          ASSERT_TRUE(sameValues(data, dstA, dstC)) << "the stored values (a block's loops)";
+          ASSERT_TRUE(sameValues(data, srcA, srcC)) << "the stored values in place (a block's loops)";
         }
       }
     }

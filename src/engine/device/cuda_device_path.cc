@@ -442,9 +442,9 @@ Result submitDeviceGroup(const std::vector<engine::Task>& tasks, const StagedRun
   if (singleRankCopies(tasks)) return copySingleRankCalls(tasks);
   // Plan kernels of ranks whose kernels would only take turns on a GPU
   // (other processes, no MPS) would move a message per time slice: staged.
-  // Narrow messages (a wire type) are coded on the host: staged too.
+  // Reproducible mode's fixed point (host only) runs its own inner calls.
   const bool kernels = std::all_of(tasks.begin(), tasks.end(), [](const engine::Task& t) {
-    return t.comm->settings.deviceKernels && t.comm->timeSlicedGpu.empty() && t.wire == reduce::WireType::None;
+    return t.comm->settings.deviceKernels && t.comm->timeSlicedGpu.empty() && t.wire != reduce::WireType::Fixed64;
   });
   if (kernels && lanes::lanesShareMemoryWithEveryPeer(tasks)) return launchDeviceLanes(tasks);
   // Pinned allocations and event queries below are no stream work: they must
