@@ -46,15 +46,11 @@ BRAID_HD reduce::RedOp floatComputedOp(const reduce::RedOp& op) {
 // The step's arithmetic (src/reduce/wire_loops.h does it per group of 32
 // values): `in` the received message or null, `out` the message to fill or null.
 // Data: the values' type, float or reduce::BFloat16.
-// A call in a block: runStepWith inlines its compute at each protocol's
-// place, and the wire loops are large.
-#if defined(__CUDA_ARCH__)
-#define BRAID_WIRE_STEP_FN __noinline__
-#else
-#define BRAID_WIRE_STEP_FN
-#endif
+// A call in a block: runStepWith places its compute at each protocol's
+// path, and the wire loops are large.
 template <class G, class Data>
-BRAID_HD BRAID_WIRE_STEP_FN void computeWireStep(const G& g, const OpBuffers& o, const ExecStep& s, const char* in, char* out) {
+BRAID_HD BRAID_INLINE_ON_HOST void computeWireStep(const G& g, const OpBuffers& o, const ExecStep& s, const char* in,
+                                                   char* out) {
   reduce::WirePiece p;
   p.wire = reduce::WireType(o.wire);
   p.data = o.op.type;

@@ -36,6 +36,14 @@
 // host runner's per-step code stays as small as it was without it).
 #define BRAID_OUT_OF_LINE __attribute__((noinline))
 #endif
+// Inlined on the host (as BRAID_INLINE), a call in a block: for large code
+// that many instantiations use (the wire codecs and steps), which inlined
+// into each of them made ptxas take minutes more.
+#if defined(__CUDA_ARCH__)
+#define BRAID_INLINE_ON_HOST __noinline__
+#else
+#define BRAID_INLINE_ON_HOST BRAID_INLINE
+#endif
 
 namespace braid::reduce {
 

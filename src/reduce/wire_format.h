@@ -223,16 +223,9 @@ BRAID_HD BRAID_INLINE void decodeFastGroup(const Code* codes, uint32_t n, float*
 
 }  // namespace wire
 
-// A codec's group in a block is a call: inlined into every loop of every
-// codec, datatype and functor, it made ptxas take many minutes.
-#if defined(__CUDA_ARCH__)
-#define BRAID_WIRE_GROUP_FN __noinline__
-#else
-#define BRAID_WIRE_GROUP_FN BRAID_INLINE
-#endif
-
 // The codecs, one per wire type: encode() narrows a group, v[0..n) with
-// n <= 32, into its codes and its 2-byte header; decode() widens it back.
+// n <= 32, into its codes and its 2-byte header; decode() widens it back
+// (in a block, calls: BRAID_INLINE_ON_HOST).
 // Unscaled (kScaled false): each value on its own, encodeOne/decodeOne.
 struct WireBf16 {
   static constexpr WireType kType = WireType::BFloat16;
@@ -247,11 +240,11 @@ struct WireBf16 {
     return numeric::bf16FromFloat(numeric::bitsFloat((x & 0x80000000u) | clamped));
   }
   BRAID_HD BRAID_INLINE static float decodeOne(uint16_t c) { return numeric::bf16ToFloat(c); }
-  BRAID_HD BRAID_WIRE_GROUP_FN static void encode(const float* v, uint32_t n, uint8_t* codes, uint8_t*) {
+  BRAID_HD BRAID_INLINE_ON_HOST static void encode(const float* v, uint32_t n, uint8_t* codes, uint8_t*) {
     uint16_t* c = reinterpret_cast<uint16_t*>(codes);
     for (uint32_t j = 0; j < n; ++j) c[j] = encodeOne(v[j]);
   }
-  BRAID_HD BRAID_WIRE_GROUP_FN static void decode(const uint8_t* codes, const uint8_t*, uint32_t n, float* v) {
+  BRAID_HD BRAID_INLINE_ON_HOST static void decode(const uint8_t* codes, const uint8_t*, uint32_t n, float* v) {
     const uint16_t* c = reinterpret_cast<const uint16_t*>(codes);
     for (uint32_t j = 0; j < n; ++j) v[j] = decodeOne(c[j]);
   }
@@ -261,12 +254,12 @@ template <class F, class Code, WireType W>
 struct WireScaled {
   static constexpr WireType kType = W;
   static constexpr bool kScaled = true;
-  BRAID_HD BRAID_WIRE_GROUP_FN static void encode(const float* v, uint32_t n, uint8_t* codes, uint8_t* header) {
+  BRAID_HD BRAID_INLINE_ON_HOST static void encode(const float* v, uint32_t n, uint8_t* codes, uint8_t* header) {
     uint32_t special = 0;
     const uint32_t m = wire::scanGroup(v, n, &special);
     wire::encodeScannedGroup<F>(v, n, reinterpret_cast<Code*>(codes), header, m, special, 0);
   }
-  BRAID_HD BRAID_WIRE_GROUP_FN static void decode(const uint8_t* codes, const uint8_t* header, uint32_t n, float* v) {
+  BRAID_HD BRAID_INLINE_ON_HOST static void decode(const uint8_t* codes, const uint8_t* header, uint32_t n, float* v) {
     const int s = int(int8_t(header[0]));
     if (header[1] == 0) return wire::decodeFastGroup<F>(reinterpret_cast<const Code*>(codes), n, v, s);
     wire::decodeGroupAs<F>(reinterpret_cast<const Code*>(codes), n, v, s);
@@ -279,7 +272,7 @@ using WireE5M2 = WireScaled<numeric::E5M2Format, uint8_t, WireType::Fp8E5M2>;
 struct WireE4M3 {
   static constexpr WireType kType = WireType::Fp8E4M3;
   static constexpr bool kScaled = true;
-  BRAID_HD BRAID_WIRE_GROUP_FN static void encode(const float* v, uint32_t n, uint8_t* codes, uint8_t* header) {
+  BRAID_HD BRAID_INLINE_ON_HOST static void encode(const float* v, uint32_t n, uint8_t* codes, uint8_t* header) {
     uint32_t special = 0;
     const uint32_t m = wire::scanGroup(v, n, &special);
     if (special & wire::kHasInf) {
@@ -288,7 +281,7 @@ struct WireE4M3 {
       wire::encodeScannedGroup<numeric::E4M3Format>(v, n, codes, header, m, special, 0);
     }
   }
-  BRAID_HD BRAID_WIRE_GROUP_FN static void decode(const uint8_t* codes, const uint8_t* header, uint32_t n, float* v) {
+  BRAID_HD BRAID_INLINE_ON_HOST static void decode(const uint8_t* codes, const uint8_t* header, uint32_t n, float* v) {
     const int s = int(int8_t(header[0]));
     if (header[1] == 0) return wire::decodeFastGroup<numeric::E4M3Format>(codes, n, v, s);
     if (header[1] & kWireGroupE5M2) {

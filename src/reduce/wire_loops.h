@@ -106,7 +106,7 @@ BRAID_HD BRAID_INLINE void wireGroup(const WirePiece& p, const WireGroups<Codec>
 // decode are encodeOne and decodeOne in a loop: the same bits) instead of the
 // flat loops' five variants; inlined for every codec, datatype and functor,
 // those made ptxas take minutes more. The host builds both shapes, and
-// tests/reduce/wire_format_test.cc checks that they give the same bits.
+// tests/reduce/wire_codecs_avx2_test.cc checks that they give the same bits.
 #if defined(__CUDA_ARCH__)
 inline constexpr bool kBlockLoops = true;
 #else

@@ -320,7 +320,9 @@ void expectPiecesAgree(WireType w, ncclDataType_t data, uint64_t count, uint32_t
           ASSERT_EQ(dstA, dstB) << "the stored values";
           ASSERT_EQ(srcA, srcB) << "the stored values (in place)";
           runBlockShape(piece(outC, dstC, srcC));
-          if (var.out) ASSERT_TRUE(sameMessages(w, count, outA, outC)) << "the message (a block's loops)";
+          if (var.out) {
+            ASSERT_TRUE(sameMessages(w, count, outA, outC)) << "the message (a block's loops)";
+          }
           ASSERT_TRUE(sameValues(data, dstA, dstC)) << "the stored values (a block's loops)";
           ASSERT_TRUE(sameValues(data, srcA, srcC)) << "the stored values in place (a block's loops)";
         }

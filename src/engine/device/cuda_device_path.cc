@@ -442,7 +442,7 @@ Result submitDeviceGroup(const std::vector<engine::Task>& tasks, const StagedRun
   if (singleRankCopies(tasks)) return copySingleRankCalls(tasks);
   // Plan kernels of ranks whose kernels would only take turns on a GPU
   // (other processes, no MPS) would move a message per time slice: staged.
-  // Reproducible mode's fixed point (host only) runs its own inner calls.
+  // A fixed-point step (reproducible mode) runs on the host only.
   const bool kernels = std::all_of(tasks.begin(), tasks.end(), [](const engine::Task& t) {
     return t.comm->settings.deviceKernels && t.comm->timeSlicedGpu.empty() && t.wire != reduce::WireType::Fixed64;
   });
