@@ -7,7 +7,10 @@
 // operations in the same order. Only full groups on the fast path (header
 // flags 0) run here; a short last group, a group holding an infinity or NaN,
 // one whose scale passes 2^100, and a float16 fast group with infinity or NaN
-// codes (a damaged message) go through the portable codec unchanged.
+// codes (a damaged message) go through the portable codec unchanged. The
+// fp8 codecs also run a hop's whole group in registers (sumGroup: widen,
+// sum, narrow, and keep the narrowing's widened value from the rounding
+// itself), which is where a ring's owner spends most of its coding time.
 //
 // Host only, x86-64 GCC or Clang (BRAID_WIRE_AVX2): the functions are built
 // for AVX2 and F16C, so call them only where wireCodecsAvx2Usable() is true.
@@ -18,6 +21,7 @@
 
 #include <cstdint>
 
+#include "reduce/reduce_ops.h"
 #include "reduce/wire_format.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -46,42 +50,81 @@ namespace wire_avx2 {
 using numeric::bitsFloat;
 using numeric::pow2Bits;
 
-// The largest of 32 magnitudes (float bits with the sign cleared). Every
-// magnitude is a non-negative int32, so signed maxima order them as floats;
-// infinities and NaN sort above every finite value.
-BRAID_WIRE_AVX2_STEP uint32_t largestMagnitude(const __m256i a[4]) {
-  const __m256i m4 = _mm256_max_epi32(_mm256_max_epi32(a[0], a[1]), _mm256_max_epi32(a[2], a[3]));
-  __m128i m = _mm_max_epi32(_mm256_castsi256_si128(m4), _mm256_extracti128_si256(m4, 1));
-  m = _mm_max_epi32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
-  m = _mm_max_epi32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
-  return uint32_t(_mm_cvtsi128_si32(m));
+// The largest of 32 magnitudes (float bits with the sign cleared), in every
+// lane. Every magnitude is a non-negative int32, so signed maxima order them
+// as floats; infinities and NaN sort above every finite value.
+BRAID_WIRE_AVX2_STEP __m256i largestMagnitude(const __m256i a[4]) {
+  __m256i m = _mm256_max_epi32(_mm256_max_epi32(a[0], a[1]), _mm256_max_epi32(a[2], a[3]));
+  m = _mm256_max_epi32(m, _mm256_permute2x128_si256(m, m, 1));
+  m = _mm256_max_epi32(m, _mm256_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
+  return _mm256_max_epi32(m, _mm256_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
+}
+
+// x[] times f1, then times f2: f2 is 1 for every scale but the extremes
+// (past float's normal range), and then one multiply gives the same bits.
+BRAID_WIRE_AVX2_STEP void timesPow2(__m256 x[4], float f1, float f2) {
+  const __m256 k1 = _mm256_set1_ps(f1);
+  if (f2 == 1.0f) {
+    for (int k = 0; k < 4; ++k) x[k] = _mm256_mul_ps(x[k], k1);
+  } else {
+    const __m256 k2 = _mm256_set1_ps(f2);
+    for (int k = 0; k < 4; ++k) x[k] = _mm256_mul_ps(_mm256_mul_ps(x[k], k1), k2);
+  }
+}
+
+// wire::shiftFor of a normal magnitude in every lane, without its clamp to
+// int8: scaleFastValues takes it only for shifts of -126 and more.
+template <class F>
+BRAID_WIRE_AVX2_STEP __m256i shiftLanes(__m256i m) {
+  constexpr uint32_t maxBits = wire::maxFiniteBits<F>();
+  const __m256i e = _mm256_sub_epi32(_mm256_srli_epi32(m, 23), _mm256_set1_epi32(int(maxBits >> 23)));
+  const __m256i above = _mm256_cmpgt_epi32(_mm256_and_si256(m, _mm256_set1_epi32(0x7fffff)),
+                                           _mm256_set1_epi32(int(maxBits & 0x7fffffu)));
+  return _mm256_sub_epi32(e, above);
 }
 
 // A full group's scan and scale, or false where the portable codec must
 // narrow it (an infinity or NaN, or a scale past kFastShiftMax). On true,
 // x[] holds the 32 values times 2^-s, multiplied as encodeScannedGroup does,
-// and the header is written (flags 0).
+// and the header is written (flags 0); on false x[] and the header are as
+// they were.
 template <class F>
-BRAID_WIRE_AVX2_STEP bool scaleFastGroup(const float* v, uint8_t* header, __m256 x[4]) {
+BRAID_WIRE_AVX2_STEP bool scaleFastValues(__m256 x[4], uint8_t* header) {
   const __m256i absMask = _mm256_set1_epi32(0x7fffffff);
   __m256i a[4];
-  for (int k = 0; k < 4; ++k) {
-    // In 16-byte halves: the loops fill v[] with 16-byte stores at times, and
-    // a 32-byte load across two of them waits for both to reach the cache
-    // (a failed store forwarding, which cost half the encoder's speed).
-    x[k] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(v + 8 * k)), _mm_loadu_ps(v + 8 * k + 4), 1);
-    a[k] = _mm256_and_si256(_mm256_castps_si256(x[k]), absMask);
-  }
-  const uint32_t m = largestMagnitude(a);
+  for (int k = 0; k < 4; ++k) a[k] = _mm256_and_si256(_mm256_castps_si256(x[k]), absMask);
+  const __m256i mv = largestMagnitude(a);
+  const uint32_t m = uint32_t(_mm256_cvtsi256_si32(mv));
   if (m >= 0x7f800000u) return false;
   const int s = m != 0 ? wire::shiftFor<F>(bitsFloat(m)) : 0;
   if (s > wire::kFastShiftMax) return false;
   header[0] = uint8_t(int8_t(s));
   header[1] = 0;
-  const __m256 f1 = _mm256_set1_ps(s >= -126 ? bitsFloat(pow2Bits(-s)) : bitsFloat(pow2Bits(64)));
-  const __m256 f2 = _mm256_set1_ps(s >= -126 ? 1.0f : bitsFloat(pow2Bits(-s - 64)));
-  for (int k = 0; k < 4; ++k) x[k] = _mm256_mul_ps(_mm256_mul_ps(x[k], f1), f2);
+  if (m < 0x00800000u || s < -126) {
+    timesPow2(x, s >= -126 ? bitsFloat(pow2Bits(-s)) : bitsFloat(pow2Bits(64)),
+              s >= -126 ? 1.0f : bitsFloat(pow2Bits(-s - 64)));
+    return true;
+  }
+  // The common case, a normal largest magnitude and a normal 2^-s: shiftFor
+  // and 2^-s again in the vector lanes, so that the multiply waits for the
+  // maximum only, not for its trip through the scalar unit (which the
+  // branches above take, predicted).
+  const __m256i sv = shiftLanes<F>(mv);
+  const __m256 f1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(127), sv), 23));
+  for (int k = 0; k < 4; ++k) x[k] = _mm256_mul_ps(x[k], f1);
   return true;
+}
+
+// scaleFastValues of the 32 values at v.
+template <class F>
+BRAID_WIRE_AVX2_STEP bool scaleFastGroup(const float* v, uint8_t* header, __m256 x[4]) {
+  for (int k = 0; k < 4; ++k) {
+    // In 16-byte halves: the loops fill v[] with 16-byte stores at times, and
+    // a 32-byte load across two of them waits for both to reach the cache
+    // (a failed store forwarding, which cost half the encoder's speed).
+    x[k] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(v + 8 * k)), _mm_loadu_ps(v + 8 * k + 4), 1);
+  }
+  return scaleFastValues<F>(x, header);
 }
 
 // wire::encodeFinite's magnitude (no sign), eight lanes, in fewer steps.
@@ -93,21 +136,25 @@ BRAID_WIRE_AVX2_STEP bool scaleFastGroup(const float* v, uint8_t* header, __m256
 // implicit one of a normal value, a rounding into the next binade lands at
 // L = 2^(M + 1), and a subnormal's e is emin with L < 2^M. The same code as
 // encodeFinite's two branches, from the same float addition.
+// The magnitude's value on F's grid, (|x| + c) - c, is encodeFinite's
+// rounding and so the code's widened magnitude: *rounded gets it, for the
+// owner's hop, which keeps what it sends (no decode of the codes).
 template <class F>
-BRAID_WIRE_AVX2_STEP __m256i encodeMagnitude8(__m256 x) {
+BRAID_WIRE_AVX2_STEP __m256i encodeMagnitude8(__m256 x, __m256* rounded) {
   constexpr int minNormalExp = 127 + 1 - F::kBias;
   const __m256i a = _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffffff));
   const __m256i e = _mm256_max_epi32(_mm256_srli_epi32(a, 23), _mm256_set1_epi32(minNormalExp));
   const __m256 c = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(23 - F::kMant)), 23));
-  const __m256i sum = _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(a), c));
-  const __m256i units = _mm256_and_si256(sum, _mm256_set1_epi32(0x7fffff));
+  const __m256 sum = _mm256_add_ps(_mm256_castsi256_ps(a), c);
+  *rounded = _mm256_sub_ps(sum, c);
+  const __m256i units = _mm256_and_si256(_mm256_castps_si256(sum), _mm256_set1_epi32(0x7fffff));
   const __m256i base = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(minNormalExp)), F::kMant);
   return _mm256_add_epi32(base, units);
 }
 
-// wire::decodeFinite, eight lanes, then times 2^s as decodeFastGroup does.
+// wire::decodeFinite, eight lanes (not yet times 2^s).
 template <class F>
-BRAID_WIRE_AVX2_STEP __m256 decodeFinite8(__m256i h, __m256 f1, __m256 f2) {
+BRAID_WIRE_AVX2_STEP __m256 decodeFinite8(__m256i h) {
   const __m256i mag = _mm256_and_si256(h, _mm256_set1_epi32(int(F::kAbsMask)));
   const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(int(F::kSign))), 31 - (F::kBits - 1));
   const __m256i normal =
@@ -115,8 +162,7 @@ BRAID_WIRE_AVX2_STEP __m256 decodeFinite8(__m256i h, __m256 f1, __m256 f2) {
   const __m256i sub = _mm256_castps_si256(
       _mm256_mul_ps(_mm256_cvtepi32_ps(mag), _mm256_set1_ps(bitsFloat(pow2Bits(1 - F::kBias - F::kMant)))));
   const __m256i isSub = _mm256_cmpgt_epi32(_mm256_set1_epi32(1 << F::kMant), mag);
-  const __m256 x = _mm256_castsi256_ps(_mm256_or_si256(_mm256_blendv_epi8(normal, sub, isSub), sign));
-  return _mm256_mul_ps(_mm256_mul_ps(x, f1), f2);
+  return _mm256_castsi256_ps(_mm256_or_si256(_mm256_blendv_epi8(normal, sub, isSub), sign));
 }
 
 // decodeFastGroup's factors 2^s = f1 * f2.
@@ -127,34 +173,107 @@ struct DecodeScale {
         f2(s >= -126 ? 1.0f : bitsFloat(pow2Bits(s + 64))) {}
 };
 
-// An fp8 format's full fast group: 32 codes of one byte.
+// Scaled values x[] (scaleFastValues) as 32 fp8 codes of one byte; in
+// rounded[], each value's narrowing widened again (still scaled, signed).
 template <class F>
-BRAID_WIRE_AVX2_STEP bool encodeFp8Group(const float* v, uint8_t* codes, uint8_t* header) {
-  __m256 x[4];
-  if (!scaleFastGroup<F>(v, header, x)) return false;
+BRAID_WIRE_AVX2_STEP void storeFp8Codes(const __m256 x[4], uint8_t* codes, __m256 rounded[4]) {
   // Magnitudes fit seven bits: pack 32 -> 16 -> 8 bits (within 128-bit
   // lanes). Signs by saturation: a negative float's bits are a negative
   // int32, which packs to 0x8000, then 0x80; a positive one packs to at
   // most 0x7fff, then 0x7f. Then the four 8-value runs go back in order.
-  const __m256i m01 = _mm256_packus_epi32(encodeMagnitude8<F>(x[0]), encodeMagnitude8<F>(x[1]));
-  const __m256i m23 = _mm256_packus_epi32(encodeMagnitude8<F>(x[2]), encodeMagnitude8<F>(x[3]));
+  __m256i mag[4];
+  for (int k = 0; k < 4; ++k) {
+    mag[k] = encodeMagnitude8<F>(x[k], &rounded[k]);
+    rounded[k] = _mm256_or_ps(rounded[k], _mm256_and_ps(x[k], _mm256_set1_ps(-0.0f)));
+  }
+  const __m256i m01 = _mm256_packus_epi32(mag[0], mag[1]);
+  const __m256i m23 = _mm256_packus_epi32(mag[2], mag[3]);
   const __m256i s01 = _mm256_packs_epi32(_mm256_castps_si256(x[0]), _mm256_castps_si256(x[1]));
   const __m256i s23 = _mm256_packs_epi32(_mm256_castps_si256(x[2]), _mm256_castps_si256(x[3]));
   const __m256i signs = _mm256_and_si256(_mm256_packs_epi16(s01, s23), _mm256_set1_epi8(char(0x80)));
   const __m256i c = _mm256_permutevar8x32_epi32(_mm256_or_si256(_mm256_packus_epi16(m01, m23), signs),
                                                 _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes), c);
+}
+
+// An fp8 format's full fast group: 32 codes of one byte.
+template <class F>
+BRAID_WIRE_AVX2_STEP bool encodeFp8Group(const float* v, uint8_t* codes, uint8_t* header) {
+  __m256 x[4], rounded[4];
+  if (!scaleFastGroup<F>(v, header, x)) return false;
+  storeFp8Codes<F>(x, codes, rounded);
   return true;
+}
+
+// 32 fp8 codes widened and times 2^s, as decodeFastGroup does.
+template <class F>
+BRAID_WIRE_AVX2_STEP void decodeFp8Values(const uint8_t* codes, int s, __m256 x[4]) {
+  for (int q = 0; q < 4; ++q) {
+    const __m128i c = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + 8 * q));
+    x[q] = decodeFinite8<F>(_mm256_cvtepu8_epi32(c));
+  }
+  const DecodeScale k(s);
+  timesPow2(x, k.f1, k.f2);
 }
 
 template <class F>
 BRAID_WIRE_AVX2_STEP void decodeFp8Group(const uint8_t* codes, int s, float* v) {
-  const DecodeScale k(s);
-  const __m256 f1 = _mm256_set1_ps(k.f1), f2 = _mm256_set1_ps(k.f2);
-  for (int q = 0; q < 4; ++q) {
-    const __m128i c = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + 8 * q));
-    _mm256_storeu_ps(v + 8 * q, decodeFinite8<F>(_mm256_cvtepu8_epi32(c), f1, f2));
+  __m256 x[4];
+  decodeFp8Values<F>(codes, s, x);
+  for (int q = 0; q < 4; ++q) _mm256_storeu_ps(v + 8 * q, x[q]);
+}
+
+// rounded[] (storeFp8Codes) times 2^s, as decodeFp8Group widens the codes:
+// the same bits, without reading them back.
+BRAID_WIRE_AVX2_STEP void storeWidened(__m256 rounded[4], uint8_t shift, float* v) {
+  const DecodeScale k{int(int8_t(shift))};
+  timesPow2(rounded, k.f1, k.f2);
+  for (int q = 0; q < 4; ++q) _mm256_storeu_ps(v + 8 * q, rounded[q]);
+}
+
+// The sums a wire carries (withSumFn's functors on float) eight lanes at a
+// time, the same float operations in the same order (no fused multiply-add:
+// these functions are not built for FMA). kLanes is false for a functor
+// without a lane form: its groups go through the loop's array as before.
+template <class Sum>
+struct LaneSum {
+  static constexpr bool kLanes = false;
+};
+template <>
+struct LaneSum<SumFn<float>> {
+  static constexpr bool kLanes = true;
+  static BRAID_WIRE_AVX2_STEP __m256 apply(const SumFn<float>&, __m256 a, __m256 b) { return _mm256_add_ps(a, b); }
+};
+template <>
+struct LaneSum<PreMulSumFn<float>> {
+  static constexpr bool kLanes = true;
+  static BRAID_WIRE_AVX2_STEP __m256 apply(const PreMulSumFn<float>& f, __m256 a, __m256 b) {
+    return _mm256_add_ps(a, _mm256_mul_ps(b, _mm256_set1_ps(f.pre.scalar)));
   }
+};
+
+// A hop's full group in registers: the received fast group (codes, scale
+// `inShift`) widened, summed with the 32 local values, narrowed into codes
+// and header; into dst (unless null) the sums, or with `round` the
+// narrowing's widened value. The bits of decode, the loop's sum and encode
+// (or encodeRounded). False, with nothing written, where the sums are not a
+// fast group (the loop then narrows them the portable way).
+template <class F, class Sum>
+BRAID_WIRE_AVX2_STEP bool sumFp8Group(const uint8_t* inCodes, int inShift, const float* src, const Sum& sum,
+                                     uint8_t* codes, uint8_t* header, float* dst, bool round) {
+  __m256 x[4], sums[4];
+  decodeFp8Values<F>(inCodes, inShift, x);
+  for (int q = 0; q < 4; ++q) x[q] = sums[q] = LaneSum<Sum>::apply(sum, x[q], _mm256_loadu_ps(src + 8 * q));
+  if (!scaleFastValues<F>(x, header)) return false;
+  __m256 rounded[4];
+  storeFp8Codes<F>(x, codes, rounded);
+  if (dst == nullptr) return true;
+  if (round) {
+    storeWidened(rounded, header[0], dst);
+  } else {
+    for (int q = 0; q < 4; ++q) _mm256_storeu_ps(dst + 8 * q, sums[q]);
+  }
+  return true;
 }
 
 // The portable codecs, out of line: inlined, their many registers and stack
@@ -234,14 +353,28 @@ struct WireFp8Avx2 {
       wire_avx2::encodePortable<Portable>(v, n, codes, header);
     }
   }
-  // encode, then decode (wire_loops.h's encodeRounded), without the calls
-  // and checks between them.
+  // encode, then decode (wire_loops.h's encodeRounded): the widened values
+  // from the rounding itself, not from the codes.
   BRAID_WIRE_AVX2_ENCODE static void encodeRounded(float* v, uint32_t n, uint8_t* codes, uint8_t* header) {
-    if (n != kWireGroup || !wire_avx2::encodeFp8Group<F>(v, codes, header)) {
+    __m256 x[4], rounded[4];
+    if (n != kWireGroup || !wire_avx2::scaleFastGroup<F>(v, header, x)) {
       wire_avx2::encodePortable<Portable>(v, n, codes, header);
       return wire_avx2::decodePortable<Portable>(codes, header, n, v);
     }
-    wire_avx2::decodeFp8Group<F>(codes, int(int8_t(header[0])), v);
+    wire_avx2::storeFp8Codes<F>(x, codes, rounded);
+    wire_avx2::storeWidened(rounded, header[0], v);
+  }
+  // wire_loops.h's sumsInRegisters: a hop's group in registers, for the sums
+  // LaneSum has.
+  template <class Sum>
+  static constexpr bool sumsInRegisters() {
+    return wire_avx2::LaneSum<Sum>::kLanes;
+  }
+  template <class Sum>
+  BRAID_WIRE_AVX2_FN static bool sumGroup(const uint8_t* inCodes, const uint8_t* inHeader, const float* src,
+                                          const Sum& sum, uint8_t* codes, uint8_t* header, float* dst, bool round) {
+    if (inHeader[1] != 0) return false;
+    return wire_avx2::sumFp8Group<F>(inCodes, int(int8_t(inHeader[0])), src, sum, codes, header, dst, round);
   }
   BRAID_WIRE_AVX2_FN static void decode(const uint8_t* codes, const uint8_t* header, uint32_t n, float* v) {
     if (n != kWireGroup || header[1] != 0) return wire_avx2::decodePortable<Portable>(codes, header, n, v);

@@ -96,13 +96,18 @@ using numeric::bitsFloat;
 using numeric::floatBits;
 using numeric::pow2Bits;
 
+// F's largest finite value as float bits: its exponent and mantissa rebiased.
+template <class F>
+BRAID_HD constexpr uint32_t maxFiniteBits() {
+  return ((F::kMaxFinite >> F::kMant) + uint32_t(127 - F::kBias)) << 23 |
+         ((F::kMaxFinite & ((1u << F::kMant) - 1)) << (23 - F::kMant));
+}
+
 // The smallest s with m <= maxFinite * 2^s, for a finite m > 0, clamped to
 // int8. Exact integer work on the bits (no log2).
 template <class F>
 BRAID_HD BRAID_INLINE int shiftFor(float m) {
-  // Largest finite of F as float bits: its exponent and mantissa rebiased.
-  constexpr uint32_t maxBits = ((F::kMaxFinite >> F::kMant) + uint32_t(127 - F::kBias)) << 23 |
-                               ((F::kMaxFinite & ((1u << F::kMant) - 1)) << (23 - F::kMant));
+  constexpr uint32_t maxBits = maxFiniteBits<F>();
   uint32_t b = floatBits(m);
   int bias = 0;
   if ((b >> 23) == 0) {  // subnormal float: normalise by 2^64 first

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "reduce/op_dispatch.h"
 #include "reduce/reduce_ops.h"
@@ -78,6 +79,19 @@ BRAID_HD BRAID_INLINE void encodeRounded(float* v, uint32_t m, uint8_t* codes, u
   }
 }
 
+// A codec may also run a hop's full group in registers (sumGroup: the
+// host's AVX2 fp8 codecs, for the sums they have in lanes): widen, sum,
+// narrow and store without the group's array in between. It returns false
+// where the group is not its fast case, and the loop then runs it as any.
+template <class Codec, class Sum>
+BRAID_HD constexpr auto sumsInRegisters(int) -> decltype(Codec::template sumsInRegisters<Sum>()) {
+  return Codec::template sumsInRegisters<Sum>();
+}
+template <class Codec, class Sum>
+BRAID_HD constexpr bool sumsInRegisters(long) {
+  return false;
+}
+
 // One group: m values (32, or fewer for the last), value(v) fills them.
 template <class Codec, class Data, class Value>
 BRAID_HD BRAID_INLINE void wireGroup(const WirePiece& p, const WireGroups<Codec>& out, uint64_t gi, uint32_t m,
@@ -126,6 +140,52 @@ BRAID_HD BRAID_INLINE void wireGroupsOf(const WirePiece& p, Value value) {
       const uint32_t m = gi < full ? kWireGroup : uint32_t(p.count - gi * kWireGroup);
       wireGroup<Codec, Data>(p, out, gi, m, [&](float* v, uint32_t n) BRAID_LAMBDA_INLINE { value(gi, v, n); });
     }
+  }
+}
+
+// The host's loops of float values where a group needs no array between
+// the operands and the codec: a hop's sums in registers (sumsInRegisters),
+// a send narrowing the local values where they lie, a receive widening
+// straight into the output. The same bits as wireGroupsOf.
+template <class Codec, class Sum>
+BRAID_HD BRAID_INLINE void wireSumGroupsInRegisters(const WirePiece& p, const WireGroups<Codec>& in, Sum f) {
+  const WireGroups<Codec> out(p.out, p.count);
+  const float* src = static_cast<const float*>(p.src);
+  float* dst = static_cast<float*>(p.dst);
+  const uint64_t full = p.count / kWireGroup;
+  const uint64_t groups = wireGroups(p.count);
+  for (uint64_t gi = p.firstGroup; gi < groups; gi += p.stride) {
+    const uint64_t at = gi * kWireGroup;
+    if (gi < full && Codec::sumGroup(in.codes(gi), in.header(gi), src + at, f, out.codes(gi), out.header(gi),
+                                     dst != nullptr ? dst + at : nullptr, p.round)) {
+      continue;
+    }
+    const uint32_t m = gi < full ? kWireGroup : uint32_t(p.count - at);
+    wireGroup<Codec, float>(p, out, gi, m, [&](float* v, uint32_t n) BRAID_LAMBDA_INLINE {
+      Codec::decode(in.codes(gi), in.header(gi), n, v);
+      for (uint32_t j = 0; j < n; ++j) v[j] = f(v[j], src[at + j]);
+    });
+  }
+}
+
+template <class Codec>
+BRAID_HD BRAID_INLINE void wireEncodeDirect(const WirePiece& p) {
+  const WireGroups<Codec> out(p.out, p.count);
+  const float* src = static_cast<const float*>(p.src);
+  const uint64_t full = p.count / kWireGroup;
+  for (uint64_t gi = p.firstGroup; gi < wireGroups(p.count); gi += p.stride) {
+    const uint32_t m = gi < full ? kWireGroup : uint32_t(p.count - gi * kWireGroup);
+    Codec::encode(src + gi * kWireGroup, m, out.codes(gi), out.header(gi));
+  }
+}
+
+template <class Codec>
+BRAID_HD BRAID_INLINE void wireDecodeDirect(const WirePiece& p, const WireGroups<Codec>& in) {
+  float* dst = static_cast<float*>(p.dst);
+  const uint64_t full = p.count / kWireGroup;
+  for (uint64_t gi = p.firstGroup; gi < wireGroups(p.count); gi += p.stride) {
+    const uint32_t m = gi < full ? kWireGroup : uint32_t(p.count - gi * kWireGroup);
+    Codec::decode(in.codes(gi), in.header(gi), m, dst + gi * kWireGroup);
   }
 }
 
@@ -194,12 +254,19 @@ BRAID_HD BRAID_INLINE void runWirePieceAs(const WirePiece& p) {
     return;
   }
   const WireGroups<Codec> in(p.in, p.count);
+  constexpr bool kDirect = !kBlock && std::is_same<Data, float>::value;
   if (p.in != nullptr && p.src == nullptr) {
+    if constexpr (kDirect) {
+      if (p.out == nullptr && !p.round && p.dst != nullptr) return wireDecodeDirect<Codec>(p, in);
+    }
     wireGroupsOf<Codec, Data, kBlock>(p, [&](uint64_t gi, float* v, uint32_t m) BRAID_LAMBDA_INLINE {
       Codec::decode(in.codes(gi), in.header(gi), m, v);
     });
   } else if (p.in != nullptr) {
     withSumFn<float>(p.op, p.pre, p.post, [&](auto f) BRAID_LAMBDA_INLINE {
+      if constexpr (kDirect && sumsInRegisters<Codec, decltype(f)>(0)) {
+        if (p.out != nullptr) return wireSumGroupsInRegisters<Codec>(p, in, f);
+      }
       wireGroupsOf<Codec, Data, kBlock>(p, [&](uint64_t gi, float* v, uint32_t m) BRAID_LAMBDA_INLINE {
         Codec::decode(in.codes(gi), in.header(gi), m, v);
         const Data* s = src + gi * kWireGroup;
@@ -213,8 +280,12 @@ BRAID_HD BRAID_INLINE void runWirePieceAs(const WirePiece& p) {
         for (uint32_t j = 0; j < m; ++j) v[j] = f(Traits<Data>::load(s[j]));
       });
     };
-    withCopyFn<float>(p.op, p.pre, p.post, loop,
-                      [&]() BRAID_LAMBDA_INLINE { loop([](float x) BRAID_LAMBDA_INLINE { return x; }); });
+    withCopyFn<float>(p.op, p.pre, p.post, loop, [&]() BRAID_LAMBDA_INLINE {
+      if constexpr (kDirect) {
+        if (p.out != nullptr && !p.round && p.dst == nullptr) return wireEncodeDirect<Codec>(p);
+      }
+      loop([](float x) BRAID_LAMBDA_INLINE { return x; });
+    });
   }
 }
 

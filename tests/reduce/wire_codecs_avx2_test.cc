@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -378,6 +379,70 @@ TEST(WireCodecsAvx2, LargePiecesMatchThePortableLoops) {
         reduce::runWirePieceOnHost(piece(outB, dstB));
         ASSERT_EQ(outA, outB) << "kind " << kind;
         ASSERT_EQ(dstA, dstB) << "kind " << kind;
+      }
+    }
+  }
+}
+
+// The edges of the AVX2 fp8 codecs' paths, not left to chance: groups whose
+// largest magnitude gives exactly the shifts around -126 (below it the scale
+// is not a normal float and the scalar path multiplies twice), the clamp at
+// -128 (largest magnitude a float subnormal), and the fast path's end at 100.
+// Each group's sums land on that shift (the received message is zero) or
+// near it; every step shape that codes a group is compared with the
+// portable loops, bit for bit.
+TEST(WireCodecsAvx2, ScalesAtTheEdgesOfTheFastPath) {
+  const std::pair<WireType, float> formats[] = {{WireType::Fp8E4M3, 448.0f}, {WireType::Fp8E5M2, 57344.0f}};
+  std::vector<int> shifts;
+  for (int s = -131; s <= -121; ++s) shifts.push_back(s);
+  for (int s : {-150, -140, -135, 0, 98, 99, 100, 101, 102}) shifts.push_back(s);
+  std::mt19937 rng(7);
+  for (const auto& [w, maxFinite] : formats) {
+    std::vector<float> local, sent;
+    for (int s : shifts) {
+      const float m = std::ldexp(maxFinite, s);
+      for (int above = 0; above < 2; ++above) {
+        for (int withSent = 0; withSent < 2; ++withSent) {
+          for (uint32_t j = 0; j < kWireGroup; ++j) {
+            const float largest = above ? std::nextafter(m, 1e38f) : m;
+            const float r = float(int32_t(rng() % 2001) - 1000) / 1000.0f;
+            local.push_back(j == 5 ? -largest : largest * r);
+            sent.push_back(withSent ? largest * float(int32_t(rng() % 101) - 50) / 100.0f : 0.0f);
+          }
+        }
+      }
+    }
+    const uint64_t count = local.size();
+    const std::vector<uint8_t> in = portableMessage(w, sent);
+    reduce::RedOp preMul;
+    preMul.kind = reduce::RedKind::PreMulSum;
+    const float scalar = 0.75f;
+    std::memcpy(preMul.scalar, &scalar, sizeof scalar);
+    for (const reduce::RedOp& op : {reduce::RedOp(), preMul}) {
+      for (const Variant& var : variants()) {
+        SCOPED_TRACE(testing::Message() << reduce::wireTypeName(w) << " op " << int(op.kind) << " in " << var.in
+                                        << " out " << var.out << " src " << var.src << " dst " << var.dst << " round "
+                                        << var.round << " inPlace " << var.inPlace);
+        std::vector<uint8_t> outA(in.size(), 0xa5), outB(in.size(), 0xa5);
+        std::vector<float> dstA(count, 7.0f), dstB(count, 7.0f), srcA = local, srcB = local;
+        auto piece = [&](std::vector<uint8_t>& out, std::vector<float>& dst, std::vector<float>& src) {
+          WirePiece p;
+          p.wire = w;
+          p.op = op;
+          p.pre = true;
+          p.round = var.round;
+          p.in = var.in ? in.data() : nullptr;
+          p.out = var.out ? out.data() : nullptr;
+          p.src = var.src ? src.data() : nullptr;
+          p.dst = var.inPlace ? src.data() : var.dst ? dst.data() : nullptr;
+          p.count = count;
+          return p;
+        };
+        runPortable(piece(outA, dstA, srcA));
+        reduce::runWirePieceOnHost(piece(outB, dstB, srcB));
+        ASSERT_EQ(outA, outB) << "the message";
+        ASSERT_EQ(0, std::memcmp(dstA.data(), dstB.data(), count * 4)) << "the stored values";
+        ASSERT_EQ(0, std::memcmp(srcA.data(), srcB.data(), count * 4)) << "the stored values (in place)";
       }
     }
   }
