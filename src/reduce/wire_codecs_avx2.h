@@ -276,6 +276,35 @@ BRAID_WIRE_AVX2_STEP bool sumFp8Group(const uint8_t* inCodes, int inShift, const
   return true;
 }
 
+// Two consecutive full groups as sumFp8Group, their steps side by side: one
+// group's narrowing, a chain of dependent steps (the maximum, the scale, the
+// codes), overlaps the other's, which a loop of single groups leaves to the
+// CPU's reordering and measures slower. Only without stored sums (dst null,
+// or the owner's rounding), where a group that turns out not to be fast has
+// not yet been written anywhere.
+template <class F, class Sum>
+BRAID_WIRE_AVX2_STEP bool sumFp8Pair(const uint8_t* inCodes, const uint8_t* inHeader, const float* src, const Sum& sum,
+                                    uint8_t* codes, uint8_t* header, float* dst) {
+  __m256 x[4], y[4];
+  decodeFp8Values<F>(inCodes, int(int8_t(inHeader[0])), x);
+  decodeFp8Values<F>(inCodes + kWireGroup, int(int8_t(inHeader[2])), y);
+  for (int q = 0; q < 4; ++q) {
+    x[q] = LaneSum<Sum>::apply(sum, x[q], _mm256_loadu_ps(src + 8 * q));
+    y[q] = LaneSum<Sum>::apply(sum, y[q], _mm256_loadu_ps(src + kWireGroup + 8 * q));
+  }
+  uint8_t h[4];
+  if (!scaleFastValues<F>(x, h) || !scaleFastValues<F>(y, h + 2)) return false;
+  __m256 rx[4], ry[4];
+  storeFp8Codes<F>(x, codes, rx);
+  storeFp8Codes<F>(y, codes + kWireGroup, ry);
+  for (int k = 0; k < 4; ++k) header[k] = h[k];
+  if (dst != nullptr) {
+    storeWidened(rx, h[0], dst);
+    storeWidened(ry, h[2], dst + kWireGroup);
+  }
+  return true;
+}
+
 // The portable codecs, out of line: inlined, their many registers and stack
 // would be set up for the fast path too.
 template <class Codec>
@@ -375,6 +404,16 @@ struct WireFp8Avx2 {
                                           const Sum& sum, uint8_t* codes, uint8_t* header, float* dst, bool round) {
     if (inHeader[1] != 0) return false;
     return wire_avx2::sumFp8Group<F>(inCodes, int(int8_t(inHeader[0])), src, sum, codes, header, dst, round);
+  }
+  // sumGroup for groups g and g + 1 at once (wire_avx2::sumFp8Pair); false,
+  // with nothing written, where either is not a fast group or the sums are
+  // to be stored unrounded (the loop then takes them one by one).
+  template <class Sum>
+  BRAID_WIRE_AVX2_FN static bool sumGroupPair(const uint8_t* inCodes, const uint8_t* inHeader, const float* src,
+                                              const Sum& sum, uint8_t* codes, uint8_t* header, float* dst,
+                                              bool round) {
+    if (inHeader[1] != 0 || inHeader[3] != 0 || (dst != nullptr && !round)) return false;
+    return wire_avx2::sumFp8Pair<F>(inCodes, inHeader, src, sum, codes, header, dst);
   }
   BRAID_WIRE_AVX2_FN static void decode(const uint8_t* codes, const uint8_t* header, uint32_t n, float* v) {
     if (n != kWireGroup || header[1] != 0) return wire_avx2::decodePortable<Portable>(codes, header, n, v);

@@ -79,10 +79,11 @@ BRAID_HD BRAID_INLINE void encodeRounded(float* v, uint32_t m, uint8_t* codes, u
   }
 }
 
-// A codec may also run a hop's full group in registers (sumGroup: the
-// host's AVX2 fp8 codecs, for the sums they have in lanes): widen, sum,
-// narrow and store without the group's array in between. It returns false
-// where the group is not its fast case, and the loop then runs it as any.
+// A codec may also run a hop's full group in registers (sumGroup, and
+// sumGroupPair for two consecutive ones: the host's AVX2 fp8 codecs, for the
+// sums they have in lanes): widen, sum, narrow and store without the group's
+// array in between. Each returns false, with nothing written, where it does
+// not take the group(s), and the loop then runs them as any.
 template <class Codec, class Sum>
 BRAID_HD constexpr auto sumsInRegisters(int) -> decltype(Codec::template sumsInRegisters<Sum>()) {
   return Codec::template sumsInRegisters<Sum>();
@@ -154,17 +155,23 @@ BRAID_HD BRAID_INLINE void wireSumGroupsInRegisters(const WirePiece& p, const Wi
   float* dst = static_cast<float*>(p.dst);
   const uint64_t full = p.count / kWireGroup;
   const uint64_t groups = wireGroups(p.count);
-  for (uint64_t gi = p.firstGroup; gi < groups; gi += p.stride) {
+  for (uint64_t gi = p.firstGroup; gi < groups;) {
     const uint64_t at = gi * kWireGroup;
-    if (gi < full && Codec::sumGroup(in.codes(gi), in.header(gi), src + at, f, out.codes(gi), out.header(gi),
-                                     dst != nullptr ? dst + at : nullptr, p.round)) {
+    float* to = dst != nullptr ? dst + at : nullptr;
+    if (p.stride == 1 && gi + 1 < full &&
+        Codec::sumGroupPair(in.codes(gi), in.header(gi), src + at, f, out.codes(gi), out.header(gi), to, p.round)) {
+      gi += 2;
       continue;
     }
-    const uint32_t m = gi < full ? kWireGroup : uint32_t(p.count - at);
-    wireGroup<Codec, float>(p, out, gi, m, [&](float* v, uint32_t n) BRAID_LAMBDA_INLINE {
-      Codec::decode(in.codes(gi), in.header(gi), n, v);
-      for (uint32_t j = 0; j < n; ++j) v[j] = f(v[j], src[at + j]);
-    });
+    if (gi >= full ||
+        !Codec::sumGroup(in.codes(gi), in.header(gi), src + at, f, out.codes(gi), out.header(gi), to, p.round)) {
+      const uint32_t m = gi < full ? kWireGroup : uint32_t(p.count - at);
+      wireGroup<Codec, float>(p, out, gi, m, [&](float* v, uint32_t n) BRAID_LAMBDA_INLINE {
+        Codec::decode(in.codes(gi), in.header(gi), n, v);
+        for (uint32_t j = 0; j < n; ++j) v[j] = f(v[j], src[at + j]);
+      });
+    }
+    gi += p.stride;
   }
 }
 
