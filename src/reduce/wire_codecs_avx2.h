@@ -8,9 +8,10 @@
 // flags 0) run here; a short last group, a group holding an infinity or NaN,
 // one whose scale passes 2^100, and a float16 fast group with infinity or NaN
 // codes (a damaged message) go through the portable codec unchanged. The
-// fp8 codecs also run a hop's whole group in registers (sumGroup: widen,
-// sum, narrow, and keep the narrowing's widened value from the rounding
-// itself), which is where a ring's owner spends most of its coding time.
+// fp8 codecs also run a hop's whole group in registers (sumGroup, and
+// sumGroupPair for two at a time: widen, sum, narrow, and keep the
+// narrowing's widened value from the rounding itself), which is where a
+// ring's owner spends most of its coding time.
 //
 // Host only, x86-64 GCC or Clang (BRAID_WIRE_AVX2): the functions are built
 // for AVX2 and F16C, so call them only where wireCodecsAvx2Usable() is true.

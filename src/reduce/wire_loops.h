@@ -180,7 +180,8 @@ BRAID_HD BRAID_INLINE void wireEncodeDirect(const WirePiece& p) {
   const WireGroups<Codec> out(p.out, p.count);
   const float* src = static_cast<const float*>(p.src);
   const uint64_t full = p.count / kWireGroup;
-  for (uint64_t gi = p.firstGroup; gi < wireGroups(p.count); gi += p.stride) {
+  const uint64_t groups = wireGroups(p.count);
+  for (uint64_t gi = p.firstGroup; gi < groups; gi += p.stride) {
     const uint32_t m = gi < full ? kWireGroup : uint32_t(p.count - gi * kWireGroup);
     Codec::encode(src + gi * kWireGroup, m, out.codes(gi), out.header(gi));
   }
@@ -190,7 +191,8 @@ template <class Codec>
 BRAID_HD BRAID_INLINE void wireDecodeDirect(const WirePiece& p, const WireGroups<Codec>& in) {
   float* dst = static_cast<float*>(p.dst);
   const uint64_t full = p.count / kWireGroup;
-  for (uint64_t gi = p.firstGroup; gi < wireGroups(p.count); gi += p.stride) {
+  const uint64_t groups = wireGroups(p.count);
+  for (uint64_t gi = p.firstGroup; gi < groups; gi += p.stride) {
     const uint32_t m = gi < full ? kWireGroup : uint32_t(p.count - gi * kWireGroup);
     Codec::decode(in.codes(gi), in.header(gi), m, dst + gi * kWireGroup);
   }
