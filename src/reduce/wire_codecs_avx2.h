@@ -224,12 +224,13 @@ BRAID_WIRE_AVX2_STEP void decodeFp8Group(const uint8_t* codes, int s, float* v) 
   for (int q = 0; q < 4; ++q) _mm256_storeu_ps(v + 8 * q, x[q]);
 }
 
-// rounded[] (storeFp8Codes) times 2^s, as decodeFp8Group widens the codes:
-// the same bits, without reading them back.
-BRAID_WIRE_AVX2_STEP void storeWidened(__m256 rounded[4], uint8_t shift, float* v) {
+// A group's widened values (not yet scaled) times 2^s, s its header's shift,
+// stored: the fp8 owner's rounding (storeFp8Codes' rounded[], the same bits
+// as decoding the codes it wrote) and float16's widenings.
+BRAID_WIRE_AVX2_STEP void storeWidened(__m256 widened[4], uint8_t shift, float* v) {
   const DecodeScale k{int(int8_t(shift))};
-  timesPow2(rounded, k.f1, k.f2);
-  for (int q = 0; q < 4; ++q) _mm256_storeu_ps(v + 8 * q, rounded[q]);
+  timesPow2(widened, k.f1, k.f2);
+  for (int q = 0; q < 4; ++q) _mm256_storeu_ps(v + 8 * q, widened[q]);
 }
 
 // The sums a wire carries (withSumFn's functors on float) eight lanes at a
@@ -347,13 +348,13 @@ struct WireF16Avx2 {
       wire_avx2::encodePortable<WireF16>(v, n, codes, header);
       return wire_avx2::decodePortable<WireF16>(codes, header, n, v);
     }
-    const wire_avx2::DecodeScale k{int(int8_t(header[0]))};
-    const __m256 f1 = _mm256_set1_ps(k.f1), f2 = _mm256_set1_ps(k.f2);
+    __m256 widened[4];
     for (int q = 0; q < 4; ++q) {
       const __m128i h = _mm256_cvtps_ph(x[q], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(codes) + q, h);
-      _mm256_storeu_ps(v + 8 * q, _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtph_ps(h), f1), f2));
+      widened[q] = _mm256_cvtph_ps(h);
     }
+    wire_avx2::storeWidened(widened, header[0], v);
   }
   BRAID_WIRE_AVX2_FN static void decode(const uint8_t* codes, const uint8_t* header, uint32_t n, float* v) {
     if (n != kWireGroup || header[1] != 0) return wire_avx2::decodePortable<WireF16>(codes, header, n, v);
@@ -363,13 +364,9 @@ struct WireF16Avx2 {
     const __m256i allOnes = _mm256_or_si256(_mm256_cmpeq_epi16(_mm256_and_si256(c0, expMask), expMask),
                                             _mm256_cmpeq_epi16(_mm256_and_si256(c1, expMask), expMask));
     if (!_mm256_testz_si256(allOnes, allOnes)) return wire_avx2::decodePortable<WireF16>(codes, header, n, v);
-    const wire_avx2::DecodeScale k{int(int8_t(header[0]))};
-    const __m256 f1 = _mm256_set1_ps(k.f1), f2 = _mm256_set1_ps(k.f2);
-    const __m128i h[4] = {_mm256_castsi256_si128(c0), _mm256_extracti128_si256(c0, 1), _mm256_castsi256_si128(c1),
-                          _mm256_extracti128_si256(c1, 1)};
-    for (int q = 0; q < 4; ++q) {
-      _mm256_storeu_ps(v + 8 * q, _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtph_ps(h[q]), f1), f2));
-    }
+    __m256 widened[4] = {_mm256_cvtph_ps(_mm256_castsi256_si128(c0)), _mm256_cvtph_ps(_mm256_extracti128_si256(c0, 1)),
+                         _mm256_cvtph_ps(_mm256_castsi256_si128(c1)), _mm256_cvtph_ps(_mm256_extracti128_si256(c1, 1))};
+    wire_avx2::storeWidened(widened, header[0], v);
   }
 };
 
