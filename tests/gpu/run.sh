@@ -15,7 +15,7 @@
 # memcheck and racecheck where the toolkit has it (BRAID_GPU_SANITIZER=0
 # skips), and every perf tool on device memory, checked, with both device
 # engines, ranks as threads of one process and as processes sharing the GPU
-# (BRAID_GPU_PERF_CHECK=0 skips).
+# (BRAID_GPU_PERF_CHECK=0 skips), and bench/reduce_copy_bench's figure.
 #
 # A lent GPU comes with minutes of device time, so the build can be made on
 # a CPU machine with nvcc and carried:
@@ -101,7 +101,7 @@ build_here() {
 
   cmake -S "$repo" -B "$build" -G Ninja -DBRAID_CUDA=ON -DBRAID_BUILD_BENCH=ON \
     ${gtest_args[@]+"${gtest_args[@]}"} ${arch_args[@]+"${arch_args[@]}"}
-  cmake --build "$build" -j "$jobs" --target braid_gpu_tests braidrun "${tools[@]}"
+  cmake --build "$build" -j "$jobs" --target braid_gpu_tests braidrun reduce_copy_bench "${tools[@]}"
 }
 
 # BRAID_GPU_PACK: the files a run needs, relative to the checkout.
@@ -116,7 +116,7 @@ pack() {
   local list meta
   list=$(mktemp) meta=$(mktemp -d)
   (cd "$repo" && find "$rel" \( -name CTestTestfile.cmake -o -name '*_include.cmake' -o -name '*_tests.cmake' \) \
-     -print && ls -d "$rel"/tests/gpu/gpu_*_test "$rel"/bench/braidrun "$rel"/libbraid.so* "$rel"/libnccl.so* &&
+     -print && ls -d "$rel"/tests/gpu/gpu_*_test "$rel"/bench/braidrun "$rel"/bench/reduce_copy_bench "$rel"/libbraid.so* "$rel"/libnccl.so* &&
      for t in "${tools[@]}"; do echo "$rel/bench/$t"; done) >"$list"
   echo "$repo $rel" >"$meta/PACKED_AT"
   tar -czf "$BRAID_GPU_PACK" -C "$repo" -T "$list" -C "$meta" PACKED_AT
@@ -205,5 +205,11 @@ if [ "${BRAID_GPU_PERF_CHECK:-1}" != 0 ]; then
     done
   done
   unset BRAID_DEVICE_ENGINE
+  # The plan kernel's copy and reduce loops against cudaMemcpy on the same
+  # buffers (issue 17: the reduce loop at >= 85% of the copy's bandwidth);
+  # a figure for docs/performance.md, failing only when the result is wrong.
+  perf_check reduce-copy.log "reduce_copy_bench 1G (its table in $build/reduce-copy.log)" \
+    timeout 120 ./bench/reduce_copy_bench 1G 20
+  cat reduce-copy.log
 fi
 exit $status
