@@ -54,11 +54,12 @@ Result makeCommSettings(const ncclConfig_t* config, engine::CommSettings* out) {
   s.wait.yieldMicros = std::max<int64_t>(0, envInt("BRAID_YIELD_US", 5000));
   s.checkCalls = envInt("BRAID_CHECK", 0) != 0;
   s.wait.sleepNanos = std::clamp<int64_t>(envInt("BRAID_SLEEP_NS", 50000), 0, 999999999);
-  const std::string deviceEngine = envString("BRAID_DEVICE_ENGINE", "staged");
+  const std::string deviceEngine = envString("BRAID_DEVICE_ENGINE", "kernels");
   if (deviceEngine != "staged" && deviceEngine != "kernels")
-    return fail(ncclInvalidArgument, "BRAID_DEVICE_ENGINE=%s: expected staged (the default) or kernels",
+    return fail(ncclInvalidArgument, "BRAID_DEVICE_ENGINE=%s: expected kernels (the default) or staged",
                 deviceEngine.c_str());
   s.deviceKernels = deviceEngine == "kernels";
+  s.deviceEngineSet = !envString("BRAID_DEVICE_ENGINE").empty();
   s.launchesBlock = envInt("CUDA_LAUNCH_BLOCKING", 0) != 0;
   s.reproducible = envInt("BRAID_REPRODUCIBLE", 0) != 0;
   BRAID_TRY(wireTypeFromEnv(&s.wireType));
@@ -179,7 +180,7 @@ Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int 
         tuning::deviceChannelCap(comm->peers, comm->settings.maxCtas > 0 ? comm->settings.maxCtas : INT32_MAX,
                                  tuning::kMaxPeerAccessChannels, tuning::kPeerAccessLanesPerSm);
     if (comm->settings.deviceKernels)
-      comm->timeSlicedGpu = device::timeSlicedPeers(comm->peers, rank, device::mpsDaemonRunning());
+      comm->timeSlicedGpu = device::timeSlicedPeers(comm->peers, device::mpsDaemonRunning());
     device::prepareDeviceWork(comm);
     BRAID_TRY(agreeOnTuning(comm, deadline));
     chooseWaitPolicy(comm);

@@ -48,10 +48,12 @@ struct CommSettings {
   double timeoutSeconds = 600;
   WaitPolicy wait;  // spinPolls set at init from ranks per core
   bool checkCalls = false;  // BRAID_CHECK=1: ranks compare their collectives before running them
-  // BRAID_DEVICE_ENGINE=kernels: device buffers of communicators whose ranks
-  // share a host run as plan kernels; by default (staged) they are staged
-  // through pinned memory and run by the host runner.
-  bool deviceKernels = false;
+  // BRAID_DEVICE_ENGINE=kernels (the default): device buffers of
+  // communicators whose ranks share a host run as plan kernels where they
+  // can (engine/device/cuda_device_path.cc says where not); staged: through
+  // pinned memory, run by the host runner. deviceEngineSet: the user chose.
+  bool deviceKernels = true;
+  bool deviceEngineSet = false;
   // CUDA_LAUNCH_BLOCKING=1 (CUDA's own variable): a launch returns only once
   // its kernel ended, so nothing a kernel waits for may come after a launch
   // in the launching thread, nor from a CUDA call of another thread.

@@ -80,6 +80,10 @@ cudaError_t enqueueKernel(const std::string& what, cudaStream_t stream, std::fun
     fakecuda::finishLaunch(id);
   });
   if (err != cudaSuccess) fakecuda::finishLaunch(id);
+  // CUDA_LAUNCH_BLOCKING=1: as CUDA documents, a launch returns only once its
+  // kernel (and the stream's work before it) has ended.
+  const char* blocking = std::getenv("CUDA_LAUNCH_BLOCKING");
+  if (err == cudaSuccess && blocking != nullptr && std::string(blocking) == "1") fakecuda::waitForStream(stream);
   return err;
 }
 

@@ -119,6 +119,14 @@ static_assert(sizeof(IpcPayload) <= sizeof(cudaIpcMemHandle_t), "fits a CUDA IPC
 
 cudaError_t enqueue(cudaStream_t stream, Work work) { return result(enqueueOn(stream, std::move(work))); }
 
+void waitForStream(cudaStream_t stream) {
+  bool known = false;
+  Stream* s = dev().lookup(stream, &known);
+  if (!known) return;
+  const Position end = s->end();
+  end.stream->waitFor(end.count);
+}
+
 bool deviceAddressable(const void* p, size_t bytes) { return addressable(p, bytes); }
 
 void checkLaunchStream(cudaStream_t stream, const char* what) {

@@ -22,6 +22,9 @@ using Work = std::function<void()>;
 // stream, with its implicit ordering against blocking streams). Fails like
 // CUDA for an unknown or destroyed stream.
 cudaError_t enqueue(cudaStream_t stream, Work work);
+// Returns once everything enqueued on `stream` so far has run (a blocking
+// launch's wait; no recorded CUDA call).
+void waitForStream(cudaStream_t stream);
 
 // A kernel whose outstanding time (enqueued, not finished) makes every
 // synchronising CUDA call a violation: braid's plan kernels and stream-wait

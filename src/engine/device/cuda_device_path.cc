@@ -61,10 +61,14 @@ Result proxyFor(ncclComm* comm, int device, DeviceProxy** out) {
     std::unique_ptr<DeviceProxy, DeviceProxyDeleter> proxy(new DeviceProxy(comm, device));
     BRAID_TRY(proxy->start());
     comm->deviceProxy = std::move(proxy);
-    if (comm->settings.deviceKernels && !comm->timeSlicedGpu.empty())
+    // Asked for by name, the plan kernels' absence is a warning; by default, information.
+    if (comm->settings.deviceKernels && !comm->timeSlicedGpu.empty() && comm->settings.deviceEngineSet)
       BRAID_WARN("BRAID_DEVICE_ENGINE=kernels: %s, so their spinning kernels would take turns: this "
                  "communicator's device calls are staged through pinned host memory instead (start MPS, or "
                  "give each process its own GPU)", comm->timeSlicedGpu.c_str());
+    else if (comm->settings.deviceKernels && !comm->timeSlicedGpu.empty())
+      BRAID_INFO(kLogInit, "rank %d: %s, so plan kernels would take turns: device calls staged through pinned "
+                 "host memory (start MPS for plan kernels)", comm->rank, comm->timeSlicedGpu.c_str());
     BRAID_INFO(kLogInit, "rank %d: device calls on CUDA device %d (%s)", comm->rank, device,
                comm->settings.deviceKernels && comm->timeSlicedGpu.empty()
                    ? "plan kernels where every rank is on this host, else staged"
@@ -436,6 +440,20 @@ Result copySingleRankCalls(const std::vector<engine::Task>& tasks) {
   return Result::success();
 }
 
+// Whether a CUDA graph captures any of the calls' streams.
+Result anyStreamCaptures(const std::vector<engine::Task>& tasks, bool* out) {
+  *out = false;
+  for (const engine::Task& t : tasks) {
+    StreamCapture capture;
+    BRAID_TRY(captureOf(t.stream, &capture));
+    if (capture.active) {
+      *out = true;
+      return Result::success();
+    }
+  }
+  return Result::success();
+}
+
 }  // namespace
 
 Result submitDeviceGroup(const std::vector<engine::Task>& tasks, const StagedRunner& run) {
@@ -443,10 +461,18 @@ Result submitDeviceGroup(const std::vector<engine::Task>& tasks, const StagedRun
   // Plan kernels of ranks whose kernels would only take turns on a GPU
   // (other processes, no MPS) would move a message per time slice: staged.
   // A fixed-point step (reproducible mode) runs on the host only.
-  const bool kernels = std::all_of(tasks.begin(), tasks.end(), [](const engine::Task& t) {
+  bool kernels = std::all_of(tasks.begin(), tasks.end(), [](const engine::Task& t) {
     return t.comm->settings.deviceKernels && t.comm->timeSlicedGpu.empty() && t.wire != reduce::WireType::Fixed64;
   });
-  if (kernels && lanes::lanesShareMemoryWithEveryPeer(tasks)) return launchDeviceLanes(tasks);
+  kernels = kernels && lanes::lanesShareMemoryWithEveryPeer(tasks);
+  // Plan kernels are not captured yet (their FIFO positions are the host's
+  // per call): a captured group is staged, which graphs replay.
+  bool capturing = false;
+  if (kernels) BRAID_TRY(anyStreamCaptures(tasks, &capturing));
+  if (capturing)
+    BRAID_INFO(kLogColl, "rank %d: a CUDA graph captures this group's device calls: staged through pinned host "
+               "memory (plan kernels are not captured yet)", tasks.front().comm->rank);
+  if (kernels && !capturing) return launchDeviceLanes(tasks);
   // Pinned allocations and event queries below are no stream work: they must
   // not fail (nor invalidate) a graph capture of this thread or another.
   CaptureModeRelaxed relaxed;

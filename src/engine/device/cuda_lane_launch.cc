@@ -75,11 +75,7 @@ Result prepare(const std::vector<engine::Task>& tasks, const std::vector<size_t>
                   "group must be on one stream", c->comm->rank);
     c->tasks.push_back(&tasks[i]);
   }
-  StreamCapture capture;
-  BRAID_TRY(captureOf(c->stream, &capture));
-  if (capture.active)
-    return fail(ncclInvalidUsage, "rank %d: CUDA graph capture of device calls is not supported with "
-                "BRAID_DEVICE_ENGINE=kernels yet (unset BRAID_DEVICE_ENGINE to capture the staged path)", c->comm->rank);
+  // Captured groups never get here: cuda_device_path.cc stages them.
   return Result::success();
 }
 
@@ -314,6 +310,12 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   inflight.blocks.push_back(staging);
   Result r = lanes::writeLaneImage(parts, stage, reinterpret_cast<uintptr_t>(block), staging.data);
   if (r.ok()) r = enqueueImage(block, staging, imageBytes, parts, stage, group, stream);
+  // Under CUDA_LAUNCH_BLOCKING=1 the launch returns only once the kernel has
+  // ended: its watch (BRAID_TIMEOUT, a lost peer) must be on before, or a
+  // lane waiting for a peer that never comes would hold the launch for ever.
+  // A watch whose kernel never starts stays idle until the communicator goes.
+  const bool watchFirst = r.ok() && beacons && first->comm()->settings.launchesBlock;
+  if (watchFirst) watchLaunch(group, beacons);
   if (r.ok())
     r = executor::launchPlanLanes(reinterpret_cast<executor::LaneExec*>(block), nlanes, kThreadsPerLane, nullptr,
                                   anyFp8, stream);
@@ -337,7 +339,7 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   for (const CommLaunch* c : group)
     if (r.ok()) r = c->proxy->noteLaneKernel(stream);
   if (r.ok()) r = releaseStreams(stream, launch.joined);
-  if (r.ok() && beacons) watchLaunch(group, beacons);
+  if (r.ok() && beacons && !watchFirst) watchLaunch(group, beacons);
   inflight.beacons = beacons;
   inflight.done.emplace_back();
   const Result recorded = inflight.done.back().record(stream);

@@ -42,20 +42,25 @@ Result planLaunches(const std::vector<LaunchPart>& parts, const std::function<ui
   return Result::success();
 }
 
-std::string timeSlicedPeers(const std::vector<PeerInfo>& peers, int self, bool mps) {
-  if (mps || self < 0 || size_t(self) >= peers.size()) return "";
-  const PeerInfo& me = peers[size_t(self)];
-  if (me.gpuBusId < 0) return "";
-  std::string ranks;
-  for (const PeerInfo& p : peers)
-    if (p.rank != self && p.hostHash == me.hostHash && p.processId != me.processId && p.gpuBusId == me.gpuBusId)
-      ranks += (ranks.empty() ? "" : ", ") + std::to_string(p.rank);
-  if (ranks.empty()) return "";
-  char text[200];
-  snprintf(text, sizeof text, "rank %d shares its GPU (PCI %04x:%02x:%02x) with ranks %s of other processes, and no "
-           "MPS daemon runs", self, unsigned(me.gpuBusId) >> 16, (unsigned(me.gpuBusId) >> 8) & 0xff,
-           unsigned(me.gpuBusId) & 0xff, ranks.c_str());
-  return text;
+std::string timeSlicedPeers(const std::vector<PeerInfo>& peers, bool mps) {
+  if (mps) return "";
+  for (const PeerInfo& a : peers) {
+    if (a.gpuBusId < 0) continue;
+    std::string ranks;
+    bool otherProcess = false;
+    for (const PeerInfo& b : peers) {
+      if (b.hostHash != a.hostHash || b.gpuBusId != a.gpuBusId) continue;
+      otherProcess = otherProcess || b.processId != a.processId;
+      ranks += (ranks.empty() ? "" : ", ") + std::to_string(b.rank);
+    }
+    if (!otherProcess) continue;
+    char text[240];
+    snprintf(text, sizeof text, "ranks %s share a GPU (PCI %04x:%02x:%02x) from different processes, and no MPS "
+             "daemon runs", ranks.c_str(), unsigned(a.gpuBusId) >> 16, (unsigned(a.gpuBusId) >> 8) & 0xff,
+             unsigned(a.gpuBusId) & 0xff);
+    return text;
+  }
+  return "";
 }
 
 bool mpsDaemonRunning() {

@@ -47,12 +47,15 @@ inline int packGpuBusId(int domain, int bus, int device) {
   return ((domain & 0x7fff) << 16) | ((bus & 0xff) << 8) | (device & 0xff);
 }
 
-// Ranks of other processes on this host whose GPU is this rank's: without
-// MPS their kernels and this rank's only take turns on the GPU (time slices),
-// and plan kernels that spin on each other would move a message per slice.
+// Ranks of the communicator in different processes of one host on one GPU:
+// without MPS their kernels only take turns on the GPU (time slices), and
+// plan kernels that spin on each other would move a message per slice.
 // Empty when there are none or `mps` (an MPS daemon serves this host's
-// clients, whose kernels run together); else a text naming them and the GPU.
-std::string timeSlicedPeers(const std::vector<PeerInfo>& peers, int self, bool mps);
+// clients, whose kernels run together); else a text naming the first such
+// GPU and its ranks. The same answer on every rank (from the peers'
+// information alone): the engine choice that follows from it must agree,
+// since a rank running plan kernels and a peer staging would never meet.
+std::string timeSlicedPeers(const std::vector<PeerInfo>& peers, bool mps);
 
 // Whether an MPS control daemon is running for this process's clients: its
 // control socket in CUDA_MPS_PIPE_DIRECTORY (default /tmp/nvidia-mps).
