@@ -43,6 +43,23 @@ BRAID_HD reduce::RedOp floatComputedOp(const reduce::RedOp& op) {
   return f;
 }
 
+#if defined(__CUDACC__)
+// A block thread's share of a piece (p.firstGroup, p.stride), with the
+// loops as a block builds them (reduce::kBlockLoops). bfloat16 values travel
+// only as fp8 (engine/task_plan.cc wireTypeFor): no loops for the other
+// codecs. tests/gpu's gpu_wire_loops_test holds it to the host's bits.
+template <class Data>
+__device__ BRAID_INLINE void runWirePieceInBlock(const reduce::WirePiece& p) {
+  if constexpr (std::is_same<Data, float>::value) {
+    withWireCodec(p.wire, [&](auto codec) { reduce::runWirePieceAs<decltype(codec), Data>(p); });
+  } else if (p.wire == reduce::WireType::Fp8E5M2) {
+    reduce::runWirePieceAs<reduce::WireE5M2, Data>(p);
+  } else {
+    reduce::runWirePieceAs<reduce::WireE4M3, Data>(p);
+  }
+}
+#endif
+
 // The step's arithmetic (src/reduce/wire_loops.h does it per group of 32
 // values): `in` the received message or null, `out` the message to fill or null.
 // Data: the values' type, float or reduce::BFloat16.
@@ -78,15 +95,7 @@ BRAID_HD BRAID_INLINE_ON_HOST void computeWireStep(const G& g, const OpBuffers& 
     if (p.pre || p.post || src != dst) applyCopy(g, o.op, dst, src, p.count, p.pre, p.post);
   } else {
 #if defined(__CUDA_ARCH__)
-    // bfloat16 values travel only as fp8 (engine/task_plan.cc wireTypeFor):
-    // no loops for the other codecs.
-    if constexpr (std::is_same<Data, float>::value) {
-      withWireCodec(p.wire, [&](auto codec) { reduce::runWirePieceAs<decltype(codec), Data>(p); });
-    } else if (p.wire == reduce::WireType::Fp8E5M2) {
-      reduce::runWirePieceAs<reduce::WireE5M2, Data>(p);
-    } else {
-      reduce::runWirePieceAs<reduce::WireE4M3, Data>(p);
-    }
+    runWirePieceInBlock<Data>(p);
 #else
     reduce::runWirePieceOnHost(p);
 #endif
