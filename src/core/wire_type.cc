@@ -31,7 +31,14 @@ Result wireTypeFromEnv(reduce::WireType* out) {
       *out = w;
       return Result::success();
     }
-  return fail(ncclInvalidArgument, "BRAID_WIRE_TYPE=%s: expected bf16, fp16, fp8e4m3, fp8e5m2 or none", word.c_str());
+  // The datatypes' own names (nccl-tests' -d words) for the two 16-bit types.
+  if (word == "bfloat16" || word == "float16") {
+    *out = word == "bfloat16" ? reduce::WireType::BFloat16 : reduce::WireType::Float16;
+    return Result::success();
+  }
+  return fail(ncclInvalidArgument,
+              "BRAID_WIRE_TYPE=%s: expected bf16 (or bfloat16), fp16 (or float16), fp8e4m3, fp8e5m2 or none",
+              word.c_str());
 }
 
 Result wireRoundTrip(const float* values, float* out, size_t count, ncclDataType_t type) {
