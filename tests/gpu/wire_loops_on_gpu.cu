@@ -7,7 +7,6 @@
 #include <cstdint>
 
 #include "kernels/executor/wire_step.h"
-#include "reduce/numeric.h"
 
 namespace gputest {
 namespace {
