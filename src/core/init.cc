@@ -59,7 +59,6 @@ Result makeCommSettings(const ncclConfig_t* config, engine::CommSettings* out) {
     return fail(ncclInvalidArgument, "BRAID_DEVICE_ENGINE=%s: expected kernels (the default) or staged",
                 deviceEngine.c_str());
   s.deviceKernels = deviceEngine == "kernels";
-  s.deviceEngineSet = !envString("BRAID_DEVICE_ENGINE").empty();
   s.launchesBlock = envInt("CUDA_LAUNCH_BLOCKING", 0) != 0;
   s.reproducible = envInt("BRAID_REPRODUCIBLE", 0) != 0;
   BRAID_TRY(wireTypeFromEnv(&s.wireType));

@@ -51,9 +51,8 @@ struct CommSettings {
   // BRAID_DEVICE_ENGINE=kernels (the default): device buffers of
   // communicators whose ranks share a host run as plan kernels where they
   // can (engine/device/cuda_device_path.cc says where not); staged: through
-  // pinned memory, run by the host runner. deviceEngineSet: the user chose.
+  // pinned memory, run by the host runner.
   bool deviceKernels = true;
-  bool deviceEngineSet = false;
   // CUDA_LAUNCH_BLOCKING=1 (CUDA's own variable): a launch returns only once
   // its kernel ended, so nothing a kernel waits for may come after a launch
   // in the launching thread, nor from a CUDA call of another thread.

@@ -61,14 +61,13 @@ Result proxyFor(ncclComm* comm, int device, DeviceProxy** out) {
     std::unique_ptr<DeviceProxy, DeviceProxyDeleter> proxy(new DeviceProxy(comm, device));
     BRAID_TRY(proxy->start());
     comm->deviceProxy = std::move(proxy);
-    // Asked for by name, the plan kernels' absence is a warning; by default, information.
-    if (comm->settings.deviceKernels && !comm->timeSlicedGpu.empty() && comm->settings.deviceEngineSet)
-      BRAID_WARN("BRAID_DEVICE_ENGINE=kernels: %s, so their spinning kernels would take turns: this "
-                 "communicator's device calls are staged through pinned host memory instead (start MPS, or "
-                 "give each process its own GPU)", comm->timeSlicedGpu.c_str());
-    else if (comm->settings.deviceKernels && !comm->timeSlicedGpu.empty())
-      BRAID_INFO(kLogInit, "rank %d: %s, so plan kernels would take turns: device calls staged through pinned "
-                 "host memory (start MPS for plan kernels)", comm->rank, comm->timeSlicedGpu.c_str());
+    // Never slow in silence: staged, these ranks move a few GB/s where MPS's
+    // plan kernels move tens (docs/performance.md).
+    if (comm->settings.deviceKernels && !comm->timeSlicedGpu.empty())
+      BRAID_WARN("rank %d: %s, so their plan kernels would only take turns: this communicator's device calls "
+                 "are staged through pinned host memory instead, several times slower (start MPS with "
+                 "nvidia-cuda-mps-control -d, or give each process its own GPU)", comm->rank,
+                 comm->timeSlicedGpu.c_str());
     BRAID_INFO(kLogInit, "rank %d: device calls on CUDA device %d (%s)", comm->rank, device,
                comm->settings.deviceKernels && comm->timeSlicedGpu.empty()
                    ? "plan kernels where every rank is on this host, else staged"
