@@ -439,10 +439,13 @@ Result copySingleRankCalls(const std::vector<engine::Task>& tasks) {
   return Result::success();
 }
 
-// Whether a CUDA graph captures any of the calls' streams.
+// Whether a CUDA graph captures any of the calls' streams (a group's calls
+// mostly share streams: each run of one stream is asked once).
 Result anyStreamCaptures(const std::vector<engine::Task>& tasks, bool* out) {
   *out = false;
-  for (const engine::Task& t : tasks) {
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const engine::Task& t = tasks[i];
+    if (i > 0 && t.stream == tasks[i - 1].stream) continue;
     StreamCapture capture;
     BRAID_TRY(captureOf(t.stream, &capture));
     if (capture.active) {
