@@ -55,7 +55,8 @@ inline std::string appendLane(const schedule::Lane& lane, uint32_t op, Protocol 
     e.count = s.count;
     e.op = op;
     e.flags = uint8_t((s.srcIsContribution ? kStepContribution : 0) | (s.final ? kStepFinal : 0) |
-                      (s.peerSrc ? kStepPeerSrc : 0) | (s.peerDst ? kStepPeerDst : 0));
+                      (s.peerSrc ? kStepPeerSrc : 0) | (s.peerDst ? kStepPeerDst : 0) |
+                      (s.keepsWire ? kStepKeepsWire : 0));
     const bool sends = stepSendsKind(s.kind);
     const bool recvs = stepReceivesKind(s.kind);
     if ((sends && s.sendPeer < 0) || (recvs && s.recvPeer < 0))

@@ -27,6 +27,7 @@ constexpr uint8_t kStepContribution = 1;  // Step::srcIsContribution
 constexpr uint8_t kStepFinal = 2;         // Step::final
 constexpr uint8_t kStepPeerSrc = 4;       // Step::peerSrc
 constexpr uint8_t kStepPeerDst = 8;       // Step::peerDst
+constexpr uint8_t kStepKeepsWire = 16;    // Step::keepsWire
 constexpr uint32_t kReceivedLL = 1;       // LaneExec::resumePhase
 
 // A Step with its peers resolved to the lane's ports (lane_binding.h).

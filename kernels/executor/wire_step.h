@@ -6,10 +6,12 @@
 // Every rank ends with the same bits when each finished value is computed on
 // one rank (its owner) and reaches the others as the owner's narrowed
 // message: the owner keeps the widened narrowing itself (OpBuffers::roundFinal)
-// and a forwarded message is copied byte for byte. Plans that compute a
-// finished value on several ranks (recursive doubling) or send it again in
-// other pieces (halving-doubling, direct) are not run with a wire type
-// (schedule/generate.h algorithmHasOneOwner).
+// and a forwarded message is copied byte for byte. Halving-doubling sends a
+// finished value again in other pieces, which start on the wire's groups
+// (CollShape::align). Recursive doubling computes every value on both
+// partners of a round: each keeps the widened narrowing of what it sends
+// (Step::keepsWire), so both add the same two operands, and float addition
+// is commutative.
 //
 // Work is split by groups of 32 values (one thread a group), so a thread
 // reads the local values of its group before it writes them: in place is safe.
@@ -75,7 +77,7 @@ BRAID_HD BRAID_INLINE_ON_HOST void computeWireStep(const G& g, const OpBuffers& 
   p.pre = (s.flags & kStepContribution) != 0;
   // A Send applies no post-division, as in runStep.
   p.post = (s.flags & kStepFinal) != 0 && s.kind != schedule::StepKind::Send;
-  p.round = (s.flags & kStepFinal) != 0 && o.roundFinal != 0;
+  p.round = ((s.flags & kStepFinal) != 0 && o.roundFinal != 0) || (s.flags & kStepKeepsWire) != 0;
   p.count = s.count;
   p.firstGroup = g.tid();
   p.stride = g.size();

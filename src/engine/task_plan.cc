@@ -56,7 +56,10 @@ schedule::CollShape shapeOf(const Task& t, int nchannels, bool peerAccess) {
   s.chunkElems = choice.chunkElems;
   s.nchannels = choice.nchannels;
   // A narrowed wire's pieces start at its groups; fixed point has none.
-  if (t.wire != reduce::WireType::None && t.wire != reduce::WireType::Fixed64) s.align = reduce::kWireGroup;
+  if (t.wire != reduce::WireType::None && t.wire != reduce::WireType::Fixed64) {
+    s.align = reduce::kWireGroup;
+    s.narrowWire = true;
+  }
   s.order = &comm->ringOrder;
   return s;
 }

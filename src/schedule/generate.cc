@@ -41,10 +41,6 @@ const char* algorithmName(Algorithm a) {
 
 bool algorithmSupports(Algorithm a, Collective c) { return findSchedule(c, a) != nullptr; }
 
-bool algorithmHasOneOwner(Algorithm a, Collective c) {
-  return c != Collective::AllReduce || a != Algorithm::RecursiveDoubling;
-}
-
 namespace {
 
 // Which algorithm actually runs: one that cannot serve the collective is the

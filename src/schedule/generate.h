@@ -18,15 +18,6 @@ enum class Algorithm : uint8_t { Ring, Tree, RecursiveDoubling, HalvingDoubling,
 constexpr int kNumAlgorithms = 6;
 const char* algorithmName(Algorithm a);
 bool algorithmSupports(Algorithm a, Collective c);
-// Whether each finished value of the collective is computed on one rank, its
-// owner, and reaches the others as messages that narrow it as the owner did:
-// ring and tree allreduce (the owner's messages, forwarded as they are),
-// halving-doubling allreduce (re-sent in other pieces, which narrow a value
-// exactly as its owner did where pieces start at multiples of the wire's group:
-// CollShape::align), and every reduce-scatter and reduce, whose results stay on
-// one rank. Not recursive doubling, which computes a value on every rank from
-// its own operands (src/reduce/wire_format.h says why that matters).
-bool algorithmHasOneOwner(Algorithm a, Collective c);
 
 struct CollShape {
   Collective coll = Collective::AllReduce;
@@ -44,6 +35,11 @@ struct CollShape {
   // of 32, so that a value re-sent in another piece narrows as its owner's
   // did); 1: anywhere.
   size_t align = 1;
+  // A wire type narrows the messages (Task::wire, not fixed point): recursive
+  // doubling then keeps what it sends (Step::keepsWire) and narrows its
+  // input before the first round, so that both partners of a round add the
+  // same two operands.
+  bool narrowWire = false;
   int nchannels = 1;         // ring collectives split their data over this many lanes
   // Where ranks sit in rings and trees (null or identity: rank r at position r).
   // Not applied where a step spans several ranks' blocks (recursive-doubling

@@ -83,6 +83,7 @@ std::string describePlan(const Plan& plan) {
       os << " n=" << s.count;
       if (s.srcIsContribution) os << " contrib";
       if (s.final) os << " final";
+      if (s.keepsWire) os << " keeps-wire";
       if (s.peerSrc) os << " src-at-every-rank";
       if (s.peerDst) os << " dst-at-every-rank";
       os << "\n";

@@ -60,6 +60,11 @@ struct Step {
   bool final = false;              // produces the finished value: apply SumPostDiv
   bool peerSrc = false;            // PeerReduce: src is read at every rank
   bool peerDst = false;            // PeerReduce: dst is written at every rank
+  // Under a wire type that narrows: the values the step stores are the
+  // widened narrowing of what it computed (what it sends, where it sends),
+  // so that a rank's own operand of a later step equals what its partner
+  // received (recursive doubling). Without a wire type it means nothing.
+  bool keepsWire = false;
 };
 
 // A lane is a sequence of steps run in order; lanes run concurrently.

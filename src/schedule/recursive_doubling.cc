@@ -11,6 +11,13 @@
 // the next starts, each round's receive-reduce step sending its result on to
 // the next round's partner (one step per round per chunk).
 //
+// Under a wire type that narrows (CollShape::narrowWire) both partners of a
+// round must add the same two values: each keeps the widened narrowing of
+// what it sends (Step::keepsWire), and a core rank with no folded rank first
+// narrows its input in place in the output (its round-0 message is then that
+// copy's narrowing again, which is exact). Float addition commutes, so the
+// partners' sums, and in the end every rank's values, have the same bits.
+//
 // AllGather with p a power of two doubles the gathered block group each round.
 // Otherwise it uses Bruck's schedule, which needs no fold: in round k (distance
 // d = 2^k) rank r sends the min(d, p-d) blocks r, r+1, ... (mod p) it holds to
@@ -27,21 +34,32 @@ namespace {
 
 // One chunk of the core ranks' AllReduce. `folded` is the rank e that folds
 // into this one, or -1.
-void coreChunk(int r, int rounds, int folded, size_t o, size_t n, Lane* lane) {
+void coreChunk(int r, int rounds, int folded, bool narrowWire, size_t o, size_t n, Lane* lane) {
   auto partner = [&](int k) { return r ^ (1 << k); };
-  // The value of round 0 is the input, or the input plus the folded rank's.
-  if (folded >= 0)
-    lane->steps.push_back(
-        recvReduceStep(StepKind::RecvReduceCopySend, folded, partner(0), inputAt(o), outputAt(o), n, true, false));
-  else
+  auto keeping = [&](Step st) {
+    st.keepsWire = narrowWire;
+    return st;
+  };
+  // The value of round 0 is the input (narrowed, under a wire), or the input
+  // plus the folded rank's.
+  bool fromInput = folded < 0;
+  if (folded >= 0) {
+    lane->steps.push_back(keeping(
+        recvReduceStep(StepKind::RecvReduceCopySend, folded, partner(0), inputAt(o), outputAt(o), n, true, false)));
+  } else if (narrowWire) {
+    lane->steps.push_back(keeping(copyStep(inputAt(o), outputAt(o), n, true, false)));
+    lane->steps.push_back(sendStep(partner(0), outputAt(o), n, false));
+    fromInput = false;
+  } else {
     lane->steps.push_back(sendStep(partner(0), inputAt(o), n, true));
+  }
   for (int k = 0; k < rounds; ++k) {
-    const bool fromInput = k == 0 && folded < 0;
-    const BufferRef src = fromInput ? inputAt(o) : outputAt(o);
+    const bool input = k == 0 && fromInput;
+    const BufferRef src = input ? inputAt(o) : outputAt(o);
     const bool last = k == rounds - 1;
     const int next = !last ? partner(k + 1) : folded;
-    lane->steps.push_back(recvReduceStep(next >= 0 ? StepKind::RecvReduceCopySend : StepKind::RecvReduceCopy,
-                                         partner(k), next, src, outputAt(o), n, fromInput, last));
+    lane->steps.push_back(keeping(recvReduceStep(next >= 0 ? StepKind::RecvReduceCopySend : StepKind::RecvReduceCopy,
+                                                 partner(k), next, src, outputAt(o), n, input, last)));
   }
 }
 
@@ -87,7 +105,8 @@ void recursiveDoublingAllReduce(const CollShape& s, Plan* plan) {
     }
     const int folded = r + core < p ? r + core : -1;
     Lane* lane = addChannelLane(plan, 2 * ch, ch);
-    forEachChunk(ranges[i], s.chunkElems, [&](size_t o, size_t n) { coreChunk(r, rounds, folded, o, n, lane); });
+    forEachChunk(ranges[i], s.chunkElems,
+                 [&](size_t o, size_t n) { coreChunk(r, rounds, folded, s.narrowWire, o, n, lane); });
   }
 }
 

@@ -39,20 +39,12 @@ ChunkRange protocolRange(Protocol p, size_t slot) {
   return {0, slot};
 }
 
-// Warns once per collective per process that the user's filter left nothing;
-// `wire`: nothing a wire type can use (it rules algorithms out).
-void warnEmptyFilter(schedule::Collective c, bool proto, reduce::WireType wire = reduce::WireType::None) {
+// Warns once per collective per process that the user's filter left nothing.
+void warnEmptyFilter(schedule::Collective c, bool proto) {
   static std::atomic<uint32_t> warned{0};
   const char* var = proto ? "NCCL_PROTO" : "NCCL_ALGO";
-  const uint32_t bit = 1u << (static_cast<int>(c) + (proto ? 16 : wire != reduce::WireType::None ? 24 : 0));
+  const uint32_t bit = 1u << (static_cast<int>(c) + (proto ? 16 : 0));
   if (warned.fetch_or(bit) & bit) return;
-  if (wire != reduce::WireType::None) {
-    BRAID_WARN("%s leaves no algorithm for %s that a wire type (BRAID_WIRE_TYPE=%s) can run: recursive doubling "
-               "computes every value on every rank, which would not give every rank the same bits; the cost model "
-               "chooses instead",
-               var, collectiveName(c), wireTypeName(wire));
-    return;
-  }
   BRAID_WARN("%s leaves no usable choice for %s; the cost model chooses instead", var,
              collectiveName(c));
 }
@@ -125,13 +117,7 @@ PlanChoice choosePlanAmong(const TuningInput& in, uint8_t implemented, double* p
     algos &= filter.algos[ci];
     choice.forced = filter.algoForced[ci];
   } else if (filter.algoForced[ci] && algos) {
-    // Did the user name algorithms that the wire type ruled out?
-    uint8_t ruledOut = 0;
-    for (int a = 0; a < schedule::kNumAlgorithms; ++a)
-      if (in.wire != reduce::WireType::None && algorithmSupports(static_cast<schedule::Algorithm>(a), in.coll) &&
-          !algorithmHasOneOwner(static_cast<schedule::Algorithm>(a), in.coll))
-        ruledOut |= 1u << a;
-    warnEmptyFilter(in.coll, false, (filter.algos[ci] & ruledOut) != 0 ? in.wire : reduce::WireType::None);
+    warnEmptyFilter(in.coll, false);
   }
   uint8_t protos = filter.protos[ci];
   if (protos) {
@@ -178,9 +164,7 @@ bool laneUsesLL(const TuningInput& in, uint64_t opBytes, uint64_t llPayloadBytes
 PlanChoice choosePlan(const TuningInput& in) {
   uint8_t implemented = 0;
   for (int a = 0; a < schedule::kNumAlgorithms; ++a)
-    if (algorithmSupports(static_cast<schedule::Algorithm>(a), in.coll) &&
-        (in.wire == reduce::WireType::None || algorithmHasOneOwner(static_cast<schedule::Algorithm>(a), in.coll)))
-      implemented |= 1u << a;
+    if (algorithmSupports(static_cast<schedule::Algorithm>(a), in.coll)) implemented |= 1u << a;
   if (!in.peerAccess || in.wire != reduce::WireType::None)
     implemented &= ~(1u << static_cast<int>(schedule::Algorithm::PeerAccess));
   // Fixed-point steps keep no partial sum in a buffer (the ring streams them).

@@ -32,10 +32,9 @@ struct TuningInput {
   int nchannels = 1;              // CommSettings::nchannels
   const AlgoFilter* filter = nullptr;               // nullptr: envAlgoFilter()
   const CalibrationParams* calibration = nullptr;   // required: the communicator's
-  // A wire type (Task::wire): only algorithms that compute each finished value
-  // on one rank (algorithmHasOneOwner), so that every rank gets its bits; the
-  // model prices the wire's bytes, and a chunk fills a slot with narrow values.
-  // Fixed64 (reproducible mode's exact sums): the ring only.
+  // A wire type (Task::wire): every algorithm but PeerAccess (which moves no
+  // message); the model prices the wire's bytes, and a chunk fills a slot
+  // with narrow values. Fixed64 (reproducible mode's exact sums): the ring only.
   reduce::WireType wire = reduce::WireType::None;
   // Every rank's buffers are addressable by every lane and the ranks' calls
   // run as one launch or host group (engine/lanes/peer_access.h): only then

@@ -3,7 +3,9 @@
 // plan kernels, the lanes code them (kernels/executor/wire_step.h, the same
 // loops in a block; here blocks of two threads, each a share of the groups).
 // Every rank gets the same bits, within the bound, and most values show
-// fp8's rounding. (Not the host buffers' bits: the engines may cut the call
+// fp8's rounding: through the cost model's plan, and through recursive
+// doubling (3 ranks: a core pair and a folded rank), whose partners keep
+// what they send. (Not the host buffers' bits: the engines may cut the call
 // into other pieces, and a wire type's rounding depends on the pieces.)
 // tests/gpu builds the same file for a real GPU (BRAID_WIRE_DEVICE_ON_GPU:
 // the device's own codec loops; no fake to ask which engine ran).
@@ -25,6 +27,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -39,16 +42,21 @@ std::vector<float> contribution(int rank, size_t n) {
   return v;
 }
 
-class WireDevice : public testing::TestWithParam<const char*> {};
+// The device engine, and NCCL_ALGO (empty: the cost model's choice).
+using EngineAndAlgorithm = std::tuple<const char*, const char*>;
+class WireDevice : public testing::TestWithParam<EngineAndAlgorithm> {};
 
 TEST_P(WireDevice, SameBitsOnEveryRankWithinTheBound) {
   GPU_REQUIRE_OR_SKIP(gputest::noGpuReasonHere());
+  const std::string engine = std::get<0>(GetParam()), algo = std::get<1>(GetParam());
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   ncclComm_t comms[kRanks] = {};
   int devs[kRanks] = {};
-  setenv("BRAID_DEVICE_ENGINE", GetParam(), 1);
+  setenv("BRAID_DEVICE_ENGINE", engine.c_str(), 1);
+  if (!algo.empty()) setenv("NCCL_ALGO", algo.c_str(), 1);
   ASSERT_EQ(ncclCommInitAll(comms, kRanks, devs), ncclSuccess) << ncclGetLastError(nullptr);
   unsetenv("BRAID_DEVICE_ENGINE");
+  unsetenv("NCCL_ALGO");
   for (ncclComm_t c : comms) ASSERT_EQ(braidCommSetWireType(c, ncclFloat8e4m3), ncclSuccess);
   // One thread drives every rank in one group, as the device collectives'
   // tests do: as plan kernels, one kernel (a ring: no peer access under a
@@ -80,7 +88,7 @@ TEST_P(WireDevice, SameBitsOnEveryRankWithinTheBound) {
   }
 #if !defined(BRAID_WIRE_DEVICE_ON_GPU)
   // The engine under test ran the call: a plan kernel's lanes, or none.
-  if (std::string(GetParam()) == "kernels")
+  if (engine == "kernels")
     EXPECT_GT(fakecuda::takeMostPlanLanes(), 0u);
   else
     EXPECT_EQ(fakecuda::takeMostPlanLanes(), 0u);
@@ -106,7 +114,12 @@ TEST_P(WireDevice, SameBitsOnEveryRankWithinTheBound) {
   for (ncclComm_t c : comms) ncclCommDestroy(c);
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, WireDevice, testing::Values("staged", "kernels"),
-                         [](const testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
+INSTANTIATE_TEST_SUITE_P(Engines, WireDevice,
+                         testing::Combine(testing::Values("staged", "kernels"),
+                                          testing::Values("", "recursivedoubling")),
+                         [](const testing::TestParamInfo<EngineAndAlgorithm>& p) {
+                           const std::string algo = std::get<1>(p.param);
+                           return std::string(std::get<0>(p.param)) + (algo.empty() ? "" : "_" + algo);
+                         });
 
 }  // namespace

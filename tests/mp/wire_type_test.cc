@@ -168,8 +168,10 @@ void expectWithinBound(const std::vector<float>& got, const Exact& e, const Wire
 
 TEST(MpWireType, EveryPlanSameBitsOnEveryRankWithinTheBound) {
   // halvingdoubling runs with its pieces on the wire's groups (CollShape::align:
-  // without it, "bits differ"); recursivedoubling is left to the cost model;
-  // direct has no allreduce (the ring runs).
+  // without it, "bits differ"); recursivedoubling with its partners keeping
+  // what they send (Step::keepsWire: without it, "bits differ"), powers of two
+  // and not (a folded rank gets the core's narrowing); direct has no allreduce
+  // (the ring runs).
   const Config configs[] = {
       {2, "shm", "ring", 1, "simple", false},          {3, "shm", "tree", 2, "ll", false},
       {4, "tcp", "halvingdoubling", 3, "simple", false}, {5, "shm", "halvingdoubling", 4, "ll", false},
@@ -177,6 +179,8 @@ TEST(MpWireType, EveryPlanSameBitsOnEveryRankWithinTheBound) {
       {8, "shm", "tree", 4, "simple", false},          {3, "tcp", "ring", 1, "ll", false},
       {5, "tcp", "tree", 3, "simple", false},          {4, "tcp", "direct", 2, "simple", false},
       {6, "shm", "direct", 1, "ll", false},            {4, "shm", "recursivedoubling", 1, "simple", false},
+      {3, "tcp", "recursivedoubling", 1, "ll", false}, {6, "shm", "recursivedoubling", 2, "ll", false},
+      {8, "tcp", "recursivedoubling", 2, "simple", false},
   };
   char dirTemplate[] = "/tmp/braid_wire_XXXXXX";
   ASSERT_NE(mkdtemp(dirTemplate), nullptr);
@@ -353,6 +357,7 @@ TEST(MpWireType, Bfloat16ValuesOverFp8SameBitsOnEveryRankWithinTheBound) {
       {3, "shm", "ring", 2, "ll", false},
       {4, "tcp", "tree", 1, "simple", false},
       {2, "shm", nullptr, 3, nullptr, false},
+      {3, "tcp", "recursivedoubling", 1, "ll", false},
   };
   char dirTemplate[] = "/tmp/braid_wire_bf16_XXXXXX";
   ASSERT_NE(mkdtemp(dirTemplate), nullptr);

@@ -130,6 +130,33 @@ TEST(PlanChecker, HalvingDoublingAllReduceAlignedToWireGroups) {
     }
 }
 
+// Under a wire type that narrows, recursive doubling's partners must add the
+// same two values: every step that stores a value keeps the widened narrowing
+// (Step::keepsWire), and no core rank sends its raw input (it sends the
+// narrowed copy in its output), so what a rank adds of its own is what its
+// partner received. The plans stay correct; without a wire nothing changes.
+TEST(PlanChecker, RecursiveDoublingAllReduceKeepsWhatItSendsUnderAWire) {
+  const Schedule rd{schedule::Algorithm::RecursiveDoubling, schedule::Collective::AllReduce};
+  for (int p = 2; p <= 12; ++p)
+    for (const Setting& st : std::vector<Setting>{{1031, 100, 1}, {96, 40, 2}, {5000, 300, 3}})
+      for (bool wire : {false, true}) {
+        schedule::CollShape s = shape(rd, p, st.count, 0, st.chunk, st.channels);
+        s.narrowWire = wire;
+        ASSERT_EQ(checkCollective(s, CheckOptions{}), "") << p << " ranks, wire " << wire;
+        const int core = 1 << int(std::log2(double(p)));
+        for (int r = 0; r < p; ++r) {
+          s.rank = r;
+          for (const schedule::Lane& lane : schedule::generatePlan(s).lanes)
+            for (const schedule::Step& step : lane.steps) {
+              const bool stores = schedule::stepWritesDst(step.kind) && step.kind != schedule::StepKind::Recv;
+              EXPECT_EQ(step.keepsWire, wire && stores) << p << " ranks, rank " << r << ", " << stepKindName(step.kind);
+              if (wire && r < core && step.kind == schedule::StepKind::Send)
+                EXPECT_EQ(step.src.buffer, schedule::Buffer::Output) << p << " ranks, rank " << r;
+            }
+        }
+      }
+}
+
 // Ranks placed on hosts in every way: round robin over h hosts, and a
 // shuffled placement. Rings and trees then run over host-contiguous positions.
 std::vector<std::vector<uint64_t>> placements(int p) {

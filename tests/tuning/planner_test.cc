@@ -281,5 +281,22 @@ TEST_F(Planner, LaneProtocolFollowsAlphaOverBetaAndNcclProto) {
   EXPECT_FALSE(laneUsesLL(input(C::AllReduce, 4, 4096), 16, 65536)) << "NCCL_PROTO=^LL forbids LL";
 }
 
+// A wire type keeps every algorithm but PeerAccess: recursive doubling runs
+// under it (its partners keep what they send, so every rank gets the same
+// bits: tests/mp/wire_type_test.cc); reproducible mode's fixed point runs
+// the ring only.
+TEST_F(Planner, WireTypesKeepRecursiveDoublingFixedPointTheRing) {
+  tuning::TuningInput in = input(C::AllReduce, 8, 1024);
+  in.peerAccess = true;
+  in.wire = reduce::WireType::Fp8E4M3;
+  useEnv("allreduce:rd", nullptr);
+  EXPECT_EQ(choosePlan(in).algorithm, A::RecursiveDoubling);
+  useEnv("allreduce:PeerAccess", nullptr);
+  EXPECT_NE(choosePlan(in).algorithm, A::PeerAccess) << "PeerAccess moves no message to narrow";
+  useEnv("allreduce:rd", nullptr);
+  in.wire = reduce::WireType::Fixed64;
+  EXPECT_EQ(choosePlan(in).algorithm, A::Ring);
+}
+
 }  // namespace
 }  // namespace braid
