@@ -139,6 +139,8 @@ std::atomic<uint64_t> pinnedAllocationCount{0};
 std::atomic<uint64_t> streamAllocationCount{0};
 std::atomic<uint64_t> pinnedFreeCount{0};
 std::atomic<uint64_t> hostFunctionCount{0};
+std::atomic<uint64_t> eventCreateCount{0};
+std::atomic<uint64_t> eventRecordCount{0};
 
 std::atomic<uint32_t> mostPlanLanes{0};
 
@@ -154,6 +156,8 @@ uint32_t takeMostPlanLanes() { return mostPlanLanes.exchange(0); }
 uint64_t streamOrderedAllocations() { return streamAllocationCount.load(); }
 uint64_t pinnedFrees() { return pinnedFreeCount.load(); }
 uint64_t hostFunctionsLaunched() { return hostFunctionCount.load(); }
+uint64_t eventsCreated() { return eventCreateCount.load(); }
+uint64_t eventRecords() { return eventRecordCount.load(); }
 
 }  // namespace fakecuda
 
@@ -434,6 +438,7 @@ cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, v
 
 cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   if (event == nullptr) return result(cudaErrorInvalidValue);
+  fakecuda::eventCreateCount.fetch_add(1);
   fakecuda::Handles& h = fakecuda::handles();
   std::lock_guard<std::mutex> lock(h.mu);
   h.owned.push_back(std::make_unique<fakecuda::Event>());
@@ -459,6 +464,7 @@ cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   bool known = false;
   fakecuda::Stream* s = dev().lookup(stream, &known);
   if (e == nullptr || !known) return result(cudaErrorInvalidResourceHandle);
+  fakecuda::eventRecordCount.fetch_add(1);
   // On the legacy stream the event also follows the blocking streams' work.
   if (s->legacy()) dev().enqueue(s, nullptr);
   e->at = s->end();

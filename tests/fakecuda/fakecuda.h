@@ -48,6 +48,9 @@ uint32_t takeMostPlanLanes();
 // How many cudaMallocAsync and cudaLaunchHostFunc calls were made so far.
 uint64_t streamOrderedAllocations();
 uint64_t hostFunctionsLaunched();
+// How many events were made (cudaEventCreate*) and recorded so far.
+uint64_t eventsCreated();
+uint64_t eventRecords();
 
 // Whether `p` .. `p + bytes` lies in memory the emulated device may address
 // (device memory, mapped or portable pinned memory).

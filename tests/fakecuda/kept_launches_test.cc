@@ -1,7 +1,8 @@
 // Plan kernels (BRAID_DEVICE_ENGINE=kernels) of calls a program repeats, from
 // a thread per rank, or from one thread's groups over every rank: after the
-// first call of each shape a call plans nothing and makes no CUDA allocation
-// and no host function (cuda_launch_cache.h: the
+// first call of each shape a call plans nothing and makes no CUDA allocation,
+// no host function and no event, and records one event for its end and one
+// per stream it joins (cuda_proxy.h EventPool; cuda_launch_cache.h: the
 // lane program and the device block are kept per stream and shape; a watched
 // launch's failure word is among its beacons). And a lane's failure still
 // ends every rank's call with an error.
@@ -51,8 +52,10 @@ struct Ranks {
       }
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
-  // Each rank's thread issues `rounds` allreduces of every size, then syncs.
-  std::vector<std::string> run(int rounds, ncclDataType_t rank0Type = ncclFloat32) {
+  // Each rank's thread issues `rounds` allreduces of every size, then syncs
+  // (syncEach: after every call, so that at most one launch of a rank is in
+  // flight and the events of ended ones are free again).
+  std::vector<std::string> run(int rounds, ncclDataType_t rank0Type = ncclFloat32, bool syncEach = false) {
     std::vector<std::string> errors(kRanks);
     std::vector<std::thread> threads;
     for (int r = 0; r < kRanks; ++r)
@@ -63,6 +66,8 @@ struct Ranks {
           for (size_t i = 0; i < kCounts.size(); ++i)
             if (ncclAllReduce(bufs[r][i], bufs[r][i], kCounts[i], type, ncclSum, comms[r], streams[r]) != ncclSuccess)
               return void(errors[r] = std::string("ncclAllReduce: ") + ncclGetLastError(comms[r]));
+            else if (syncEach && cudaStreamSynchronize(streams[r]) != cudaSuccess)
+              return void(errors[r] = "cudaStreamSynchronize");
         if (cudaStreamSynchronize(streams[r]) != cudaSuccess) errors[r] = "cudaStreamSynchronize";
       });
     for (auto& t : threads) t.join();
@@ -98,10 +103,20 @@ TEST(KeptLaunches, RepeatedCallsAllocateNothingAndLaunchNoHostFunction) {
   ASSERT_NO_FATAL_FAILURE(ranks.fill(1));
   const uint64_t allocations = fakecuda::streamOrderedAllocations();
   const uint64_t hostFunctions = fakecuda::hostFunctionsLaunched();
+  const uint64_t records = fakecuda::eventRecords();
   constexpr int kRounds = 5;
   for (const std::string& e : ranks.run(kRounds)) ASSERT_EQ(e, "");
   EXPECT_EQ(fakecuda::streamOrderedAllocations(), allocations) << "repeated calls allocated device memory";
   EXPECT_EQ(fakecuda::hostFunctionsLaunched(), hostFunctions) << "repeated calls launched host functions";
+  // Each rank's call is its own launch on its own stream: one record, its end.
+  EXPECT_EQ(fakecuda::eventRecords() - records, uint64_t(kRounds * kCounts.size() * kRanks));
+  ASSERT_NO_FATAL_FAILURE(ranks.expectRounds(kRounds));
+  // The events of ended launches are used again: a launch at a time per rank
+  // needs no new one (many in flight need as many as they are, once).
+  ASSERT_NO_FATAL_FAILURE(ranks.fill(1));
+  const uint64_t events = fakecuda::eventsCreated();
+  for (const std::string& e : ranks.run(kRounds, ncclFloat32, true)) ASSERT_EQ(e, "");
+  EXPECT_EQ(fakecuda::eventsCreated(), events) << "repeated calls made events";
   ASSERT_NO_FATAL_FAILURE(ranks.expectRounds(kRounds));
   ranks.destroy();
 }
@@ -113,7 +128,8 @@ TEST(KeptLaunches, OneThreadsGroupsOverEveryRankAllocateNothingAfterTheFirst) {
   Ranks ranks;
   ASSERT_NO_FATAL_FAILURE(ranks.init());
   ASSERT_NO_FATAL_FAILURE(ranks.fill(1));
-  auto rounds = [&](int n) {
+  // syncEach: each group's streams synced before the next group.
+  auto rounds = [&](int n, bool syncEach = false) {
     for (int k = 0; k < n; ++k)
       for (size_t i = 0; i < kCounts.size(); ++i) {
         ASSERT_EQ(ncclGroupStart(), ncclSuccess);
@@ -122,6 +138,7 @@ TEST(KeptLaunches, OneThreadsGroupsOverEveryRankAllocateNothingAfterTheFirst) {
                                   ranks.streams[r]),
                     ncclSuccess);
         ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+        for (int r = 0; syncEach && r < kRanks; ++r) ASSERT_EQ(cudaStreamSynchronize(ranks.streams[r]), cudaSuccess);
       }
     for (int r = 0; r < kRanks; ++r) ASSERT_EQ(cudaStreamSynchronize(ranks.streams[r]), cudaSuccess);
   };
@@ -129,10 +146,20 @@ TEST(KeptLaunches, OneThreadsGroupsOverEveryRankAllocateNothingAfterTheFirst) {
   ASSERT_NO_FATAL_FAILURE(ranks.fill(1));
   const uint64_t allocations = fakecuda::streamOrderedAllocations();
   const uint64_t hostFunctions = fakecuda::hostFunctionsLaunched();
+  const uint64_t records = fakecuda::eventRecords();
   constexpr int kRounds = 4;
   ASSERT_NO_FATAL_FAILURE(rounds(kRounds));
   EXPECT_EQ(fakecuda::streamOrderedAllocations(), allocations) << "repeated groups allocated device memory";
   EXPECT_EQ(fakecuda::hostFunctionsLaunched(), hostFunctions) << "repeated groups launched host functions";
+  // A group is one launch on rank 0's stream: one record per other rank's
+  // stream it joins, one for its end (the joined streams wait on that one).
+  EXPECT_EQ(fakecuda::eventRecords() - records, uint64_t(kRounds * kCounts.size() * kRanks));
+  ASSERT_NO_FATAL_FAILURE(ranks.expectRounds(kRounds));
+  // One group at a time: no new event.
+  ASSERT_NO_FATAL_FAILURE(ranks.fill(1));
+  const uint64_t events = fakecuda::eventsCreated();
+  ASSERT_NO_FATAL_FAILURE(rounds(kRounds, true));
+  EXPECT_EQ(fakecuda::eventsCreated(), events) << "repeated groups made events";
   ASSERT_NO_FATAL_FAILURE(ranks.expectRounds(kRounds));
   ranks.destroy();
 }

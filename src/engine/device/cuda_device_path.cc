@@ -282,8 +282,9 @@ Result stageOut(const std::vector<engine::Task>& tasks, CommStaging& s, size_t j
       BRAID_TRY(kernels::launchStreamWait(s.proxy->words().devicePublished(), s.waitValues[j],
                                           s.proxy->words().deviceAbort(), t.stream));
     BRAID_TRY(copyOut(t, c, j));
-    inflight->done.emplace_back();
-    BRAID_TRY(inflight->done.back().record(t.stream));
+    SharedEvent done;
+    BRAID_TRY(s.proxy->events().record(t.stream, &done));
+    inflight->done.push_back(std::move(done));
     if (lastUseOfBlock(c, j)) inflight->blocks.push_back(*blockOf(c, j));
   }
   return Result::success();

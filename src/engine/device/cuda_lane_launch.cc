@@ -188,21 +188,19 @@ Result enqueueImage(char* block, const PinnedBlock& staging, size_t imageBytes,
   return Result::success();
 }
 
-// The launch stream waits for the work already on each joined stream.
-Result joinStreams(cudaStream_t stream, const std::vector<const void*>& joined) {
+// The launch stream waits for the work already on each joined stream (each
+// event is free again once the wait is enqueued).
+Result joinStreams(EventPool& events, cudaStream_t stream, const std::vector<const void*>& joined) {
   for (const void* other : joined) {
-    CudaEvent ready;
-    BRAID_TRY(ready.record(static_cast<cudaStream_t>(const_cast<void*>(other))));
-    BRAID_CUDA_TRY(cudaStreamWaitEvent(stream, ready.get(), 0));
+    SharedEvent ready;
+    BRAID_TRY(events.record(static_cast<cudaStream_t>(const_cast<void*>(other)), &ready));
+    BRAID_CUDA_TRY(cudaStreamWaitEvent(stream, ready->get(), 0));
   }
   return Result::success();
 }
 
-// Each joined stream goes on only after the launch.
-Result releaseStreams(cudaStream_t stream, const std::vector<const void*>& joined) {
-  if (joined.empty()) return Result::success();
-  CudaEvent done;
-  BRAID_TRY(done.record(stream));
+// Each joined stream goes on only after the launch (`done`, its end).
+Result releaseStreams(const PooledEvent& done, const std::vector<const void*>& joined) {
   for (const void* other : joined)
     BRAID_CUDA_TRY(cudaStreamWaitEvent(static_cast<cudaStream_t>(const_cast<void*>(other)), done.get(), 0));
   return Result::success();
@@ -239,7 +237,7 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   const cudaStream_t stream = static_cast<cudaStream_t>(const_cast<void*>(launch.stream));
   DeviceGuard guard(first->device());
   BRAID_TRY(guard.status());
-  BRAID_TRY(joinStreams(stream, launch.joined));
+  BRAID_TRY(joinStreams(first->events(), stream, launch.joined));
   uint64_t stage = 8;
   size_t scratchBytes = 0;
   bool anyFp8 = false;
@@ -294,7 +292,7 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
     block = kept->block;
     // Its last launch was on this stream handle; the stream may have been
     // destroyed and the handle reused since: wait for that launch anyway.
-    if (kept->launched) BRAID_CUDA_TRY(cudaStreamWaitEvent(stream, kept->done.get(), 0));
+    if (kept->done) BRAID_CUDA_TRY(cudaStreamWaitEvent(stream, kept->done->get(), 0));
   } else {
     BRAID_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void**>(&block), scratchAt + scratchBytes, stream));
   }
@@ -319,11 +317,14 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   if (r.ok())
     r = executor::launchPlanLanes(reinterpret_cast<executor::LaneExec*>(block), nlanes, kThreadsPerLane, nullptr,
                                   anyFp8, stream);
+  // The launch's end, one event for all that wait on it: the kept block's
+  // next use or free, each communicator's next kernel on another stream, the
+  // joined streams, the staging block's return.
+  SharedEvent done;
+  const Result recorded = first->events().record(stream, &done);
+  if (r.ok()) r = recorded;
   if (kept) {
-    // The next free of the block waits for this launch.
-    const Result recorded = kept->done.record(stream);
-    kept->launched = kept->launched || recorded.ok();
-    if (r.ok()) r = recorded;
+    if (done) kept->done = done;  // the next use or free of the block waits for it
   } else if (cudaFreeAsync(block, stream) != cudaSuccess && r.ok()) {
     // Freed in stream order, after the kernel (or at once if it never launched).
     r = cudaFailure("cudaFreeAsync", cudaGetLastError());
@@ -336,18 +337,16 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
     if (err == cudaSuccess) (void)check.release();  // the callback owns it
     else r = cudaFailure("cudaLaunchHostFunc", err);
   }
-  for (const CommLaunch* c : group)
-    if (r.ok()) r = c->proxy->noteLaneKernel(stream);
-  if (r.ok()) r = releaseStreams(stream, launch.joined);
+  if (r.ok())
+    for (const CommLaunch* c : group) c->proxy->noteLaneKernel(stream, done);
+  if (r.ok()) r = releaseStreams(*done, launch.joined);
   if (r.ok() && beacons && !watchFirst) watchLaunch(group, beacons);
   inflight.beacons = beacons;
-  inflight.done.emplace_back();
-  const Result recorded = inflight.done.back().record(stream);
-  if (recorded.ok()) {
+  if (done) {
+    inflight.done.push_back(std::move(done));
     first->addInflight(std::move(inflight));
   } else {
     first->pool().abandon(staging);  // no event says when the copy is done
-    if (r.ok()) r = recorded;
   }
   return r;
 }

@@ -24,7 +24,7 @@ CachedLaunch* LaunchCache::insert(const std::vector<const engine::Task*>& tasks,
 // and the user's stream may be gone by then.
 void LaunchCache::drop(CachedLaunch& e) {
   if (e.block == nullptr) return;
-  if (e.launched && cudaStreamWaitEvent(freeStream_, e.done.get(), 0) != cudaSuccess) {
+  if (e.done && cudaStreamWaitEvent(freeStream_, e.done->get(), 0) != cudaSuccess) {
     cudaGetLastError();
     e.block = nullptr;  // leaked: no safe point to free it
     return;

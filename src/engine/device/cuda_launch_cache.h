@@ -30,8 +30,7 @@ struct CachedLaunch {
   lanes::CommProgram cp;
   char* block = nullptr;  // device memory for the image and scratch, or null before the first launch
   size_t blockBytes = 0;
-  CudaEvent done;         // recorded after each launch that used the block
-  bool launched = false;  // `done` was recorded
+  SharedEvent done;       // the end of the last launch that used the block (null: none yet)
   bool connected = false;  // its FIFOs were made (connect succeeded once)
 };
 

@@ -104,6 +104,27 @@ Result CudaEvent::record(cudaStream_t stream) {
   return Result::success();
 }
 
+PooledEvent::~PooledEvent() {
+  const std::shared_ptr<Free> home = home_.lock();
+  if (!home) return;
+  std::lock_guard<std::mutex> lock(home->mu);
+  home->events.push_back(std::move(event_));
+}
+
+Result EventPool::record(cudaStream_t stream, SharedEvent* out) {
+  CudaEvent event;
+  {
+    std::lock_guard<std::mutex> lock(free_->mu);
+    if (!free_->events.empty()) {
+      event = std::move(free_->events.back());
+      free_->events.pop_back();
+    }
+  }
+  BRAID_TRY(event.record(stream));
+  *out = std::make_shared<const PooledEvent>(std::move(event), free_);
+  return Result::success();
+}
+
 DeviceProxy::DeviceProxy(ncclComm* comm, int device)
     : comm_(comm), device_(device), port_(std::make_shared<LaunchPort>(this)),
       launchCache_(std::make_unique<LaunchCache>()) {}
@@ -205,16 +226,13 @@ lanes::PortTable& DeviceProxy::lanePorts() {
 }
 
 Result DeviceProxy::orderLaneKernel(cudaStream_t stream) {
-  if (laneKernelLaunched_ && stream != laneStream_)
-    BRAID_CUDA_TRY(cudaStreamWaitEvent(stream, laneKernelDone_.get(), 0));
+  if (laneKernelDone_ && stream != laneStream_) BRAID_CUDA_TRY(cudaStreamWaitEvent(stream, laneKernelDone_->get(), 0));
   return Result::success();
 }
 
-Result DeviceProxy::noteLaneKernel(cudaStream_t stream) {
-  BRAID_TRY(laneKernelDone_.record(stream));
+void DeviceProxy::noteLaneKernel(cudaStream_t stream, SharedEvent done) {
+  laneKernelDone_ = std::move(done);
   laneStream_ = stream;
-  laneKernelLaunched_ = true;
-  return Result::success();
 }
 
 void DeviceProxy::pause() {
@@ -307,8 +325,8 @@ void DeviceProxy::addInflight(InflightJob&& job) {
 }
 
 bool DeviceProxy::finished(const InflightJob& job) const {
-  for (const CudaEvent& e : job.done) {
-    const cudaError_t err = cudaEventQuery(e.get());
+  for (const SharedEvent& e : job.done) {
+    const cudaError_t err = cudaEventQuery(e->get());
     if (err == cudaSuccess) continue;
     cudaGetLastError();  // NotReady is recorded as this thread's last error too
     return false;

@@ -44,6 +44,45 @@ class CudaEvent {
   cudaEvent_t event_ = nullptr;
 };
 
+// An event of an EventPool, recorded once and then shared by whatever waits
+// on or queries that record (a launch's end: its kept block, each of its
+// communicators' next kernel, its staging memory). It goes back to its pool
+// when the last holder drops it: CUDA lets an event be recorded again once
+// the waits on its last record are enqueued, but a holder may still query it.
+class PooledEvent {
+ public:
+  struct Free {
+    std::mutex mu;
+    std::vector<CudaEvent> events;
+  };
+  PooledEvent(CudaEvent event, std::weak_ptr<Free> home) : event_(std::move(event)), home_(std::move(home)) {}
+  ~PooledEvent();
+  PooledEvent(const PooledEvent&) = delete;
+  PooledEvent& operator=(const PooledEvent&) = delete;
+  cudaEvent_t get() const { return event_.get(); }
+
+ private:
+  CudaEvent event_;
+  std::weak_ptr<Free> home_;  // gone with the pool: the event is destroyed instead
+};
+using SharedEvent = std::shared_ptr<const PooledEvent>;
+
+// A communicator's events for stream order (one device): a plan kernel launch
+// records one for its end and one per stream it joins, instead of making and
+// destroying events on every call (each a driver call on the critical path).
+class EventPool {
+ public:
+  EventPool() = default;
+  EventPool(const EventPool&) = delete;
+  EventPool& operator=(const EventPool&) = delete;
+  // An event no one holds (made on the current device when none is free),
+  // recorded on `stream`.
+  Result record(cudaStream_t stream, SharedEvent* out);
+
+ private:
+  std::shared_ptr<PooledEvent::Free> free_ = std::make_shared<PooledEvent::Free>();
+};
+
 // What the proxy runs for one communicator's calls of one group, or for one
 // launch of a graph that captured such calls.
 struct DeviceJob {
@@ -62,7 +101,7 @@ struct DeviceJob {
 struct InflightJob {
   std::vector<PinnedBlock> blocks;
   std::shared_ptr<BeaconLease> beacons;  // a plan kernel's lanes' (none: null)
-  std::vector<CudaEvent> done;
+  std::vector<SharedEvent> done;
 };
 
 class LaunchPort;
@@ -144,7 +183,9 @@ class DeviceProxy {
   // BRAID_DEVICE_ENGINE=kernels: this communicator's launches kept per shape.
   LaunchCache& launchCache() { return *launchCache_; }
   Result orderLaneKernel(cudaStream_t stream);
-  Result noteLaneKernel(cudaStream_t stream);
+  // `done`: recorded on `stream` after the kernel.
+  void noteLaneKernel(cudaStream_t stream, SharedEvent done);
+  EventPool& events() { return events_; }
 
  private:
   void loop();
@@ -184,9 +225,9 @@ class DeviceProxy {
   std::vector<std::shared_ptr<CapturedJob>> captured_;
   std::unique_ptr<lanes::PortTable> lanePorts_;
   std::unique_ptr<LaunchCache> launchCache_;
-  CudaEvent laneKernelDone_;
+  EventPool events_;
+  SharedEvent laneKernelDone_;  // null before the first plan kernel
   cudaStream_t laneStream_ = nullptr;
-  bool laneKernelLaunched_ = false;
   MappedBeacons beacons_;
   std::thread thread_;
   // Last: stopped first at destruction, while the rest it may read lives.
