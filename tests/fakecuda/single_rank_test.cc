@@ -132,8 +132,9 @@ TEST(MemAlloc, GivesDeviceMemoryThatCollectivesAndCudaCallsTake) {
   EXPECT_EQ(ncclMemFree(send), ncclSuccess);
   EXPECT_EQ(ncclMemFree(recv), ncclSuccess);
   cudaPointerAttributes attr{};
-  if (cudaPointerGetAttributes(&attr, send) == cudaSuccess)
+  if (cudaPointerGetAttributes(&attr, send) == cudaSuccess) {
     EXPECT_NE(attr.type, cudaMemoryTypeDevice) << "ncclMemFree left the device memory allocated";
+  }
   cudaGetLastError();
   EXPECT_EQ(ncclMemFree(nullptr), ncclSuccess);
   EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
