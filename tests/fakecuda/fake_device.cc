@@ -5,6 +5,8 @@
 #include <cstring>
 #include <string>
 
+#include "immortal.h"
+
 namespace fakecuda {
 
 bool Position::reached() const {
@@ -78,14 +80,6 @@ void Stream::serve() {
   }
 }
 
-// Never destroyed: worker threads may still run when the process exits, and
-// allocations must outlive every static destructor that frees CUDA memory.
-union DeviceHolder {
-  DeviceHolder() : device() {}
-  ~DeviceHolder() {}
-  Device device;
-};
-
 namespace {
 
 int deviceCountFromEnv() {
@@ -101,9 +95,10 @@ Device::Device() : count_(deviceCountFromEnv()) {
   legacy_ = streams_.back().get();
 }
 
+// Never destroyed: worker threads may still run when the process exits, and
+// allocations must outlive every static destructor that frees CUDA memory.
 Device& Device::get() {
-  static DeviceHolder holder;
-  return holder.device;
+  return immortal<Device>();
 }
 
 Stream* Device::createStream(int device, bool blocking) {

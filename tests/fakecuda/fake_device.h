@@ -20,7 +20,6 @@
 namespace fakecuda {
 
 class Stream;
-union DeviceHolder;
 
 // "Stream s has completed its first `count` items": what an event records and
 // what stream-ordered waits depend on.
@@ -107,7 +106,8 @@ class Device {
   bool find(const void* p, uintptr_t* base, Allocation* out);
 
  private:
-  friend union DeviceHolder;  // the one instance, never destroyed (fake_device.cc)
+  template <class T>
+  friend T& immortal();  // the one instance, never destroyed (immortal.h)
   Device();
   int count_ = 1;
   std::mutex mu_;

@@ -71,9 +71,17 @@ void loadOnLaunch(std::atomic<bool>* loaded, const char* kernel, const void* cal
                       caller);
 }
 
-// Enqueues a tracked kernel: outstanding from now until its body returns.
+// Enqueues a tracked kernel: outstanding from now until its body returns. A
+// captured one is a node of the graph: tracked from when a launch of the
+// graph runs it.
 cudaError_t enqueueKernel(const std::string& what, cudaStream_t stream, std::function<void()> body) {
   fakecuda::checkLaunchStream(stream, what.c_str());
+  if (fakecuda::streamCaptures(stream))
+    return fakecuda::enqueue(stream, [what, stream, body = std::move(body)] {
+      const uint64_t id = fakecuda::trackLaunch(what, stream);
+      body();
+      fakecuda::finishLaunch(id);
+    });
   const uint64_t id = fakecuda::trackLaunch(what, stream);
   const cudaError_t err = fakecuda::enqueue(stream, [id, body = std::move(body)] {
     body();

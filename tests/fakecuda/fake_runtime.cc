@@ -2,8 +2,8 @@
 // emulated device (fake_device.h), compiled against the toolkit's header so
 // that every signature and enum value is CUDA's. Every call that may
 // synchronise the device reports itself to the recorder first (recorder.cc
-// lists them and says why). Graph capture is not emulated: beginning one
-// fails with cudaErrorStreamCaptureUnsupported.
+// lists them and says why). Stream capture and graphs: fake_graphs.cc, whose
+// rules (fake_capture.h) the calls here check where CUDA does.
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
@@ -16,6 +16,7 @@
 #include <string>
 #include <utility>
 
+#include "fake_capture.h"
 #include "fake_device.h"
 #include "fakecuda.h"
 #include "recorder.h"
@@ -88,10 +89,17 @@ void runOnLegacyAndWait(std::function<void()> work) {
   end.stream->waitFor(end.count);
 }
 
+// Stream work: run in stream order, or captured (fake_capture.h).
 cudaError_t enqueueOn(cudaStream_t stream, std::function<void()> work, std::vector<Position> after = {}) {
   bool known = false;
   Stream* s = dev().lookup(stream, &known);
   if (!known) return cudaErrorInvalidResourceHandle;
+  cudaError_t captured = cudaSuccess;
+  if (captureWork(s, work, after, &captured)) return captured;
+  if (s->legacy()) {
+    const cudaError_t err = legacyDuringCapture();
+    if (err != cudaSuccess) return err;
+  }
   dev().enqueue(s, std::move(work), std::move(after));
   return cudaSuccess;
 }
@@ -118,6 +126,16 @@ static_assert(sizeof(IpcPayload) <= sizeof(cudaIpcMemHandle_t), "fits a CUDA IPC
 }  // namespace
 
 cudaError_t enqueue(cudaStream_t stream, Work work) { return result(enqueueOn(stream, std::move(work))); }
+
+cudaError_t recordError(cudaError_t err) { return result(err); }
+
+cudaStreamCaptureMode threadCaptureMode() { return tCaptureMode; }
+
+bool streamCaptures(cudaStream_t stream) {
+  bool known = false;
+  Stream* s = dev().lookup(stream, &known);
+  return known && streamCaptures(s);
+}
 
 void waitForStream(cudaStream_t stream) {
   bool known = false;
@@ -165,7 +183,13 @@ using fakecuda::checkSync;
 using fakecuda::dev;
 using fakecuda::result;
 
-#define FAKECUDA_SYNC(name) checkSync(name, __builtin_return_address(0))
+// A potentially unsafe call: recorded, and refused where a capture forbids it.
+#define FAKECUDA_SYNC(name)                                                        \
+  do {                                                                             \
+    checkSync(name, __builtin_return_address(0));                                  \
+    if (const cudaError_t unsafe = fakecuda::unsafeDuringCapture(); unsafe != cudaSuccess) \
+      return result(unsafe);                                                       \
+  } while (0)
 // Work on the legacy default stream waits for kernels on blocking streams.
 #define FAKECUDA_LEGACY(stream, name) \
   if (fakecuda::isLegacy(stream)) checkSync(name " on the legacy default stream", __builtin_return_address(0), true)
@@ -332,7 +356,9 @@ cudaError_t CUDARTAPI cudaMallocAsync(void** devPtr, size_t size, cudaStream_t h
   fakecuda::streamAllocationCount.fetch_add(1);
   bool known = false;
   if (devPtr == nullptr) return result(cudaErrorInvalidValue);
-  if (dev().lookup(hStream, &known), !known) return result(cudaErrorInvalidResourceHandle);
+  fakecuda::Stream* s = dev().lookup(hStream, &known);
+  if (!known) return result(cudaErrorInvalidResourceHandle);
+  if (fakecuda::streamCaptures(s)) return result(fakecuda::syncOfCapturingStream(s));  // memory nodes: not emulated
   *devPtr = dev().allocate(size, fakecuda::MemKind::Device, fakecuda::tDevice, true);
   return *devPtr ? cudaSuccess : result(cudaErrorMemoryAllocation);
 }
@@ -344,6 +370,9 @@ cudaError_t CUDARTAPI cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
   if (!dev().find(devPtr, &base, &a) || base != reinterpret_cast<uintptr_t>(devPtr) ||
       a.kind != fakecuda::MemKind::Device)
     return result(cudaErrorInvalidValue);
+  bool known = false;
+  fakecuda::Stream* s = dev().lookup(hStream, &known);
+  if (known && fakecuda::streamCaptures(s)) return result(fakecuda::syncOfCapturingStream(s));  // not emulated
   return result(fakecuda::enqueueOn(hStream, [devPtr] { dev().release(devPtr, fakecuda::MemKind::Device, false); }));
 }
 
@@ -352,6 +381,7 @@ cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count, cudaM
                               (kind == cudaMemcpyDefault && fakecuda::addressable(dst, count) &&
                                fakecuda::addressable(src, count));
   checkSync("cudaMemcpy", __builtin_return_address(0), !deviceToDevice);
+  if (const cudaError_t unsafe = fakecuda::unsafeDuringCapture(); unsafe != cudaSuccess) return result(unsafe);
   if (!fakecuda::validCopy(dst, src, count, kind)) return result(cudaErrorInvalidValue);
   fakecuda::runOnLegacyAndWait([=] { std::memmove(dst, src, count); });
   return cudaSuccess;
@@ -417,6 +447,7 @@ cudaError_t CUDARTAPI cudaStreamQuery(cudaStream_t stream) {
   bool known = false;
   fakecuda::Stream* s = dev().lookup(stream, &known);
   if (!known) return result(cudaErrorInvalidResourceHandle);
+  if (fakecuda::streamCaptures(s)) return result(fakecuda::syncOfCapturingStream(s));
   return s->idle() ? cudaSuccess : cudaErrorNotReady;
 }
 
@@ -424,6 +455,7 @@ cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
   bool known = false;
   fakecuda::Stream* s = dev().lookup(stream, &known);
   if (!known) return result(cudaErrorInvalidResourceHandle);
+  if (fakecuda::streamCaptures(s)) return result(fakecuda::syncOfCapturingStream(s));
   const fakecuda::Position end = s->end();
   s->waitFor(end.count);
   return cudaSuccess;
@@ -465,8 +497,12 @@ cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   fakecuda::Stream* s = dev().lookup(stream, &known);
   if (e == nullptr || !known) return result(cudaErrorInvalidResourceHandle);
   fakecuda::eventRecordCount.fetch_add(1);
+  if (fakecuda::captureEventRecord(e, s)) return cudaSuccess;
   // On the legacy stream the event also follows the blocking streams' work.
-  if (s->legacy()) dev().enqueue(s, nullptr);
+  if (s->legacy()) {
+    if (const cudaError_t err = fakecuda::legacyDuringCapture(); err != cudaSuccess) return result(err);
+    dev().enqueue(s, nullptr);
+  }
   e->at = s->end();
   return cudaSuccess;
 }
@@ -474,12 +510,14 @@ cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event) {
   fakecuda::Event* e = fakecuda::eventOf(event);
   if (e == nullptr) return result(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t err = fakecuda::capturedEventUse(e); err != cudaSuccess) return result(err);
   return e->at.reached() ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event) {
   fakecuda::Event* e = fakecuda::eventOf(event);
   if (e == nullptr) return result(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t err = fakecuda::capturedEventUse(e); err != cudaSuccess) return result(err);
   if (e->at.stream) e->at.stream->waitFor(e->at.count);
   return cudaSuccess;
 }
@@ -488,58 +526,21 @@ cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event
   FAKECUDA_LEGACY(stream, "cudaStreamWaitEvent");
   fakecuda::Event* e = fakecuda::eventOf(event);
   if (e == nullptr) return result(cudaErrorInvalidResourceHandle);
+  bool known = false;
+  fakecuda::Stream* s = dev().lookup(stream, &known);
+  if (!known) return result(cudaErrorInvalidResourceHandle);
+  cudaError_t captured = cudaSuccess;
+  if (fakecuda::captureEventWait(s, e, &captured)) return result(captured);
   return result(fakecuda::enqueueOn(stream, nullptr, {e->at}));
 }
 
-// ---- graph capture: not emulated ----------------------------------------------
+// ---- graph capture: the thread's mode (the rest: fake_graphs.cc) ---------------
 
 cudaError_t CUDARTAPI cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
   if (mode == nullptr) return result(cudaErrorInvalidValue);
   std::swap(*mode, fakecuda::tCaptureMode);
   return cudaSuccess;
 }
-
-cudaError_t CUDARTAPI cudaStreamGetCaptureInfo(cudaStream_t stream, cudaStreamCaptureStatus* captureStatus_out,
-                                               unsigned long long* id_out, cudaGraph_t* graph_out,
-                                               const cudaGraphNode_t** dependencies_out,
-                                               const cudaGraphEdgeData** edgeData_out, size_t* numDependencies_out) {
-  bool known = false;
-  if (dev().lookup(stream, &known), !known) return result(cudaErrorInvalidResourceHandle);
-  if (captureStatus_out == nullptr) return result(cudaErrorInvalidValue);
-  *captureStatus_out = cudaStreamCaptureStatusNone;
-  if (id_out) *id_out = 0;
-  if (graph_out) *graph_out = nullptr;
-  if (dependencies_out) *dependencies_out = nullptr;
-  if (edgeData_out) *edgeData_out = nullptr;
-  if (numDependencies_out) *numDependencies_out = 0;
-  return cudaSuccess;
-}
-
-cudaError_t CUDARTAPI cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
-  return result(cudaErrorStreamCaptureUnsupported);
-}
-
-cudaError_t CUDARTAPI cudaStreamEndCapture(cudaStream_t, cudaGraph_t*) { return result(cudaErrorIllegalState); }
-
-cudaError_t CUDARTAPI cudaGraphInstantiateWithFlags(cudaGraphExec_t*, cudaGraph_t, unsigned long long) {
-  return result(cudaErrorNotSupported);
-}
-
-cudaError_t CUDARTAPI cudaGraphLaunch(cudaGraphExec_t, cudaStream_t) { return result(cudaErrorNotSupported); }
-
-cudaError_t CUDARTAPI cudaGraphDestroy(cudaGraph_t) { return result(cudaErrorNotSupported); }
-
-cudaError_t CUDARTAPI cudaGraphExecDestroy(cudaGraphExec_t) { return result(cudaErrorNotSupported); }
-
-cudaError_t CUDARTAPI cudaUserObjectCreate(cudaUserObject_t*, void*, cudaHostFn_t, unsigned int, unsigned int) {
-  return result(cudaErrorNotSupported);
-}
-
-cudaError_t CUDARTAPI cudaGraphRetainUserObject(cudaGraph_t, cudaUserObject_t, unsigned int, unsigned int) {
-  return result(cudaErrorNotSupported);
-}
-
-cudaError_t CUDARTAPI cudaUserObjectRelease(cudaUserObject_t, unsigned int) { return result(cudaErrorNotSupported); }
 
 // ---- IPC: handles are made; opening one in another process is not emulated ----
 

@@ -25,6 +25,9 @@ cudaError_t enqueue(cudaStream_t stream, Work work);
 // Returns once everything enqueued on `stream` so far has run (a blocking
 // launch's wait; no recorded CUDA call).
 void waitForStream(cudaStream_t stream);
+// Whether `stream` captures a graph (fake_capture.h): enqueued work is then
+// a node, run at each launch of the graph.
+bool streamCaptures(cudaStream_t stream);
 
 // A kernel whose outstanding time (enqueued, not finished) makes every
 // synchronising CUDA call a violation: braid's plan kernels and stream-wait

@@ -51,6 +51,7 @@
 
 #include "fake_device.h"
 #include "fakecuda.h"
+#include "immortal.h"
 
 namespace fakecuda {
 
@@ -73,16 +74,7 @@ struct State {
 };
 
 // Never destroyed: stream workers may finish launches while the process exits.
-union StateHolder {
-  StateHolder() : state() {}
-  ~StateHolder() {}
-  State state;
-};
-
-State& state() {
-  static StateHolder holder;
-  return holder.state;
-}
+State& state() { return immortal<State>(); }
 
 bool appCallsFail() {
   const char* s = std::getenv("BRAID_FAKECUDA_APP_CALLS");
