@@ -7,6 +7,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <string>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -151,17 +154,15 @@ TEST(CaptureRules, SynchronisingACapturingStreamInvalidatesTheCapture) {
   cudaFree(dev);
 }
 
-// cudaMalloc (an unsafe call) by this thread or another, in each capture
-// mode and thread mode, and whether the capture survives it.
-cudaError_t mallocOn(bool otherThread, cudaStreamCaptureMode threadMode) {
+// An unsafe call by this thread or another in `threadMode`.
+template <class Call>
+cudaError_t unsafeCallOn(bool otherThread, cudaStreamCaptureMode threadMode, Call unsafe) {
   cudaError_t err = cudaSuccess;
   auto call = [&] {
     cudaStreamCaptureMode mode = threadMode;
     cudaThreadExchangeStreamCaptureMode(&mode);
-    void* p = nullptr;
-    err = cudaMalloc(&p, 16);
+    err = unsafe();
     (void)cudaGetLastError();
-    if (p) cudaFree(p);
     cudaThreadExchangeStreamCaptureMode(&mode);
   };
   if (otherThread) {
@@ -173,8 +174,26 @@ cudaError_t mallocOn(bool otherThread, cudaStreamCaptureMode threadMode) {
   return err;
 }
 
+// Allocations, and queries and synchronisations of other streams and of
+// events (a watchdog thread's cudaEventQuery during a global capture is the
+// classic), each in every capture mode and thread mode; the capture survives
+// exactly the calls it allowed.
 TEST(CaptureRules, UnsafeCallsAreRefusedWhereTheThreadsModeSays) {
-  Stream st;
+  Stream st, other;
+  Event done;
+  ASSERT_EQ(cudaEventRecord(done.e, other.s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(other.s), cudaSuccess);
+  const std::vector<std::pair<const char*, std::function<cudaError_t()>>> calls = {
+      {"cudaMalloc",
+       [] {
+         void* p = nullptr;
+         const cudaError_t err = cudaMalloc(&p, 16);
+         if (p) cudaFree(p);
+         return err;
+       }},
+      {"cudaEventQuery", [&] { return cudaEventQuery(done.e); }},
+      {"cudaStreamSynchronize of another stream", [&] { return cudaStreamSynchronize(other.s); }},
+  };
   struct Case {
     cudaStreamCaptureMode capture;
     bool otherThread;
@@ -190,13 +209,16 @@ TEST(CaptureRules, UnsafeCallsAreRefusedWhereTheThreadsModeSays) {
       {cudaStreamCaptureModeThreadLocal, true, cudaStreamCaptureModeGlobal, false},
       {cudaStreamCaptureModeRelaxed, false, cudaStreamCaptureModeGlobal, false},
   };
-  for (const Case& c : cases) {
-    SCOPED_TRACE("capture mode " + std::to_string(int(c.capture)) + (c.otherThread ? ", another thread" : ", this thread") +
-                 " in mode " + std::to_string(int(c.threadMode)));
-    ASSERT_EQ(cudaStreamBeginCapture(st.s, c.capture), cudaSuccess);
-    EXPECT_EQ(mallocOn(c.otherThread, c.threadMode), c.refused ? cudaErrorStreamCaptureUnsupported : cudaSuccess);
-    endExpecting(st.s, c.refused ? cudaErrorStreamCaptureInvalidated : cudaSuccess);
-  }
+  for (const auto& [name, call] : calls)
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(name) + ", capture mode " + std::to_string(int(c.capture)) +
+                   (c.otherThread ? ", another thread" : ", this thread") + " in mode " +
+                   std::to_string(int(c.threadMode)));
+      ASSERT_EQ(cudaStreamBeginCapture(st.s, c.capture), cudaSuccess);
+      EXPECT_EQ(unsafeCallOn(c.otherThread, c.threadMode, call),
+                c.refused ? cudaErrorStreamCaptureUnsupported : cudaSuccess);
+      endExpecting(st.s, c.refused ? cudaErrorStreamCaptureInvalidated : cudaSuccess);
+    }
 }
 
 TEST(CaptureRules, TheLegacyStreamWhileABlockingStreamCapturesIsImplicit) {
@@ -223,10 +245,11 @@ TEST(CaptureRules, WaitingOnWorkOutsideTheCaptureIsIsolation) {
   ASSERT_EQ(cudaStreamSynchronize(outside.s), cudaSuccess);
   ASSERT_EQ(cudaLaunchHostFunc(outside.s, Gate::wait, &gate), cudaSuccess);
   ASSERT_EQ(cudaEventRecord(pending.e, outside.s), cudaSuccess);
-  ASSERT_EQ(cudaStreamBeginCapture(capturing.s, cudaStreamCaptureModeGlobal), cudaSuccess);
-  EXPECT_EQ(cudaStreamWaitEvent(capturing.s, done.e, 0), cudaSuccess) << "work already done is no dependency";
-  EXPECT_EQ(cudaStreamWaitEvent(capturing.s, pending.e, 0), cudaErrorStreamCaptureIsolation);
-  endExpecting(capturing.s, cudaErrorStreamCaptureInvalidated);
+  for (cudaEvent_t e : {done.e, pending.e}) {
+    ASSERT_EQ(cudaStreamBeginCapture(capturing.s, cudaStreamCaptureModeGlobal), cudaSuccess);
+    EXPECT_EQ(cudaStreamWaitEvent(capturing.s, e, 0), cudaErrorStreamCaptureIsolation) << "done or not";
+    endExpecting(capturing.s, cudaErrorStreamCaptureInvalidated);
+  }
   // An event recorded in a capture is no event to query.
   ASSERT_EQ(cudaStreamBeginCapture(capturing.s, cudaStreamCaptureModeGlobal), cudaSuccess);
   ASSERT_EQ(cudaEventRecord(done.e, capturing.s), cudaSuccess);

@@ -10,14 +10,15 @@
 //   - synchronising or querying a capturing stream, or an event recorded in
 //     a capture: cudaErrorStreamCaptureUnsupported, the capture invalidated;
 //   - a potentially unsafe call (one the recorder counts as synchronising:
-//     allocations, frees, synchronous copies, cudaDeviceSynchronize) by a
-//     thread whose mode forbids it (cudaThreadExchangeStreamCaptureMode:
+//     allocations, frees, synchronous copies, cudaDeviceSynchronize; and
+//     queries and synchronisations of streams and events) by a thread whose
+//     mode forbids it (cudaThreadExchangeStreamCaptureMode:
 //     relaxed never, thread-local during its own capture, global also during
 //     another thread's global capture): cudaErrorStreamCaptureUnsupported;
 //   - work on the legacy stream while a blocking stream captures:
 //     cudaErrorStreamCaptureImplicit;
-//   - a capturing stream waiting on an event of no capture or another one:
-//     cudaErrorStreamCaptureIsolation;
+//   - a capturing stream waiting on an event of no capture (done or not) or
+//     of another one: cudaErrorStreamCaptureIsolation;
 //   - ending a capture a joined stream has not rejoined:
 //     cudaErrorStreamCaptureUnjoined; ending it from another thread (global
 //     and thread-local modes): cudaErrorStreamCaptureWrongThread;

@@ -223,12 +223,7 @@ bool captureEventWait(Stream* s, Event* e, cudaError_t* err) {
   const auto sit = st.streams.find(s);
   if (ev == st.events.end()) {
     if (sit == st.streams.end()) return false;  // an ordinary wait
-    // A capturing stream may wait on work already done; anything else is
-    // outside its capture.
-    if (e->at.reached()) {
-      *err = cudaSuccess;
-      return true;
-    }
+    // An event of no capture, done or not, is outside the capture.
     sit->second.capture->invalidated = true;
     *err = cudaErrorStreamCaptureIsolation;
     return true;

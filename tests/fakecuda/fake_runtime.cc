@@ -448,6 +448,7 @@ cudaError_t CUDARTAPI cudaStreamQuery(cudaStream_t stream) {
   fakecuda::Stream* s = dev().lookup(stream, &known);
   if (!known) return result(cudaErrorInvalidResourceHandle);
   if (fakecuda::streamCaptures(s)) return result(fakecuda::syncOfCapturingStream(s));
+  if (const cudaError_t unsafe = fakecuda::unsafeDuringCapture(); unsafe != cudaSuccess) return result(unsafe);
   return s->idle() ? cudaSuccess : cudaErrorNotReady;
 }
 
@@ -456,6 +457,7 @@ cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
   fakecuda::Stream* s = dev().lookup(stream, &known);
   if (!known) return result(cudaErrorInvalidResourceHandle);
   if (fakecuda::streamCaptures(s)) return result(fakecuda::syncOfCapturingStream(s));
+  if (const cudaError_t unsafe = fakecuda::unsafeDuringCapture(); unsafe != cudaSuccess) return result(unsafe);
   const fakecuda::Position end = s->end();
   s->waitFor(end.count);
   return cudaSuccess;
@@ -511,6 +513,7 @@ cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event) {
   fakecuda::Event* e = fakecuda::eventOf(event);
   if (e == nullptr) return result(cudaErrorInvalidResourceHandle);
   if (const cudaError_t err = fakecuda::capturedEventUse(e); err != cudaSuccess) return result(err);
+  if (const cudaError_t unsafe = fakecuda::unsafeDuringCapture(); unsafe != cudaSuccess) return result(unsafe);
   return e->at.reached() ? cudaSuccess : cudaErrorNotReady;
 }
 
@@ -518,6 +521,7 @@ cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event) {
   fakecuda::Event* e = fakecuda::eventOf(event);
   if (e == nullptr) return result(cudaErrorInvalidResourceHandle);
   if (const cudaError_t err = fakecuda::capturedEventUse(e); err != cudaSuccess) return result(err);
+  if (const cudaError_t unsafe = fakecuda::unsafeDuringCapture(); unsafe != cudaSuccess) return result(unsafe);
   if (e->at.stream) e->at.stream->waitFor(e->at.count);
   return cudaSuccess;
 }
