@@ -317,18 +317,9 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   if (r.ok())
     r = executor::launchPlanLanes(reinterpret_cast<executor::LaneExec*>(block), nlanes, kThreadsPerLane, nullptr,
                                   anyFp8, stream);
-  // The launch's end, one event for all that wait on it: the kept block's
-  // next use or free, each communicator's next kernel on another stream, the
-  // joined streams, the staging block's return.
-  SharedEvent done;
-  const Result recorded = first->events().record(stream, &done);
-  if (r.ok()) r = recorded;
-  if (kept) {
-    if (done) kept->done = done;  // the next use or free of the block waits for it
-  } else if (cudaFreeAsync(block, stream) != cudaSuccess && r.ok()) {
-    // Freed in stream order, after the kernel (or at once if it never launched).
+  // Freed in stream order, after the kernel (or at once if it never launched).
+  if (!kept && cudaFreeAsync(block, stream) != cudaSuccess && r.ok())
     r = cudaFailure("cudaFreeAsync", cudaGetLastError());
-  }
   if (r.ok() && !beacons) {
     auto check = std::make_unique<FailureCheck>();
     check->wordOwner = first;
@@ -337,6 +328,14 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
     if (err == cudaSuccess) (void)check.release();  // the callback owns it
     else r = cudaFailure("cudaLaunchHostFunc", err);
   }
+  // The launch's end, after its failure check (which reads the proxy: a proxy
+  // outlives its inflight jobs), one event for all that wait on it: the kept
+  // block's next use or free, each communicator's next kernel on another
+  // stream, the joined streams, the staging block's return.
+  SharedEvent done;
+  const Result recorded = first->events().record(stream, &done);
+  if (r.ok()) r = recorded;
+  if (kept && done) kept->done = done;
   if (r.ok())
     for (const CommLaunch* c : group) c->proxy->noteLaneKernel(stream, done);
   if (r.ok()) r = releaseStreams(*done, launch.joined);
