@@ -15,7 +15,8 @@
 # memcheck and racecheck where the toolkit has it (BRAID_GPU_SANITIZER=0
 # skips), and every perf tool on device memory, checked, with both device
 # engines, ranks as threads of one process and as processes sharing the GPU
-# (BRAID_GPU_PERF_CHECK=0 skips), and bench/reduce_copy_bench's figure.
+# (BRAID_GPU_PERF_CHECK=0 skips), and the figures of bench/reduce_copy_bench
+# and bench/launch_latency.
 #
 # A lent GPU comes with minutes of device time, so the build can be made on
 # a CPU machine with nvcc and carried:
@@ -101,7 +102,7 @@ build_here() {
 
   cmake -S "$repo" -B "$build" -G Ninja -DBRAID_CUDA=ON -DBRAID_BUILD_BENCH=ON \
     ${gtest_args[@]+"${gtest_args[@]}"} ${arch_args[@]+"${arch_args[@]}"}
-  cmake --build "$build" -j "$jobs" --target braid_gpu_tests braidrun reduce_copy_bench "${tools[@]}"
+  cmake --build "$build" -j "$jobs" --target braid_gpu_tests braidrun reduce_copy_bench launch_latency "${tools[@]}"
 }
 
 # BRAID_GPU_PACK: the files a run needs, relative to the checkout.
@@ -116,7 +117,7 @@ pack() {
   local list meta
   list=$(mktemp) meta=$(mktemp -d)
   (cd "$repo" && find "$rel" \( -name CTestTestfile.cmake -o -name '*_include.cmake' -o -name '*_tests.cmake' \) \
-     -print && ls -d "$rel"/tests/gpu/gpu_*_test "$rel"/bench/braidrun "$rel"/bench/reduce_copy_bench "$rel"/libbraid.so* "$rel"/libnccl.so* &&
+     -print && ls -d "$rel"/tests/gpu/gpu_*_test "$rel"/bench/braidrun "$rel"/bench/reduce_copy_bench "$rel"/bench/launch_latency "$rel"/libbraid.so* "$rel"/libnccl.so* &&
      for t in "${tools[@]}"; do echo "$rel/bench/$t"; done) >"$list"
   echo "$repo $rel" >"$meta/PACKED_AT"
   tar -czf "$BRAID_GPU_PACK" -C "$repo" -T "$list" -C "$meta" PACKED_AT
@@ -211,5 +212,10 @@ if [ "${BRAID_GPU_PERF_CHECK:-1}" != 0 ]; then
   perf_check reduce-copy.log "reduce_copy_bench 1G (its table in $build/reduce-copy.log)" \
     timeout 120 ./bench/reduce_copy_bench 1G 20
   cat reduce-copy.log
+  # Where an 8 B allreduce's time goes (issue 17: 10 us a call): the host's
+  # enqueue, back to back, one at a time, against empty kernels.
+  perf_check launch-latency.log "launch_latency (its table in $build/launch-latency.log)" \
+    timeout 120 ./bench/launch_latency 500
+  cat launch-latency.log
 fi
 exit $status
