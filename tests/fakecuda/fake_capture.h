@@ -42,13 +42,15 @@ namespace fakecuda {
 cudaError_t recordError(cudaError_t err);
 cudaStreamCaptureMode threadCaptureMode();
 
-// True when `s` captures: then `work` (after `after`: positions of streams
-// outside the capture are an isolation error) became a node, or *err says
-// why not.
+// True when `s` captures: then `work` became a node, or *err says why not
+// (a dependency `after` on work outside the capture is an isolation error).
 bool captureWork(Stream* s, Work work, const std::vector<Position>& after, cudaError_t* err);
 bool streamCaptures(Stream* s);
-// cudaStreamSynchronize or cudaStreamQuery of a capturing stream.
-cudaError_t syncOfCapturingStream(Stream* s);
+// A call CUDA refuses on a capturing stream (synchronising or querying it,
+// and here stream-ordered allocation, whose memory nodes are not emulated):
+// the capture invalidated and cudaErrorStreamCaptureUnsupported; success
+// when `s` does not capture.
+cudaError_t refuseOnCapturingStream(Stream* s);
 // Work on the legacy stream: the error while a blocking stream captures.
 cudaError_t legacyDuringCapture();
 // A potentially unsafe call by this thread.

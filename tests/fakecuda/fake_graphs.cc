@@ -161,13 +161,13 @@ bool captureWork(Stream* s, Work work, const std::vector<Position>& after, cudaE
     *err = cudaErrorStreamCaptureInvalidated;
     return true;
   }
-  for (const Position& p : after)
-    if (p.stream != nullptr && !p.reached()) {
-      // A dependency on work outside the capture.
-      sc.capture->invalidated = true;
-      *err = cudaErrorStreamCaptureIsolation;
-      return true;
-    }
+  if (!after.empty()) {
+    // A wait on work outside the capture (cudaStreamWaitEvent decides the
+    // waits on captured events before this).
+    sc.capture->invalidated = true;
+    *err = cudaErrorStreamCaptureIsolation;
+    return true;
+  }
   Graph& g = *sc.capture->graph;
   g.nodes.push_back(Node{std::move(work), sc.frontier, sc.branch});
   sc.frontier = {g.nodes.size() - 1};
@@ -175,7 +175,7 @@ bool captureWork(Stream* s, Work work, const std::vector<Position>& after, cudaE
   return true;
 }
 
-cudaError_t syncOfCapturingStream(Stream* s) {
+cudaError_t refuseOnCapturingStream(Stream* s) {
   State& st = state();
   std::lock_guard<std::mutex> lock(st.mu);
   const auto it = st.streams.find(s);

@@ -358,7 +358,7 @@ cudaError_t CUDARTAPI cudaMallocAsync(void** devPtr, size_t size, cudaStream_t h
   if (devPtr == nullptr) return result(cudaErrorInvalidValue);
   fakecuda::Stream* s = dev().lookup(hStream, &known);
   if (!known) return result(cudaErrorInvalidResourceHandle);
-  if (fakecuda::streamCaptures(s)) return result(fakecuda::syncOfCapturingStream(s));  // memory nodes: not emulated
+  if (const cudaError_t err = fakecuda::refuseOnCapturingStream(s); err != cudaSuccess) return result(err);
   *devPtr = dev().allocate(size, fakecuda::MemKind::Device, fakecuda::tDevice, true);
   return *devPtr ? cudaSuccess : result(cudaErrorMemoryAllocation);
 }
@@ -372,7 +372,9 @@ cudaError_t CUDARTAPI cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
     return result(cudaErrorInvalidValue);
   bool known = false;
   fakecuda::Stream* s = dev().lookup(hStream, &known);
-  if (known && fakecuda::streamCaptures(s)) return result(fakecuda::syncOfCapturingStream(s));  // not emulated
+  if (known) {
+    if (const cudaError_t err = fakecuda::refuseOnCapturingStream(s); err != cudaSuccess) return result(err);
+  }
   return result(fakecuda::enqueueOn(hStream, [devPtr] { dev().release(devPtr, fakecuda::MemKind::Device, false); }));
 }
 
@@ -447,7 +449,7 @@ cudaError_t CUDARTAPI cudaStreamQuery(cudaStream_t stream) {
   bool known = false;
   fakecuda::Stream* s = dev().lookup(stream, &known);
   if (!known) return result(cudaErrorInvalidResourceHandle);
-  if (fakecuda::streamCaptures(s)) return result(fakecuda::syncOfCapturingStream(s));
+  if (const cudaError_t err = fakecuda::refuseOnCapturingStream(s); err != cudaSuccess) return result(err);
   if (const cudaError_t unsafe = fakecuda::unsafeDuringCapture(); unsafe != cudaSuccess) return result(unsafe);
   return s->idle() ? cudaSuccess : cudaErrorNotReady;
 }
@@ -456,7 +458,7 @@ cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
   bool known = false;
   fakecuda::Stream* s = dev().lookup(stream, &known);
   if (!known) return result(cudaErrorInvalidResourceHandle);
-  if (fakecuda::streamCaptures(s)) return result(fakecuda::syncOfCapturingStream(s));
+  if (const cudaError_t err = fakecuda::refuseOnCapturingStream(s); err != cudaSuccess) return result(err);
   if (const cudaError_t unsafe = fakecuda::unsafeDuringCapture(); unsafe != cudaSuccess) return result(unsafe);
   const fakecuda::Position end = s->end();
   s->waitFor(end.count);
