@@ -8,7 +8,12 @@
 //   back-to-back   wall time of `iters` calls issued without waiting, then a
 //                  synchronisation (what all_reduce_perf reports)
 //   synced         wall time of one call and its synchronisation
+//   graph          wall time per call of a CUDA graph of 100 calls (one
+//                  graph for all ranks, captured in thread-local mode),
+//                  launched iters/100 times back to back (captured as plan
+//                  kernels under BRAID_GRAPH_ENGINE=kernels, else staged)
 // Run by tests/gpu/run.sh; fails (exit 1) only on an error or a wrong sum.
+// The graph's sums are checked too.
 //   launch_latency [iters]     (default 500)
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -78,6 +83,25 @@ struct Ranks {
       if (!cudaOk(cudaStreamSynchronize(streams[r]), "cudaStreamSynchronize")) return false;
     return true;
   }
+  // Captures `calls` calls of every rank into one graph: stream 0 captures,
+  // the others join it through events.
+  bool capture(int calls, cudaGraphExec_t* exec) {
+    std::vector<cudaEvent_t> events(n);
+    for (cudaEvent_t& e : events)
+      if (!cudaOk(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate")) return false;
+    bool ok = cudaOk(cudaStreamBeginCapture(streams[0], cudaStreamCaptureModeThreadLocal), "begin capture") &&
+              cudaOk(cudaEventRecord(events[0], streams[0]), "fork");
+    for (int r = 1; ok && r < n; ++r) ok = cudaOk(cudaStreamWaitEvent(streams[r], events[0], 0), "fork wait");
+    for (int i = 0; ok && i < calls; ++i) ok = call();
+    for (int r = 1; r < n; ++r)  // rejoin even after a failure, so that the capture can end
+      if (cudaEventRecord(events[r], streams[r]) == cudaSuccess) cudaStreamWaitEvent(streams[0], events[r], 0);
+    cudaGraph_t graph = nullptr;
+    ok = cudaOk(cudaStreamEndCapture(streams[0], &graph), "end capture") && ok;
+    if (ok) ok = cudaOk(cudaGraphInstantiateWithFlags(exec, graph, 0), "instantiate");
+    if (graph) cudaGraphDestroy(graph);
+    for (cudaEvent_t e : events) cudaEventDestroy(e);
+    return ok;
+  }
   bool sumsRight() {
     const float want = float(n * (n + 1) / 2);
     for (int r = 0; r < n; ++r) {
@@ -124,6 +148,19 @@ bool allreduces(Ranks& ranks, int iters, double* enqueue, double* backToBack, do
   return ranks.sumsRight();
 }
 
+// Per call: `launches` launches of a graph of `calls` calls, back to back.
+bool graphed(Ranks& ranks, int calls, int launches, double* perCall) {
+  cudaGraphExec_t exec = nullptr;
+  if (!ranks.capture(calls, &exec)) return false;
+  bool ok = cudaOk(cudaGraphLaunch(exec, ranks.streams[0]), "graph launch") && ranks.sync();  // warm-up
+  const double t0 = nowUs();
+  for (int i = 0; ok && i < launches; ++i) ok = cudaOk(cudaGraphLaunch(exec, ranks.streams[0]), "graph launch");
+  ok = ok && ranks.sync();
+  *perCall = (nowUs() - t0) / (double(launches) * calls);
+  cudaGraphExecDestroy(exec);
+  return ok && ranks.sumsRight();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -137,19 +174,23 @@ int main(int argc, char** argv) {
     std::printf("launch_latency: no GPU: nothing measured\n");
     return 0;
   }
-  std::printf("# 8 B float32 allreduce, N ranks on device 0 from one thread; us per call (%d calls)\n", iters);
-  std::printf("# %5s %12s %14s %10s   %18s %22s\n", "ranks", "enqueue", "back-to-back", "synced",
+  const char* graphEngine = std::getenv("BRAID_GRAPH_ENGINE");
+  std::printf("# 8 B float32 allreduce, N ranks on device 0 from one thread; us per call (%d calls; graph: "
+              "BRAID_GRAPH_ENGINE=%s)\n", iters, graphEngine ? graphEngine : "(unset)");
+  std::printf("# %5s %12s %14s %10s %10s   %18s %22s\n", "ranks", "enqueue", "back-to-back", "synced", "graph",
               "empty kernels: enq", "empty kernels: b2b");
   for (int n : {1, 2, 4}) {
     Ranks ranks(n);
-    double kEnq = 0, kB2b = 0, enq = 0, b2b = 0, synced = 0;
+    double kEnq = 0, kB2b = 0, enq = 0, b2b = 0, synced = 0, graph = 0;
     if (!ranks.init() || !emptyKernels(ranks, iters, &kEnq, &kB2b)) return 1;
     // Warm-up: the first calls plan, connect and fill the caches.
     for (int i = 0; i < 20; ++i)
       if (!ranks.call()) return 1;
     if (!ranks.sync()) return 1;
     if (!allreduces(ranks, iters, &enq, &b2b, &synced)) return 1;
-    std::printf("  %5d %12.2f %14.2f %10.2f   %18.2f %22.2f\n", n, enq, b2b, synced, kEnq, kB2b);
+    constexpr int kGraphCalls = 100;
+    if (!graphed(ranks, kGraphCalls, iters / kGraphCalls > 0 ? iters / kGraphCalls : 1, &graph)) return 1;
+    std::printf("  %5d %12.2f %14.2f %10.2f %10.2f   %18.2f %22.2f\n", n, enq, b2b, synced, graph, kEnq, kB2b);
   }
   return 0;
 }

@@ -59,6 +59,11 @@ Result makeCommSettings(const ncclConfig_t* config, engine::CommSettings* out) {
     return fail(ncclInvalidArgument, "BRAID_DEVICE_ENGINE=%s: expected kernels (the default) or staged",
                 deviceEngine.c_str());
   s.deviceKernels = deviceEngine == "kernels";
+  const std::string graphEngine = envString("BRAID_GRAPH_ENGINE", "staged");
+  if (graphEngine != "staged" && graphEngine != "kernels")
+    return fail(ncclInvalidArgument, "BRAID_GRAPH_ENGINE=%s: expected staged (the default) or kernels",
+                graphEngine.c_str());
+  s.graphKernels = graphEngine == "kernels";
   s.launchesBlock = envInt("CUDA_LAUNCH_BLOCKING", 0) != 0;
   s.reproducible = envInt("BRAID_REPRODUCIBLE", 0) != 0;
   BRAID_TRY(wireTypeFromEnv(&s.wireType));

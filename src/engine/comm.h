@@ -53,6 +53,11 @@ struct CommSettings {
   // can (engine/device/cuda_device_path.cc says where not); staged: through
   // pinned memory, run by the host runner.
   bool deviceKernels = true;
+  // BRAID_GRAPH_ENGINE=kernels: a group a CUDA graph captures whole (every
+  // call's stream in one capture) runs as plan kernels too, each launch of
+  // the graph watched (engine/device/cuda_lane_launch.cc); staged (the
+  // default until tests/gpu/run.sh has passed it on a GPU): staged.
+  bool graphKernels = false;
   // CUDA_LAUNCH_BLOCKING=1 (CUDA's own variable): a launch returns only once
   // its kernel ended, so nothing a kernel waits for may come after a launch
   // in the launching thread, nor from a CUDA call of another thread.

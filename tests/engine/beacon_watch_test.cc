@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -62,14 +63,17 @@ class DeviceLikeRanks {
   const Result& prepared() const { return prepared_; }
 
   // A watch over rank r's lanes (the communicator's own FIFOs and program).
-  std::unique_ptr<lanes::BeaconWatch> watch(const std::vector<int>& ranks) {
+  // `replay`: as a launch of a CUDA graph's is.
+  std::unique_ptr<lanes::BeaconWatch> watch(const std::vector<int>& ranks, lanes::WatchedReplay replay = {}) {
     auto g = std::make_unique<lanes::LaneGroup>();
     for (int r : ranks) {
       const lanes::CommRun& c = *group_.comms[size_t(r)];
       lanes::watchLanes(g.get(), c.comm, c.ports, c.tasks, c.program, &beacons_[firstRun(r)]);
     }
-    return std::make_unique<lanes::BeaconWatch>(std::move(g), [this] { __atomic_store_n(&abort_, 1u, __ATOMIC_SEQ_CST); });
+    return std::make_unique<lanes::BeaconWatch>(
+        std::move(g), [this] { __atomic_store_n(&abort_, 1u, __ATOMIC_SEQ_CST); }, nullptr, std::move(replay));
   }
+  bool aborted() const { return __atomic_load_n(&abort_, __ATOMIC_SEQ_CST) != 0; }
 
   // Starts rank r's lanes, each on a thread, as a kernel's blocks.
   void launch(int r) {
@@ -224,6 +228,52 @@ TEST_F(BeaconWatchTest, ATimeoutEndsTheLanesAndNamesTheRankWaitedFor) {
   EXPECT_EQ(async, ncclSystemError);
   EXPECT_NE(std::string(ncclGetLastError(comms[0])).find("timed out (BRAID_TIMEOUT)"), std::string::npos)
       << "ncclGetLastError after ncclCommGetAsyncError: " << ncclGetLastError(comms[0]);
+}
+
+// The watch of one launch of a CUDA graph (WatchedReplay): `ended` runs once,
+// when its lanes end.
+TEST_F(BeaconWatchTest, AGraphLaunchsWatchRunsEndedOnce) {
+  start(10);
+  if (HasFatalFailure()) return;
+  DeviceLikeRanks& ranks = this->ranks();
+  std::atomic<int> ended{0};
+  lanes::WatchedReplay replay;
+  replay.current = [] { return true; };
+  replay.ended = [&ended] { ++ended; };
+  auto w = ranks.watch({0, 1}, replay);
+  ranks.launch(0);
+  ranks.launch(1);
+  for (executor::ExecStatus st : ranks.join()) EXPECT_EQ(st, executor::ExecStatus::Ok);
+  EXPECT_GE(pollUntilEnd(*w, std::chrono::seconds(5)), 0);
+  EXPECT_EQ(ended.load(), 1);
+  EXPECT_FALSE(w->poll());
+  EXPECT_EQ(ended.load(), 1) << "ended ran twice";
+}
+
+// Once a later launch of the graph has taken the beacons over, the watch of
+// the launch before ends at once and reports nothing, not even the timeout
+// it would find now (what it reads are the later launch's lanes, its own
+// watch's to judge): no abort, no error, no `ended`.
+TEST_F(BeaconWatchTest, AGraphLaunchsWatchYieldsToTheNextLaunch) {
+  start(0.3);
+  if (HasFatalFailure()) return;
+  DeviceLikeRanks& ranks = this->ranks();
+  std::atomic<int> current{1}, ended{0};
+  lanes::WatchedReplay replay;
+  replay.current = [&current] { return current.load() == 1; };
+  replay.ended = [&ended] { ++ended; };
+  auto w = ranks.watch({0}, replay);
+  ranks.launch(0);  // its peer never launches
+  EXPECT_TRUE(w->poll());
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // past rank 0's timeout
+  current = 2;
+  EXPECT_FALSE(w->poll());
+  EXPECT_TRUE(w->result().ok()) << w->result().message();
+  EXPECT_EQ(ended.load(), 0);
+  EXPECT_FALSE(ranks.aborted()) << "a watch no longer current stopped the lanes";
+  ncclResult_t async = ncclInternalError;
+  ASSERT_EQ(ncclCommGetAsyncError(comms[0], &async), ncclSuccess);
+  EXPECT_EQ(async, ncclSuccess);
 }
 
 // Another rank's failure notice ends a waiting lane within moments, not at

@@ -133,6 +133,14 @@ cd "$build"
 status=0
 ctest -L gpu --output-on-failure || status=1
 
+# CUDA graphs with captured plan kernels (BRAID_GRAPH_ENGINE=kernels, not
+# yet the default): the graph tests again, a group one capture takes whole
+# (one graph for all ranks) now captured as plan kernels.
+echo "run.sh: the graph tests again with BRAID_GRAPH_ENGINE=kernels"
+BRAID_DEVICE_ENGINE=kernels BRAID_GRAPH_ENGINE=kernels timeout 600 tests/gpu/gpu_device_collectives_test \
+  --gtest_filter='Ranks/DeviceGraphs.*:DevicePath.*Graph*:DevicePath.*OfALaunch*:DevicePath.*Capture*' ||
+  { echo "run.sh: FAILED with BRAID_GRAPH_ENGINE=kernels"; status=1; }
+
 # Again with every launch synchronous: a kernel that only works because it
 # overlaps with another (a lane spinning on a lane of a later launch) hangs
 # or fails here (ctest's per-test timeouts bound it). Left out: the tests
@@ -217,5 +225,9 @@ if [ "${BRAID_GPU_PERF_CHECK:-1}" != 0 ]; then
   perf_check launch-latency.log "launch_latency (its table in $build/launch-latency.log)" \
     timeout 120 ./bench/launch_latency 500
   cat launch-latency.log
+  BRAID_GRAPH_ENGINE=kernels perf_check launch-latency-graph-kernels.log \
+    "launch_latency, BRAID_GRAPH_ENGINE=kernels (its table in $build/launch-latency-graph-kernels.log)" \
+    timeout 120 ./bench/launch_latency 500
+  cat launch-latency-graph-kernels.log
 fi
 exit $status

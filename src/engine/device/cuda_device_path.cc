@@ -440,19 +440,25 @@ Result copySingleRankCalls(const std::vector<engine::Task>& tasks) {
   return Result::success();
 }
 
-// Whether a CUDA graph captures any of the calls' streams (a group's calls
-// mostly share streams: each run of one stream is asked once).
-Result anyStreamCaptures(const std::vector<engine::Task>& tasks, bool* out) {
-  *out = false;
+// Whether a CUDA graph captures any of the calls' streams, and whether one
+// capture takes all of them (a group's calls mostly share streams: each run
+// of one stream is asked once).
+struct GroupCapture {
+  bool any = false;
+  bool whole = true;  // every stream in the same capture (or none captures)
+};
+
+Result groupCaptureOf(const std::vector<engine::Task>& tasks, GroupCapture* out) {
+  *out = GroupCapture();
+  unsigned long long first = 0;
   for (size_t i = 0; i < tasks.size(); ++i) {
     const engine::Task& t = tasks[i];
     if (i > 0 && t.stream == tasks[i - 1].stream) continue;
     StreamCapture capture;
     BRAID_TRY(captureOf(t.stream, &capture));
-    if (capture.active) {
-      *out = true;
-      return Result::success();
-    }
+    if (i == 0) first = capture.active ? capture.id : 0;
+    out->any = out->any || capture.active;
+    out->whole = out->whole && (capture.active ? capture.id : 0) == first;
   }
   return Result::success();
 }
@@ -468,14 +474,18 @@ Result submitDeviceGroup(const std::vector<engine::Task>& tasks, const StagedRun
     return t.comm->settings.deviceKernels && t.comm->timeSlicedGpu.empty() && t.wire != reduce::WireType::Fixed64;
   });
   kernels = kernels && lanes::lanesShareMemoryWithEveryPeer(tasks);
-  // Plan kernels are not captured yet (their FIFO positions are the host's
-  // per call): a captured group is staged, which graphs replay.
-  bool capturing = false;
-  if (kernels) BRAID_TRY(anyStreamCaptures(tasks, &capturing));
-  if (capturing)
+  // A captured group runs as plan kernels under BRAID_GRAPH_ENGINE=kernels
+  // when one capture takes all of it (its launches join its streams); else
+  // it is staged, which graphs replay.
+  GroupCapture capture;
+  if (kernels) BRAID_TRY(groupCaptureOf(tasks, &capture));
+  const bool graphKernels = std::all_of(tasks.begin(), tasks.end(),
+                                        [](const engine::Task& t) { return t.comm->settings.graphKernels; });
+  if (capture.any && (!graphKernels || !capture.whole))
     BRAID_INFO(kLogColl, "rank %d: a CUDA graph captures this group's device calls: staged through pinned host "
-               "memory (plan kernels are not captured yet)", tasks.front().comm->rank);
-  if (kernels && !capturing) return launchDeviceLanes(tasks);
+               "memory (%s)", tasks.front().comm->rank,
+               graphKernels ? "its streams are not all in one capture" : "BRAID_GRAPH_ENGINE=staged");
+  if (kernels && (!capture.any || (graphKernels && capture.whole))) return launchDeviceLanes(tasks);
   // Pinned allocations and event queries below are no stream work: they must
   // not fail (nor invalidate) a graph capture of this thread or another.
   CaptureModeRelaxed relaxed;

@@ -75,7 +75,6 @@ Result prepare(const std::vector<engine::Task>& tasks, const std::vector<size_t>
                   "group must be on one stream", c->comm->rank);
     c->tasks.push_back(&tasks[i]);
   }
-  // Captured groups never get here: cuda_device_path.cc stages them.
   return Result::success();
 }
 
@@ -206,26 +205,121 @@ Result releaseStreams(const PooledEvent& done, const std::vector<const void*>& j
   return Result::success();
 }
 
-// The launch's watchdog (lanes/beacon_watch.h), on the first communicator's
-// watch thread: the lanes as the host planned them, each seen through its
-// beacon; stopping them raises every communicator's abort word.
-void watchLaunch(const std::vector<CommLaunch*>& group, const std::shared_ptr<BeaconLease>& beacons) {
+// What a launch's watchdog (lanes/beacon_watch.h) is made from: each
+// communicator's calls and lanes as the host planned them, and its beacons.
+struct WatchedComm {
+  ncclComm* comm = nullptr;
+  lanes::PortTable* ports = nullptr;
+  std::vector<engine::Task> tasks;
+  lanes::LaneProgram program;  // a kept launch's stays for the next call: copied
+  const executor::LaneBeacon* beacons = nullptr;
+};
+
+struct WatchedLaunch {
+  std::vector<WatchedComm> comms;
+  std::vector<DeviceProxy*> proxies;  // stopping the lanes raises every one's abort word
+};
+
+WatchedLaunch watchedLaunchOf(const std::vector<CommLaunch*>& group, const BeaconLease& beacons) {
   DeviceProxy* first = group.front()->proxy;
-  auto watched = std::make_unique<lanes::LaneGroup>();
-  std::vector<DeviceProxy*> proxies;
-  size_t at = beacons->range().first;
+  WatchedLaunch w;
+  size_t at = beacons.range().first;
   for (CommLaunch* c : group) {
-    std::vector<engine::Task> tasks;
-    for (const engine::Task* t : c->tasks) tasks.push_back(*t);
-    const size_t n = c->cp().program.lanes.size();
-    lanes::LaneProgram program = c->cp().program;  // a kept launch's stays for the next call
-    lanes::watchLanes(watched.get(), c->comm, &c->proxy->lanePorts(), std::move(tasks), std::move(program),
-                      static_cast<const executor::LaneBeacon*>(first->beacons().at(at)));
-    at += n;
-    proxies.push_back(c->proxy);
+    WatchedComm wc;
+    wc.comm = c->comm;
+    wc.ports = &c->proxy->lanePorts();
+    for (const engine::Task* t : c->tasks) wc.tasks.push_back(*t);
+    wc.program = c->cp().program;
+    wc.beacons = static_cast<const executor::LaneBeacon*>(first->beacons().at(at));
+    at += wc.program.lanes.size();
+    w.comms.push_back(std::move(wc));
+    w.proxies.push_back(c->proxy);
   }
-  first->watch().add(std::make_unique<lanes::BeaconWatch>(
-      std::move(watched), [proxies] { for (DeviceProxy* p : proxies) p->abort(); }, beacons));
+  return w;
+}
+
+std::unique_ptr<lanes::BeaconWatch> watchOf(WatchedLaunch w, std::shared_ptr<const void> keep,
+                                            lanes::WatchedReplay replay = {}) {
+  auto watched = std::make_unique<lanes::LaneGroup>();
+  for (WatchedComm& c : w.comms)
+    lanes::watchLanes(watched.get(), c.comm, c.ports, std::move(c.tasks), std::move(c.program), c.beacons);
+  std::vector<DeviceProxy*> proxies = std::move(w.proxies);
+  return std::make_unique<lanes::BeaconWatch>(
+      std::move(watched), [proxies] { for (DeviceProxy* p : proxies) p->abort(); }, std::move(keep),
+      std::move(replay));
+}
+
+// The launch's watchdog, on the first communicator's watch thread.
+void watchLaunch(const std::vector<CommLaunch*>& group, const std::shared_ptr<BeaconLease>& beacons) {
+  group.front()->proxy->watch().add(watchOf(watchedLaunchOf(group, *beacons), beacons));
+}
+
+// The lanes image of a launch: each communicator's part, its LL staging
+// size, and where the scratch starts in the device block.
+struct ImageOfLaunch {
+  std::vector<lanes::ImagePart> parts;
+  uint64_t stage = 8;
+  size_t scratchBytes = 0;
+  bool anyFp8 = false;
+  uint32_t nlanes = 0;
+  size_t imageBytes = 0;  // known once the beacons and peer tables are set (sizeImage)
+  size_t scratchAt = 0;
+  size_t blockBytes() const { return scratchAt + scratchBytes; }
+};
+
+ImageOfLaunch imageOf(const std::vector<CommLaunch*>& group) {
+  ImageOfLaunch im;
+  for (const CommLaunch* c : group) {
+    im.stage = std::max(im.stage, lanes::llStageBytesOf(c->comm));
+    im.scratchBytes += align(c->cp().scratchBytes, 256);
+    for (const engine::Task* t : c->tasks)
+      im.anyFp8 = im.anyFp8 || t->type == ncclFloat8e4m3 || t->type == ncclFloat8e5m2;
+  }
+  im.parts.resize(group.size());
+  for (size_t p = 0; p < group.size(); ++p) {
+    const CommLaunch* c = group[p];
+    lanes::PortTable* ports = &c->proxy->lanePorts();
+    im.parts[p].program = &c->cp().program;
+    im.parts[p].ops.resize(c->tasks.size());  // sized for the layout; filled by writeImage
+    im.parts[p].portOf = [ports](const lanes::PortKey& k) { return ports->port(k); };
+    im.parts[p].abortWord = const_cast<const uint32_t*>(c->proxy->words().deviceAbort());
+    im.nlanes += uint32_t(im.parts[p].program->lanes.size());
+  }
+  return im;
+}
+
+// One failure word for the launch: a lane that fails ends every lane of it,
+// whichever communicator it belongs to. A watched launch's is the beacon
+// after its lanes' (zeroed when taken); an unwatched one's the first
+// communicator's shared word.
+void setBeacons(DeviceProxy* first, const BeaconLease* beacons, ImageOfLaunch* im) {
+  uint32_t* failureWord = first->words().deviceLaneFailure();
+  if (beacons) {
+    const size_t from = beacons->range().first;
+    for (size_t p = 0, at = from; p < im->parts.size(); at += im->parts[p].program->lanes.size(), ++p)
+      im->parts[p].beacons = static_cast<executor::LaneBeacon*>(first->beacons().at(at));
+    failureWord = static_cast<uint32_t*>(first->beacons().at(from + im->nlanes));
+  }
+  for (lanes::ImagePart& part : im->parts) part.failureWord = failureWord;
+}
+
+void sizeImage(const std::vector<CommLaunch*>& group, ImageOfLaunch* im) {
+  addPeerTables(group, &im->parts);
+  im->imageBytes = lanes::laneImageBytes(im->parts, im->stage);
+  im->scratchAt = align(im->imageBytes, 256);
+}
+
+// Writes the image for `block` into `staging` and enqueues its copy there.
+Result writeImage(const std::vector<CommLaunch*>& group, char* block, const PinnedBlock& staging, ImageOfLaunch* im,
+                  cudaStream_t stream) {
+  size_t scratchNext = im->scratchAt;
+  for (size_t p = 0; p < group.size(); ++p) {
+    im->parts[p].ops = opsOf(*group[p], block + scratchNext);
+    scratchNext += align(group[p]->cp().scratchBytes, 256);
+  }
+  fillPeerTables(group, im->stage, reinterpret_cast<uintptr_t>(block), &im->parts);
+  BRAID_TRY(lanes::writeLaneImage(im->parts, im->stage, reinterpret_cast<uintptr_t>(block), staging.data));
+  return enqueueImage(block, staging, im->imageBytes, im->parts, im->stage, group, stream);
 }
 
 // One kernel for every communicator of the group on one device
@@ -238,76 +332,42 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   DeviceGuard guard(first->device());
   BRAID_TRY(guard.status());
   BRAID_TRY(joinStreams(first->events(), stream, launch.joined));
-  uint64_t stage = 8;
-  size_t scratchBytes = 0;
-  bool anyFp8 = false;
-  for (const CommLaunch* c : group) {
-    stage = std::max(stage, lanes::llStageBytesOf(c->comm));
-    scratchBytes += align(c->cp().scratchBytes, 256);
-    for (const engine::Task* t : c->tasks) anyFp8 = anyFp8 || t->type == ncclFloat8e4m3 || t->type == ncclFloat8e5m2;
-    BRAID_TRY(c->proxy->orderLaneKernel(stream));
-  }
-  std::vector<lanes::ImagePart> parts(group.size());
-  for (size_t p = 0; p < group.size(); ++p) {
-    const CommLaunch* c = group[p];
-    lanes::PortTable* ports = &c->proxy->lanePorts();
-    parts[p].program = &c->cp().program;
-    parts[p].ops.resize(c->tasks.size());  // sized for the layout; filled below
-    parts[p].portOf = [ports](const lanes::PortKey& k) { return ports->port(k); };
-    parts[p].abortWord = const_cast<const uint32_t*>(c->proxy->words().deviceAbort());
-  }
-  uint32_t nlanes = 0;
-  for (const auto& part : parts) nlanes += uint32_t(part.program->lanes.size());
-  // One failure word for the launch: a lane that fails ends every lane of it,
-  // whichever communicator it belongs to. A watched launch's is the beacon
-  // after its lanes' (zeroed when taken, returned after the kernel and its
-  // watch: BeaconLease).
-  uint32_t* failureWord = first->words().deviceLaneFailure();
+  ImageOfLaunch im = imageOf(group);
+  for (const CommLaunch* c : group) BRAID_TRY(c->proxy->orderLaneKernel(stream));
+  // A watched launch's beacons are returned after the kernel and its watch
+  // (BeaconLease).
   std::shared_ptr<BeaconLease> beacons;
-  if (first->beacons().take(nlanes + 1, &beacons)) {
-    const size_t from = beacons->range().first;
-    for (size_t p = 0, at = from; p < parts.size(); at += parts[p].program->lanes.size(), ++p)
-      parts[p].beacons = static_cast<executor::LaneBeacon*>(first->beacons().at(at));
-    failureWord = static_cast<uint32_t*>(first->beacons().at(from + nlanes));
-  } else if (first->beacons().firstShortage()) {
-    BRAID_WARN("rank %d: plan kernel launches in flight hold the lane beacons (%zu, BRAID_LANE_BEACONS): this "
-               "launch (%u lanes), and any later one that finds too few free, runs unwatched (no BRAID_TIMEOUT, "
-               "no lost-peer detection); said once per communicator",
-               group.front()->comm->rank, first->beacons().capacity(), nlanes);
-  } else {
-    BRAID_INFO(kLogColl, "rank %d: a launch of %u lanes runs unwatched (no lane beacons free)",
-               group.front()->comm->rank, nlanes);
+  if (!first->beacons().take(im.nlanes + 1, &beacons)) {
+    if (first->beacons().firstShortage())
+      BRAID_WARN("rank %d: plan kernel launches in flight hold the lane beacons (%zu, BRAID_LANE_BEACONS): this "
+                 "launch (%u lanes), and any later one that finds too few free, runs unwatched (no BRAID_TIMEOUT, "
+                 "no lost-peer detection); said once per communicator",
+                 group.front()->comm->rank, first->beacons().capacity(), im.nlanes);
+    else
+      BRAID_INFO(kLogColl, "rank %d: a launch of %u lanes runs unwatched (no lane beacons free)",
+                 group.front()->comm->rank, im.nlanes);
   }
-  for (lanes::ImagePart& part : parts) part.failureWord = failureWord;
-  addPeerTables(group, &parts);
-  const size_t imageBytes = lanes::laneImageBytes(parts, stage);
-  const size_t scratchAt = align(imageBytes, 256);
+  setBeacons(first, beacons.get(), &im);
+  sizeImage(group, &im);
   // The first communicator's kept launch lends its block, reused in stream
   // order (the launch is on its stream); else one for this launch.
   CachedLaunch* kept = group.front()->cached;
   if (kept && kept->stream != stream) kept = nullptr;
   char* block = nullptr;
   if (kept) {
-    BRAID_TRY(first->launchCache().blockFor(kept, scratchAt + scratchBytes));
+    BRAID_TRY(first->launchCache().blockFor(kept, im.blockBytes()));
     block = kept->block;
     // Its last launch was on this stream handle; the stream may have been
     // destroyed and the handle reused since: wait for that launch anyway.
     if (kept->done) BRAID_CUDA_TRY(cudaStreamWaitEvent(stream, kept->done->get(), 0));
   } else {
-    BRAID_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void**>(&block), scratchAt + scratchBytes, stream));
+    BRAID_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void**>(&block), im.blockBytes(), stream));
   }
-  size_t scratchNext = scratchAt;
-  for (size_t p = 0; p < group.size(); ++p) {
-    parts[p].ops = opsOf(*group[p], block + scratchNext);
-    scratchNext += align(group[p]->cp().scratchBytes, 256);
-  }
-  fillPeerTables(group, stage, reinterpret_cast<uintptr_t>(block), &parts);
   PinnedBlock staging;
-  BRAID_TRY(first->stagingBlock(imageBytes, &staging));
+  BRAID_TRY(first->stagingBlock(im.imageBytes, &staging));
   InflightJob inflight;
   inflight.blocks.push_back(staging);
-  Result r = lanes::writeLaneImage(parts, stage, reinterpret_cast<uintptr_t>(block), staging.data);
-  if (r.ok()) r = enqueueImage(block, staging, imageBytes, parts, stage, group, stream);
+  Result r = writeImage(group, block, staging, &im, stream);
   // Under CUDA_LAUNCH_BLOCKING=1 the launch returns only once the kernel has
   // ended: its watch (BRAID_TIMEOUT, a lost peer) must be on before, or a
   // lane waiting for a peer that never comes would hold the launch for ever.
@@ -315,8 +375,8 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   const bool watchFirst = r.ok() && beacons && first->comm()->settings.launchesBlock;
   if (watchFirst) watchLaunch(group, beacons);
   if (r.ok())
-    r = executor::launchPlanLanes(reinterpret_cast<executor::LaneExec*>(block), nlanes, kThreadsPerLane, nullptr,
-                                  anyFp8, stream);
+    r = executor::launchPlanLanes(reinterpret_cast<executor::LaneExec*>(block), im.nlanes, kThreadsPerLane, nullptr,
+                                  im.anyFp8, stream);
   // Freed in stream order, after the kernel (or at once if it never launched).
   if (!kept && cudaFreeAsync(block, stream) != cudaSuccess && r.ok())
     r = cudaFailure("cudaFreeAsync", cudaGetLastError());
@@ -348,6 +408,82 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
     first->pool().abandon(staging);  // no event says when the copy is done
   }
   return r;
+}
+
+// The job of a launch a CUDA graph captures: its image in pinned memory and
+// its device block, both the graph's, its beacons for the graph's life, and
+// how each launch of the graph makes its watch. The first communicator's
+// proxy adopts it (and frees its memory once the graph is gone); the others
+// keep it too.
+Result captureJob(const std::vector<CommLaunch*>& group, cudaGraph_t graph, ImageOfLaunch* im,
+                  std::shared_ptr<CapturedJob>* out) {
+  DeviceProxy* first = group.front()->proxy;
+  std::shared_ptr<BeaconLease> beacons;
+  if (!first->beacons().take(im->nlanes + 1, &beacons))
+    return fail(ncclInternalError, "rank %d: a CUDA graph captures a plan kernel of %u lanes, but fewer than %u "
+                "lane beacons are free (BRAID_LANE_BEACONS=%zu; a captured launch holds its beacons as long as its "
+                "graph exists): raise BRAID_LANE_BEACONS, or destroy the graphs no longer used",
+                group.front()->comm->rank, im->nlanes, im->nlanes + 1, first->beacons().capacity());
+  setBeacons(first, beacons.get(), im);
+  sizeImage(group, im);
+  auto job = std::make_shared<CapturedJob>();
+  job->lanes = std::make_unique<CapturedLanes>();
+  CapturedLanes& l = *job->lanes;
+  l.owner = first;
+  l.beacons = beacons;
+  l.firstBeacon = static_cast<executor::LaneBeacon*>(first->beacons().at(beacons->range().first));
+  l.beaconCount = beacons->range().count;
+  CapturedLanes* state = &l;  // lives as long as the job, which every watch keeps
+  l.watchOf = [state, w = watchedLaunchOf(group, *beacons)](uint64_t replay, std::shared_ptr<const void> keep) {
+    lanes::WatchedReplay r;
+    r.current = [state, replay] { return state->replays.load(std::memory_order_acquire) == replay; };
+    r.ended = [state] {
+      if (state->running.exchange(false)) addOutstandingKernels(-1);
+    };
+    return watchOf(w, std::move(keep), std::move(r));
+  };
+  for (size_t p = 1; p < group.size(); ++p) job->otherPorts.push_back(group[p]->proxy->launchPort());
+  PinnedBlock staging;
+  BRAID_TRY(first->stagingBlock(im->imageBytes, &staging));
+  job->blocks.push_back(staging);
+  if (const cudaError_t err = cudaMalloc(&l.block, im->blockBytes()); err != cudaSuccess) {
+    first->pool().release(staging);
+    return cudaFailure("cudaMalloc", err);
+  }
+  l.blockBytes = im->blockBytes();
+  // From here the proxies own the memory (released at once if the graph
+  // cannot take the job).
+  for (size_t p = 1; p < group.size(); ++p) group[p]->proxy->shareCaptured(job);
+  BRAID_TRY(first->adoptCaptured(job, graph));
+  *out = std::move(job);
+  return Result::success();
+}
+
+// A launch in a graph being captured (BRAID_GRAPH_ENGINE=kernels): the image
+// is written once, and each launch of the graph copies it into the graph's
+// device block (every pointer in it was written for that block; the FIFO
+// positions are the Ports', in device memory, so each launch continues where
+// the last kernel stopped), arms its watch from a host function, then runs
+// the kernel. Nothing orders it after the communicators' other kernels: the
+// graph's launches are in the user's stream order, as NCCL's are.
+Result captureOnDevice(const Launch& launch, const std::vector<CommLaunch*>& group, cudaGraph_t graph) {
+  DeviceProxy* first = group.front()->proxy;
+  const cudaStream_t stream = static_cast<cudaStream_t>(const_cast<void*>(launch.stream));
+  DeviceGuard guard(first->device());
+  BRAID_TRY(guard.status());
+  first->reclaim();
+  ImageOfLaunch im = imageOf(group);
+  std::shared_ptr<CapturedJob> job;
+  BRAID_TRY(captureJob(group, graph, &im, &job));
+  char* block = static_cast<char*>(job->lanes->block);
+  BRAID_TRY(joinStreams(first->events(), stream, launch.joined));
+  BRAID_TRY(writeImage(group, block, job->blocks.front(), &im, stream));
+  BRAID_TRY(first->enqueueArm(job.get(), stream));
+  BRAID_TRY(executor::launchPlanLanes(reinterpret_cast<executor::LaneExec*>(block), im.nlanes, kThreadsPerLane,
+                                      nullptr, im.anyFp8, stream));
+  SharedEvent done;
+  BRAID_TRY(first->events().record(stream, &done));
+  return releaseStreams(*done, launch.joined);
 }
 
 }  // namespace
@@ -396,6 +532,12 @@ Result launchDeviceLanes(const std::vector<engine::Task>& tasks) {
   for (const Launch& launch : launches) {
     std::vector<CommLaunch*> group;
     for (size_t i : launch.parts) group.push_back(&comms[i]);
+    StreamCapture capture;
+    BRAID_TRY(captureOf(static_cast<cudaStream_t>(const_cast<void*>(launch.stream)), &capture));
+    if (capture.active) {
+      BRAID_TRY(captureOnDevice(launch, group, capture.graph));
+      continue;
+    }
     group.front()->proxy->reclaim();
     BRAID_TRY(launchOnDevice(launch, group));
   }

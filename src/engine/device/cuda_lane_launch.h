@@ -13,8 +13,10 @@
 namespace braid::device {
 
 // Enqueues the group and returns. A communicator's calls of one group must
-// share a stream; capture is refused (ncclInvalidUsage) for now. Failures of
-// a lane reach ncclCommGetAsyncError; ncclCommAbort ends waiting kernels.
+// share a stream. A group a CUDA graph captures (one capture takes all its
+// streams: cuda_device_path.cc) is captured, each launch of the graph
+// watched. Failures of a lane reach ncclCommGetAsyncError; ncclCommAbort
+// ends waiting kernels.
 Result launchDeviceLanes(const std::vector<engine::Task>& tasks);
 
 }  // namespace braid::device

@@ -67,6 +67,13 @@ void CUDART_CB launchCaptured(void* data) {
   job->port->submit(*job);
 }
 
+// The host function of a captured plan-kernel launch: each launch of its
+// graph arms the launch's watch before the kernel runs.
+void CUDART_CB armCaptured(void* data) {
+  auto* job = static_cast<CapturedJob*>(data);
+  job->port->arm(*job);
+}
+
 // The destructor of the graph's reference (a CUDA user object): no CUDA call,
 // no lock; the proxy frees the memory at its next reclaim.
 void CUDART_CB releaseCaptured(void* data) {
@@ -79,6 +86,23 @@ void CUDART_CB releaseCaptured(void* data) {
 void LaunchPort::submit(CapturedJob& job) {
   std::lock_guard<std::mutex> lock(mu_);
   if (proxy_) proxy_->submitLaunch(job);
+}
+
+// Arms nothing once any communicator of the launch is gone (launching a
+// graph after that is undefined; its lanes end on the abort word that
+// communicator's destruction left raised). The other ports are asked before
+// this one is locked: two launches' host functions never hold one port's
+// lock while they wait for another's.
+void LaunchPort::arm(CapturedJob& job) {
+  for (const auto& other : job.otherPorts)
+    if (!other->open()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (proxy_ != nullptr) proxy_->armLanes(job);
+}
+
+bool LaunchPort::open() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return proxy_ != nullptr;
 }
 
 void LaunchPort::close() {
@@ -176,8 +200,8 @@ DeviceProxy::~DeviceProxy() {
   }
   const bool graphsDone = captured_.empty();
   if (streamsDone && graphsDone) return;
-  // A plan kernel may still use the lanes' FIFOs and Ports.
-  if (!streamsDone) {
+  // A plan kernel may still use the lanes' FIFOs and Ports (a graph's too).
+  if (!streamsDone || !graphsDone) {
     (void)lanePorts_.release();
     beacons_.leak();
   }
@@ -192,16 +216,19 @@ DeviceProxy::~DeviceProxy() {
       for (const PinnedBlock& b : job.blocks) pool_.abandon(b);
   if (graphsDone) return;
   tickets_.leak();
-  size_t bytes = 0;
-  for (const auto& job : captured_)
+  size_t bytes = 0, deviceBytes = 0;
+  for (const auto& job : captured_) {
+    if (job->lanes && job->lanes->owner != this) continue;  // the owner's to count
     for (const PinnedBlock& b : job->blocks) {
       pool_.leak(b);
       bytes += b.bytes;
     }
+    if (job->lanes) deviceBytes += job->lanes->blockBytes;
+  }
   BRAID_WARN("rank %d: %zu CUDA graph capture(s) of device calls on this communicator still exist at its "
-             "destruction; their %zu bytes of pinned staging memory are leaked (destroy the graphs and "
-             "their executable graphs first; launching them after the communicator is undefined)",
-             comm_->rank, captured_.size(), bytes);
+             "destruction; their %zu bytes of pinned staging memory and %zu bytes of device memory are leaked "
+             "(destroy the graphs and their executable graphs first; launching them after the communicator is "
+             "undefined)", comm_->rank, captured_.size(), bytes, deviceBytes);
 }
 
 uint64_t DeviceProxy::submit(DeviceJob&& job) {
@@ -251,7 +278,7 @@ void DeviceProxy::resume() {
 
 Result DeviceProxy::adoptCaptured(const std::shared_ptr<CapturedJob>& job, cudaGraph_t graph) {
   MappedSlot slot;
-  const Result r = tickets_.acquire(&slot);
+  const Result r = job->lanes ? Result::success() : tickets_.acquire(&slot);  // a plan kernel waits for no ticket
   job->ticket = slot;
   job->port = port_;
   if (!r.ok()) job->released.store(true);  // no graph has it: reclaimed at once
@@ -263,6 +290,35 @@ Result DeviceProxy::adoptCaptured(const std::shared_ptr<CapturedJob>& job, cudaG
   // On failure giveToGraph has released (or will release) the reference itself.
   auto ref = std::make_unique<std::shared_ptr<CapturedJob>>(job);
   return giveToGraph(graph, ref.release(), &releaseCaptured);
+}
+
+void DeviceProxy::shareCaptured(const std::shared_ptr<CapturedJob>& job) {
+  std::lock_guard<std::mutex> lock(inflightMu_);
+  captured_.push_back(job);
+}
+
+Result DeviceProxy::enqueueArm(CapturedJob* job, cudaStream_t stream) {
+  BRAID_CUDA_TRY(cudaLaunchHostFunc(stream, &armCaptured, job));
+  return Result::success();
+}
+
+// The launch number goes up before the beacons are zeroed (the watch of the
+// previous launch may still be reading them: BeaconWatch::stillCurrent). The
+// kernel is counted outstanding until a watch sees it end.
+void DeviceProxy::armLanes(CapturedJob& job) noexcept {
+  CapturedLanes& l = *job.lanes;
+  const uint64_t replay = l.replays.fetch_add(1) + 1;
+  std::atomic_thread_fence(std::memory_order_release);
+  auto* words = reinterpret_cast<uint64_t*>(l.firstBeacon);
+  for (size_t i = 0; i < l.beaconCount * sizeof(executor::LaneBeacon) / sizeof(uint64_t); ++i)
+    __atomic_store_n(&words[i], 0, __ATOMIC_RELAXED);
+  if (!l.running.exchange(true)) addOutstandingKernels(1);
+  try {
+    watch_.add(l.watchOf(replay, job.shared_from_this()));
+  } catch (...) {
+    // Out of memory: this launch runs unwatched (it still ends on an abort).
+    if (l.running.exchange(false)) addOutstandingKernels(-1);
+  }
 }
 
 Result DeviceProxy::enqueueLaunch(CapturedJob* job, cudaStream_t stream) {
@@ -364,6 +420,15 @@ void DeviceProxy::reclaimCapturedLocked() {
   for (size_t i = 0; i < captured_.size(); ++i) {
     CapturedJob& job = *captured_[i];
     if (job.released.load() && job.lastTicket.load() <= published) {
+      if (job.lanes && job.lanes->owner == this) {
+        if (job.lanes->block) freeDeviceWhenQuiet(job.lanes->block, device_);
+        job.lanes->block = nullptr;
+        job.lanes->beacons.reset();  // a watch still reading them keeps the job
+      }
+      if (job.lanes && job.lanes->owner != this) {  // shared: the owner frees
+        captured_[i].reset();
+        continue;
+      }
       for (const PinnedBlock& b : job.blocks) pool_.release(b);
       tickets_.release(job.ticket);
       captured_[i].reset();

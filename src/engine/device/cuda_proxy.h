@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -107,11 +108,34 @@ struct InflightJob {
 class LaunchPort;
 class LaunchCache;  // cuda_launch_cache.h
 
+class DeviceProxy;
+
+// A plan-kernel launch captured in a CUDA graph (BRAID_GRAPH_ENGINE=kernels,
+// cuda_lane_launch.cc): each launch of the graph copies the lanes' image
+// (written once, in the job's pinned block) into `block`, for which its
+// pointers were written, then arms its watch from a host function: the
+// beacons zeroed and a watch of this launch added, before the kernel runs.
+struct CapturedLanes {
+  DeviceProxy* owner = nullptr;  // the launch's first communicator's: frees `block`
+  void* block = nullptr;         // device memory (cudaMalloc) for the image and scratch
+  size_t blockBytes = 0;
+  std::shared_ptr<BeaconLease> beacons;  // the lanes' and the failure word's, while the graph exists
+  executor::LaneBeacon* firstBeacon = nullptr;
+  size_t beaconCount = 0;
+  // The watch of launch number `replay` (1, 2, ...); `keep` keeps the job's
+  // beacons while it reads them.
+  std::function<std::unique_ptr<lanes::BeaconWatch>(uint64_t replay, std::shared_ptr<const void> keep)> watchOf;
+  std::atomic<uint64_t> replays{0};  // launches armed so far
+  std::atomic<bool> running{false};  // a launch's kernel is counted outstanding (base/cuda_quiet_free.h)
+};
+
 // One communicator's calls of one group captured in a CUDA graph: what each
-// launch of the graph submits again, and the staging memory its copies use.
-// Owned by the graph (released when the graph, its executable graphs and their
-// launches are all done) and by the proxy, which frees the memory after that.
-struct CapturedJob {
+// launch of the graph submits again, and the staging memory its copies use;
+// or (`lanes` set) a plan-kernel launch of the group's communicators on one
+// device. Owned by the graph (released when the graph, its executable graphs
+// and their launches are all done) and by the proxies, the first of which
+// frees the memory after that.
+struct CapturedJob : std::enable_shared_from_this<CapturedJob> {
   uint64_t sequence = 0;  // the calls' operation number at capture, for messages
   std::vector<engine::Task> staged;
   StagedRunner run;
@@ -120,6 +144,10 @@ struct CapturedJob {
   std::shared_ptr<LaunchPort> port;
   std::atomic<uint64_t> lastTicket{0};  // of the latest launch
   std::atomic<bool> released{false};    // by the graph: no launch will come
+  std::unique_ptr<CapturedLanes> lanes;
+  // A plan-kernel launch's other communicators' ports: a launch of the graph
+  // arms no watch once one of them is destroyed.
+  std::vector<std::shared_ptr<LaunchPort>> otherPorts;
 };
 
 // The largest blocks of a communicator's pinned reserve: the staged path
@@ -169,6 +197,16 @@ class DeviceProxy {
   // it is enqueued: gives it its ticket word and to `graph`. On failure the
   // job's memory returns to the pool once nothing can use it; enqueue nothing.
   Result adoptCaptured(const std::shared_ptr<CapturedJob>& job, cudaGraph_t graph);
+  // A plan-kernel launch's job adopted by its first communicator's proxy:
+  // this one (another communicator of the launch) keeps it too, so that its
+  // destruction leaves what the graph's launches use (FIFOs, words).
+  void shareCaptured(const std::shared_ptr<CapturedJob>& job);
+  std::shared_ptr<LaunchPort> launchPort() const { return port_; }
+  // Enqueues (captures) on `stream` the host function that arms each launch's
+  // watch of a captured plan-kernel launch, before its kernel.
+  Result enqueueArm(CapturedJob* job, cudaStream_t stream);
+  // From that host function (through its LaunchPort): no CUDA call.
+  void armLanes(CapturedJob& job) noexcept;
   // Enqueues (captures) on `stream` the host function that submits the job at
   // each launch; after the copies of its contributions.
   Result enqueueLaunch(CapturedJob* job, cudaStream_t stream);
@@ -241,7 +279,9 @@ class LaunchPort {
   explicit LaunchPort(DeviceProxy* proxy) : proxy_(proxy) {}
   // From a CUDA host function: takes two mutexes, makes no CUDA call.
   void submit(CapturedJob& job);
+  void arm(CapturedJob& job);
   void close();
+  bool open();
 
  private:
   std::mutex mu_;

@@ -1,6 +1,7 @@
 #include "engine/lanes/beacon_watch.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 
 #include "engine/comm.h"
@@ -29,9 +30,18 @@ void watchLanes(LaneGroup* group, ncclComm* comm, PortTable* ports, std::vector<
 }
 
 BeaconWatch::BeaconWatch(std::unique_ptr<LaneGroup> group, std::function<void()> abortLanes,
-                         std::shared_ptr<const void> beacons)
+                         std::shared_ptr<const void> beacons, WatchedReplay replay)
     : beacons_(std::move(beacons)), group_(std::move(group)), abortLanes_(std::move(abortLanes)),
-      watchdog_(*group_) {}
+      watchdog_(*group_), replay_(std::move(replay)) {}
+
+// A later launch of the graph bumps its count before it zeroes the beacons,
+// and its lanes write them only after that: a look whose reads saw any of
+// that sees the new count after this fence.
+bool BeaconWatch::stillCurrent() const {
+  if (!replay_.current) return true;
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return replay_.current();
+}
 
 // A lane that has moved at all: the kernel runs (it may sit behind other work
 // on its stream before that, which is no hang of braid's).
@@ -46,6 +56,13 @@ bool BeaconWatch::started() const {
 }
 
 bool BeaconWatch::poll() {
+  if (over_) return false;
+  over_ = !stillCurrent() || !look();
+  if (over_ && replay_.ended && stillCurrent()) replay_.ended();
+  return !over_;
+}
+
+bool BeaconWatch::look() {
   bool all = true;
   for (LaneRun& run : group_->runs) {
     if (!run.done) {
@@ -73,6 +90,7 @@ bool BeaconWatch::poll() {
 // The lanes end first (a peer that waits on them is told within moments by
 // the notice), then every communicator of the launch fails with the reason.
 void BeaconWatch::finish(const Stop& stop) {
+  if (!stillCurrent()) return;  // a later launch's lanes: its own watch judges them
   abortLanes_();
   result_ = reportStop(stop);
   for (const auto& c : group_->comms) engine::setCommError(c->comm, result_);

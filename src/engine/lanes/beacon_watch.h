@@ -24,6 +24,17 @@
 
 namespace braid::lanes {
 
+// A watch of one launch of a CUDA graph, whose every launch runs the same
+// lanes on the same beacons (engine/device/cuda_lane_launch.cc). `current`:
+// false once a later launch of the graph has taken the beacons over (zeroed
+// them, after it stopped being current): this watch then ends at once,
+// unreported, whatever it read since it last was current. `ended`: runs once
+// when the watch ends while current (every lane ended, or it stopped them).
+struct WatchedReplay {
+  std::function<bool()> current;
+  std::function<void()> ended;
+};
+
 class BeaconWatch {
  public:
   // `group`: the launch's communicators (each CommRun's comm, tasks, program
@@ -31,7 +42,7 @@ class BeaconWatch {
   // `abortLanes` raises the words every lane's waits poll. `beacons` keeps
   // the lanes' beacons from another launch while the watch reads them.
   BeaconWatch(std::unique_ptr<LaneGroup> group, std::function<void()> abortLanes,
-              std::shared_ptr<const void> beacons = nullptr);
+              std::shared_ptr<const void> beacons = nullptr, WatchedReplay replay = {});
   BeaconWatch(const BeaconWatch&) = delete;
   BeaconWatch& operator=(const BeaconWatch&) = delete;
 
@@ -43,12 +54,18 @@ class BeaconWatch {
 
  private:
   bool started() const;
+  bool look();
+  // Whether what the watch read since it was last current is still this
+  // launch's (always, outside graphs).
+  bool stillCurrent() const;
   void finish(const Stop& stop);
 
   std::shared_ptr<const void> beacons_;  // released after the watchdog (declared first)
   std::unique_ptr<LaneGroup> group_;
   std::function<void()> abortLanes_;
   LaneWatchdog watchdog_;
+  WatchedReplay replay_;
+  bool over_ = false;  // poll returned false
   Result result_;
 };
 

@@ -1,0 +1,244 @@
+// Plan kernels captured in CUDA graphs (BRAID_GRAPH_ENGINE=kernels, set by
+// this test's CTest entry), on the fake runtime's stream capture
+// (fake_capture.h), under the recorder: a thread per rank captures its own
+// calls on its own stream, as one process per GPU under PyTorch's CUDA graphs
+// does, and replays them. Every launch of a graph must run the captured plan
+// kernel on that launch's inputs, with no CUDA call of braid's between
+// launches; a launch whose peer never launches must end at BRAID_TIMEOUT with
+// the communicator's error set (its watch is armed by the launch itself); and
+// graphs may outlive their communicators.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "braid.h"
+#include "fakecuda.h"
+
+namespace {
+
+constexpr int kRanks = 2;
+constexpr size_t kCount = 4099;  // not a multiple of the ranks, the lanes or a vector
+
+// A rank: its communicator, stream, buffers and the graph of its calls.
+struct Rank {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  float* sum = nullptr;       // allreduced in place
+  float* gathered = nullptr;  // allgather of `part`
+  float* part = nullptr;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+};
+
+bool streamFinishes(cudaStream_t s, std::chrono::seconds within) {
+  const auto until = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < until) {
+    if (cudaStreamQuery(s) == cudaSuccess) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+// Runs fn(r) on a thread per rank and returns each thread's failure ("" if none).
+std::vector<std::string> onEachRank(const std::function<std::string(int)>& fn) {
+  std::vector<std::string> errors(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r)
+    threads.emplace_back([&, r] {
+      if (cudaSetDevice(0) != cudaSuccess) return void(errors[r] = "cudaSetDevice");
+      errors[r] = fn(r);
+    });
+  for (std::thread& t : threads) t.join();
+  return errors;
+}
+
+class GraphKernels : public testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    ncclComm_t comms[kRanks] = {};
+    int devs[kRanks] = {};
+    ASSERT_EQ(ncclCommInitAll(comms, kRanks, devs), ncclSuccess) << ncclGetLastError(nullptr);
+    // The application's allocations come first: the recorder judges braid's.
+    for (int r = 0; r < kRanks; ++r) {
+      Rank& k = ranks_[r];
+      k.comm = comms[r];
+      ASSERT_EQ(cudaStreamCreateWithFlags(&k.stream, cudaStreamNonBlocking), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&k.sum, kCount * sizeof(float)), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&k.part, kCount * sizeof(float)), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&k.gathered, kRanks * kCount * sizeof(float)), cudaSuccess);
+    }
+  }
+
+  void TearDown() override {
+    destroyGraphs();
+    for (Rank& k : ranks_) {
+      if (k.comm) ncclCommAbort(k.comm);
+      for (float* p : {k.sum, k.part, k.gathered}) cudaFree(p);
+      if (k.stream) cudaStreamDestroy(k.stream);
+    }
+  }
+
+  void destroyGraphs() {
+    for (Rank& k : ranks_) {
+      if (k.exec) cudaGraphExecDestroy(k.exec);
+      if (k.graph) cudaGraphDestroy(k.graph);
+      k.exec = nullptr;
+      k.graph = nullptr;
+    }
+  }
+
+  // Each rank, on its own thread, captures an allreduce and an allgather on
+  // its stream (thread-local mode) and instantiates the graph.
+  void captureOnEachRank() {
+    const auto errors = onEachRank([this](int r) -> std::string {
+      Rank& k = ranks_[r];
+      if (cudaStreamBeginCapture(k.stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return "begin";
+      const ncclResult_t a = ncclAllReduce(k.sum, k.sum, kCount, ncclFloat32, ncclSum, k.comm, k.stream);
+      const ncclResult_t g = ncclAllGather(k.part, k.gathered, kCount, ncclFloat32, k.comm, k.stream);
+      const std::string message = ncclGetLastError(k.comm);
+      const cudaError_t ended = cudaStreamEndCapture(k.stream, &k.graph);
+      if (a != ncclSuccess || g != ncclSuccess) return "capture: " + message;
+      if (ended != cudaSuccess) return std::string("end capture: ") + cudaGetErrorName(ended);
+      if (cudaGraphInstantiateWithFlags(&k.exec, k.graph, 0) != cudaSuccess) return "instantiate";
+      return "";
+    });
+    for (int r = 0; r < kRanks; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+  }
+
+  // Inputs of launch `launch`: rank r's element i is r + launch + i % 7.
+  static float input(int r, int launch, size_t i) { return float(r + launch) + float(i % 7); }
+
+  void writeInputs(int launch) {
+    for (int r = 0; r < kRanks; ++r) {
+      std::vector<float> in(kCount), part(kCount);
+      for (size_t i = 0; i < kCount; ++i) {
+        in[i] = input(r, launch, i);
+        part[i] = input(r, launch, i) * 2;
+      }
+      ASSERT_EQ(cudaMemcpy(ranks_[r].sum, in.data(), kCount * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(ranks_[r].part, part.data(), kCount * sizeof(float), cudaMemcpyHostToDevice),
+                cudaSuccess);
+    }
+  }
+
+  void expectResults(int launch) {
+    for (int r = 0; r < kRanks; ++r) {
+      std::vector<float> sum(kCount), gathered(kRanks * kCount);
+      ASSERT_EQ(cudaMemcpy(sum.data(), ranks_[r].sum, kCount * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(gathered.data(), ranks_[r].gathered, gathered.size() * sizeof(float),
+                           cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      for (size_t i = 0; i < kCount; ++i) {
+        float want = 0;
+        for (int p = 0; p < kRanks; ++p) want += input(p, launch, i);
+        ASSERT_EQ(sum[i], want) << "rank " << r << " sum " << i;
+        for (int p = 0; p < kRanks; ++p)
+          ASSERT_EQ(gathered[p * kCount + i], input(p, launch, i) * 2) << "rank " << r << " from " << p << " " << i;
+      }
+    }
+  }
+
+  Rank ranks_[kRanks];
+};
+
+// Captured as plan kernels (not staged: no stream-wait kernel, a plan launch
+// noted at capture); each launch, from every rank's thread at once, on new
+// inputs; no allocation, host function, event or pinned block of braid's per
+// launch.
+TEST_F(GraphKernels, EachRanksGraphRunsEveryLaunchOnItsInputs) {
+  (void)fakecuda::takeMostPlanLanes();
+  ASSERT_NO_FATAL_FAILURE(captureOnEachRank());
+  EXPECT_GT(fakecuda::takeMostPlanLanes(), 0u) << "no plan kernel was captured";
+  const uint64_t hostFunctions = fakecuda::hostFunctionsLaunched();
+  const uint64_t allocations = fakecuda::streamOrderedAllocations();
+  const uint64_t pinned = fakecuda::pinnedAllocations();
+  const uint64_t records = fakecuda::eventRecords();
+  const uint64_t kernels = fakecuda::launchesTracked();
+  constexpr int kLaunches = 4;
+  for (int launch = 0; launch < kLaunches; ++launch) {
+    SCOPED_TRACE("launch " + std::to_string(launch));
+    ASSERT_NO_FATAL_FAILURE(writeInputs(launch));
+    const auto errors = onEachRank([this](int r) -> std::string {
+      if (cudaGraphLaunch(ranks_[r].exec, ranks_[r].stream) != cudaSuccess) return "launch";
+      if (!streamFinishes(ranks_[r].stream, std::chrono::seconds(60))) return "the launch never ended";
+      return cudaStreamSynchronize(ranks_[r].stream) == cudaSuccess ? "" : "sync";
+    });
+    for (int r = 0; r < kRanks; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+    ASSERT_NO_FATAL_FAILURE(expectResults(launch));
+  }
+  EXPECT_EQ(fakecuda::launchesTracked() - kernels, uint64_t(kLaunches * kRanks * 2))
+      << "each launch of a rank's graph runs a plan kernel per captured call, and no other kernel";
+  EXPECT_EQ(fakecuda::hostFunctionsLaunched(), hostFunctions);
+  EXPECT_EQ(fakecuda::streamOrderedAllocations(), allocations);
+  EXPECT_EQ(fakecuda::pinnedAllocations(), pinned);
+  EXPECT_EQ(fakecuda::eventRecords(), records);
+  for (const Rank& k : ranks_) {
+    ncclResult_t async = ncclInProgress;
+    ASSERT_EQ(ncclCommGetAsyncError(k.comm, &async), ncclSuccess);
+    EXPECT_EQ(async, ncclSuccess);
+  }
+  // Calls outside the graphs continue on the same FIFOs after the launches.
+  ASSERT_NO_FATAL_FAILURE(writeInputs(kLaunches));
+  const auto errors = onEachRank([this](int r) -> std::string {
+    Rank& k = ranks_[r];
+    if (ncclAllReduce(k.sum, k.sum, kCount, ncclFloat32, ncclSum, k.comm, k.stream) != ncclSuccess ||
+        ncclAllGather(k.part, k.gathered, kCount, ncclFloat32, k.comm, k.stream) != ncclSuccess)
+      return ncclGetLastError(k.comm);
+    return cudaStreamSynchronize(k.stream) == cudaSuccess ? "" : "sync";
+  });
+  for (int r = 0; r < kRanks; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+  ASSERT_NO_FATAL_FAILURE(expectResults(kLaunches));
+}
+
+// Each launch arms its own watch: after launches that ended well, a launch
+// whose peer never launches its graph ends at the timeout, and the
+// communicator reports it.
+TEST_F(GraphKernels, ALaunchWhosePeerNeverLaunchesEndsAtTheTimeout) {
+  ASSERT_NO_FATAL_FAILURE(captureOnEachRank());
+  for (int launch = 0; launch < 2; ++launch) {
+    ASSERT_NO_FATAL_FAILURE(writeInputs(launch));
+    const auto errors = onEachRank([this](int r) -> std::string {
+      if (cudaGraphLaunch(ranks_[r].exec, ranks_[r].stream) != cudaSuccess) return "launch";
+      return cudaStreamSynchronize(ranks_[r].stream) == cudaSuccess ? "" : "sync";
+    });
+    for (int r = 0; r < kRanks; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+  }
+  ASSERT_EQ(braidCommSetTimeout(ranks_[0].comm, 1.0), ncclSuccess);
+  ASSERT_EQ(cudaGraphLaunch(ranks_[0].exec, ranks_[0].stream), cudaSuccess);
+  EXPECT_TRUE(streamFinishes(ranks_[0].stream, std::chrono::seconds(30)))
+      << "a launch whose peer never launched is still waiting";
+  ncclResult_t async = ncclSuccess;
+  ASSERT_EQ(ncclCommGetAsyncError(ranks_[0].comm, &async), ncclSuccess);
+  EXPECT_NE(async, ncclSuccess);
+  EXPECT_NE(async, ncclInProgress);
+  const std::string message = ncclGetLastError(ranks_[0].comm);
+  EXPECT_NE(message.find("rank 0"), std::string::npos) << message;
+}
+
+// Communicators destroyed while their graphs exist: no crash, and destroying
+// the graphs afterwards is safe.
+TEST_F(GraphKernels, GraphsMayOutliveTheirCommunicators) {
+  ASSERT_NO_FATAL_FAILURE(captureOnEachRank());
+  ASSERT_NO_FATAL_FAILURE(writeInputs(0));
+  const auto errors = onEachRank([this](int r) -> std::string {
+    if (cudaGraphLaunch(ranks_[r].exec, ranks_[r].stream) != cudaSuccess) return "launch";
+    return cudaStreamSynchronize(ranks_[r].stream) == cudaSuccess ? "" : "sync";
+  });
+  for (int r = 0; r < kRanks; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+  ASSERT_NO_FATAL_FAILURE(expectResults(0));
+  for (Rank& k : ranks_) {
+    EXPECT_EQ(ncclCommDestroy(k.comm), ncclSuccess);
+    k.comm = nullptr;
+  }
+  destroyGraphs();
+}
+
+}  // namespace
