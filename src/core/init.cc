@@ -48,7 +48,7 @@ Result makeCommSettings(const ncclConfig_t* config, engine::CommSettings* out) {
   s.slotBytes = static_cast<size_t>(std::clamp<int64_t>(buff / s.nslots, 4096, kMaxSlotBytes)) & ~size_t(63);
   s.nchannels = static_cast<int>(std::clamp<int64_t>(envInt("BRAID_NCHANNELS", 1), 1, 32));
   s.nchannelsFixed = !envString("BRAID_NCHANNELS").empty();
-  s.deviceFifoArenaBytes = static_cast<size_t>(std::max<int64_t>(0, envInt("BRAID_DEVICE_FIFO_ARENA", int64_t(64) << 20)));
+  s.deviceFifoArenaBytes = static_cast<size_t>(std::max<int64_t>(0, envInt("BRAID_DEVICE_FIFO_ARENA", int64_t(128) << 20)));
   s.laneBeacons = static_cast<size_t>(std::clamp<int64_t>(envInt("BRAID_LANE_BEACONS", 16384), 1, int64_t(1) << 20));
   s.timeoutSeconds = static_cast<double>(envInt("BRAID_TIMEOUT", 600));
   s.wait.yieldMicros = std::max<int64_t>(0, envInt("BRAID_YIELD_US", 5000));

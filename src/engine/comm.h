@@ -41,7 +41,7 @@ struct CommSettings {
   int maxCtas = 0;
   // BRAID_DEVICE_FIFO_ARENA: device memory made at creation for the plan
   // kernels' FIFOs with ranks of this process.
-  size_t deviceFifoArenaBytes = size_t(64) << 20;
+  size_t deviceFifoArenaBytes = size_t(128) << 20;  // 16 channels' FIFOs (tuning/device_channels.h)
   // BRAID_LANE_BEACONS: the plan kernels' lane beacons (40 bytes of mapped
   // pinned memory each) made at creation; a launch takes one a lane, plus one.
   size_t laneBeacons = 16384;

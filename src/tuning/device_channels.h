@@ -15,8 +15,10 @@
 
 namespace braid::tuning {
 
-// The most channels a plan kernel may use through FIFOs.
-constexpr int kMaxDeviceChannels = 8;
+// The most channels a plan kernel may use through FIFOs (on an H200, 4
+// ranks through FIFOs: 16 channels moved 1.7x what 8 did from 8 to 512 MiB,
+// docs/performance.md; the default FIFO arena holds 16).
+constexpr int kMaxDeviceChannels = 16;
 // PeerAccess plans have no FIFOs, and each channel is a block reading the
 // peers' buffers with one 16-byte load per thread in flight: bandwidth grows
 // with the blocks (on an H200, 4 ranks, 128 MiB: 56 GB/s algbw with 8

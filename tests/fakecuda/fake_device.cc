@@ -175,6 +175,14 @@ void* Device::allocate(size_t bytes, MemKind kind, int device, bool mapped) {
   return p;
 }
 
+uint64_t Device::bytesInUse(MemKind kind) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t bytes = 0;
+  for (const auto& [at, a] : memory_)
+    if (a.kind == kind) bytes += a.bytes;
+  return bytes;
+}
+
 bool Device::release(void* p, MemKind kind, bool keep) {
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -97,6 +97,8 @@ class Device {
   void enqueue(Stream* s, std::function<void()> work, std::vector<Position> after = {});
   void synchronize();  // every stream's work so far has run
   bool anyBusy();
+  // Bytes of live allocations of `kind`.
+  uint64_t bytesInUse(MemKind kind);
 
   // Memory: registered host memory.
   void* allocate(size_t bytes, MemKind kind, int device, bool mapped);

@@ -176,6 +176,7 @@ uint64_t pinnedFrees() { return pinnedFreeCount.load(); }
 uint64_t hostFunctionsLaunched() { return hostFunctionCount.load(); }
 uint64_t eventsCreated() { return eventCreateCount.load(); }
 uint64_t eventRecords() { return eventRecordCount.load(); }
+uint64_t deviceBytesInUse() { return dev().bytesInUse(MemKind::Device); }
 
 }  // namespace fakecuda
 

@@ -54,6 +54,8 @@ uint64_t hostFunctionsLaunched();
 // How many events were made (cudaEventCreate*) and recorded so far.
 uint64_t eventsCreated();
 uint64_t eventRecords();
+// Bytes of device memory allocated and not yet freed (cudaMalloc, cudaMallocAsync).
+uint64_t deviceBytesInUse();
 
 // Whether `p` .. `p + bytes` lies in memory the emulated device may address
 // (device memory, mapped or portable pinned memory).

@@ -225,7 +225,7 @@ TEST(DeviceChannels, LargeCallsSpreadOverChannels) {
   const uint32_t fixed = lanesOfAllReduce(size_t(4) << 20, "1");
   const uint32_t capped = lanesOfAllReduce(size_t(4) << 20, nullptr, 3);
   EXPECT_GE(small, 1u);
-  EXPECT_EQ(large, 8 * small) << "16 MiB over 8 channels, one lane each as the 64-element call";
+  EXPECT_EQ(large, 16 * small) << "16 MiB over 16 channels, one lane each as the 64-element call";
   EXPECT_EQ(fixed, small);
   EXPECT_EQ(capped, 3 * small) << "maxCTAs = 3";
 }

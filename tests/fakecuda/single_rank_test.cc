@@ -3,6 +3,7 @@
 // and no kernel of braid's (neither a stream-wait nor a plan kernel), so no
 // round trip through pinned memory and the proxy. And ncclMemAlloc, which
 // such one-rank runs (nccl-tests) take their buffers from, gives device memory.
+// And a rank alone in its process makes no FIFO arena.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -138,6 +139,29 @@ TEST(MemAlloc, GivesDeviceMemoryThatCollectivesAndCudaCallsTake) {
   cudaGetLastError();
   EXPECT_EQ(ncclMemFree(nullptr), ncclSuccess);
   EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+}
+
+// The plan kernels' FIFO arena (BRAID_DEVICE_FIFO_ARENA, 128 MiB) holds
+// FIFOs with ranks of the same process only: a rank alone in its process (one
+// rank here; a process per GPU in a real job) makes none, two ranks of one
+// process make one each.
+TEST(FifoArena, OnlyCommunicatorsWithARankInTheirProcessMakeOne) {
+  constexpr uint64_t kArena = uint64_t(128) << 20;
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  uint64_t before = fakecuda::deviceBytesInUse();
+  ncclComm_t alone = nullptr;
+  ASSERT_NO_FATAL_FAILURE(initOneRank("kernels", &alone));
+  EXPECT_LT(fakecuda::deviceBytesInUse() - before, kArena / 4) << "a rank alone in its process made an arena";
+  EXPECT_EQ(ncclCommDestroy(alone), ncclSuccess);
+
+  before = fakecuda::deviceBytesInUse();
+  ncclComm_t pair[2] = {};
+  int devs[2] = {0, 0};
+  setenv("BRAID_DEVICE_ENGINE", "kernels", 1);
+  ASSERT_EQ(ncclCommInitAll(pair, 2, devs), ncclSuccess) << ncclGetLastError(nullptr);
+  unsetenv("BRAID_DEVICE_ENGINE");
+  EXPECT_GE(fakecuda::deviceBytesInUse() - before, 2 * kArena) << "two ranks of one process made no arenas";
+  for (ncclComm_t c : pair) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, SingleRank, testing::Values("staged", "kernels"),

@@ -60,6 +60,15 @@ void takeStagedScalars(std::vector<engine::Task>* tasks) {
     }
 }
 
+// Unknown peers (none gathered): assumed, as the arena was made before.
+bool hasRankInThisProcess(const ncclComm& comm) {
+  if (comm.rank < 0 || size_t(comm.rank) >= comm.peers.size()) return true;
+  const PeerInfo& me = comm.peers[size_t(comm.rank)];
+  for (const PeerInfo& p : comm.peers)
+    if (p.rank != me.rank && p.hostHash == me.hostHash && p.processId == me.processId) return true;
+  return false;
+}
+
 // The host function of a captured job: each launch of its graph submits the
 // job again. Runs on a CUDA thread, after the copies of the contributions.
 void CUDART_CB launchCaptured(void* data) {
@@ -168,7 +177,11 @@ Result DeviceProxy::start() {
   BRAID_TRY(pool_.reserve(kLargeClassMax, kLargeClassMax, kLargestClassCount));
   if (comm_->settings.deviceKernels && comm_->timeSlicedGpu.empty()) {
     std::unique_ptr<lanes::LaneMemory> memory;
-    BRAID_TRY(makeReservedCudaLaneMemory(device_, comm_->settings.deviceFifoArenaBytes, &memory));
+    // The arena holds FIFOs with ranks of this process only (others' are
+    // shared by CUDA IPC, one allocation each): a rank alone in its process
+    // makes none.
+    const size_t arena = hasRankInThisProcess(*comm_) ? comm_->settings.deviceFifoArenaBytes : 0;
+    BRAID_TRY(makeReservedCudaLaneMemory(device_, arena, &memory));
     lanePorts_ = std::make_unique<lanes::PortTable>(std::move(memory));
     BRAID_TRY(launchCache_->start());
   }
