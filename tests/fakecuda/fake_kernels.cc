@@ -1,5 +1,5 @@
 // braid_kernels' entry points (kernels/executor/plan_kernel.h,
-// kernels/stream_wait.h) for the fake CUDA runtime: each launch enqueues on
+// kernels/stream_wait.h, kernels/launch_mark.h) for the fake CUDA runtime: each launch enqueues on
 // its stream a task that runs the kernel's code on host threads, with the
 // same checks before launching as the real ones. A plan kernel runs every
 // lane of the launch at once (all blocks resident, as a cooperative launch
@@ -24,6 +24,7 @@
 #include "kernels/executor/plan_kernel.h"
 #include "kernels/executor/typed_step.h"
 #include "kernels/launch_error.h"
+#include "kernels/launch_mark.h"
 #include "kernels/stream_wait.h"
 #include "tests/emulation/thread_block.h"
 
@@ -60,6 +61,7 @@ void runLanes(executor::LaneExec* lanes, uint32_t nlanes, uint32_t threads, int3
 // Whether each kernel's code is loaded (per process: the fake has one device).
 std::atomic<bool> streamWaitLoaded{false};
 std::atomic<bool> planKernelLoaded{false};
+std::atomic<bool> markLaunchLoaded{false};
 
 // A launch of a kernel whose code is not loaded yet loads it first, as CUDA's
 // lazy loading does: a synchronising call while another kernel runs.
@@ -134,6 +136,30 @@ Result launchStreamWaitIndirect(const volatile uint64_t* published, const volati
   return streamWaitResult(enqueueKernel("stream-wait kernel (indirect)", stream, [=] {
     waitFor(published, __atomic_load_n(target, __ATOMIC_ACQUIRE), abortWord);
   }));
+}
+
+Result loadMarkLaunchKernel() {
+  markLaunchLoaded = true;
+  return Result::success();
+}
+
+// As the CUDA kernel: the count, a full fence, then the zeroes.
+Result launchMarkLaunch(volatile uint64_t* count, volatile uint64_t* beacons, uint32_t words, cudaStream_t stream) {
+  BRAID_TRY(kernels::refuseOnPendingError("launch-mark kernel"));
+  loadOnLaunch(&markLaunchLoaded, "launch-mark kernel", __builtin_return_address(0));
+  if (!fakecuda::deviceAddressable(const_cast<const uint64_t*>(count), 8) ||
+      !fakecuda::deviceAddressable(const_cast<const uint64_t*>(beacons), size_t(words) * 8))
+    return kernels::launchResult("launch-mark kernel", cudaErrorInvalidValue);
+  auto* c = const_cast<uint64_t*>(count);
+  auto* b = const_cast<uint64_t*>(beacons);
+  const cudaError_t err = enqueueKernel("launch-mark kernel", stream, [c, b, words] {
+    __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    for (uint32_t i = 0; i < words; ++i) __atomic_store_n(&b[i], uint64_t(0), __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  });
+  if (err != cudaSuccess) (void)cudaGetLastError();  // taken, as the real launch takes it
+  return kernels::launchResult("launch-mark kernel", err);
 }
 
 }  // namespace braid::kernels

@@ -5,8 +5,8 @@
 // does, and replays them. Every launch of a graph must run the captured plan
 // kernel on that launch's inputs, with no CUDA call of braid's between
 // launches; a launch whose peer never launches must end at BRAID_TIMEOUT with
-// the communicator's error set (its watch is armed by the launch itself); and
-// graphs may outlive their communicators.
+// the communicator's error set (the launch counts itself, and the watch
+// thread watches it); and graphs may outlive their communicators.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -149,14 +149,16 @@ class GraphKernels : public testing::Test {
   Rank ranks_[kRanks];
 };
 
-// Captured as plan kernels (not staged: no stream-wait kernel, a plan launch
-// noted at capture); each launch, from every rank's thread at once, on new
-// inputs; no allocation, host function, event or pinned block of braid's per
-// launch.
+// Captured as plan kernels (not staged: a plan launch noted at capture, no
+// host function in the graph); each launch, from every rank's thread at once,
+// on new inputs; no allocation, host function, event or pinned block of
+// braid's per launch.
 TEST_F(GraphKernels, EachRanksGraphRunsEveryLaunchOnItsInputs) {
   (void)fakecuda::takeMostPlanLanes();
+  const uint64_t hostFunctionsBefore = fakecuda::hostFunctionsLaunched();
   ASSERT_NO_FATAL_FAILURE(captureOnEachRank());
   EXPECT_GT(fakecuda::takeMostPlanLanes(), 0u) << "no plan kernel was captured";
+  EXPECT_EQ(fakecuda::hostFunctionsLaunched(), hostFunctionsBefore) << "the graphs hold host functions";
   const uint64_t hostFunctions = fakecuda::hostFunctionsLaunched();
   const uint64_t allocations = fakecuda::streamOrderedAllocations();
   const uint64_t pinned = fakecuda::pinnedAllocations();
@@ -174,8 +176,8 @@ TEST_F(GraphKernels, EachRanksGraphRunsEveryLaunchOnItsInputs) {
     for (int r = 0; r < kRanks; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
     ASSERT_NO_FATAL_FAILURE(expectResults(launch));
   }
-  EXPECT_EQ(fakecuda::launchesTracked() - kernels, uint64_t(kLaunches * kRanks * 2))
-      << "each launch of a rank's graph runs a plan kernel per captured call, and no other kernel";
+  EXPECT_EQ(fakecuda::launchesTracked() - kernels, uint64_t(kLaunches * kRanks * 2 * 2))
+      << "each launch of a rank's graph runs, per captured call, the launch-mark kernel and the plan kernel";
   EXPECT_EQ(fakecuda::hostFunctionsLaunched(), hostFunctions);
   EXPECT_EQ(fakecuda::streamOrderedAllocations(), allocations);
   EXPECT_EQ(fakecuda::pinnedAllocations(), pinned);
@@ -198,9 +200,9 @@ TEST_F(GraphKernels, EachRanksGraphRunsEveryLaunchOnItsInputs) {
   ASSERT_NO_FATAL_FAILURE(expectResults(kLaunches));
 }
 
-// Each launch arms its own watch: after launches that ended well, a launch
-// whose peer never launches its graph ends at the timeout, and the
-// communicator reports it.
+// Each launch is watched: after launches that ended well, a launch whose peer
+// never launches its graph ends at the timeout, and the communicator reports
+// it.
 TEST_F(GraphKernels, ALaunchWhosePeerNeverLaunchesEndsAtTheTimeout) {
   ASSERT_NO_FATAL_FAILURE(captureOnEachRank());
   for (int launch = 0; launch < 2; ++launch) {

@@ -12,6 +12,7 @@
 #include "engine/device/cuda_lane_memory.h"
 #include "engine/device/cuda_launch_cache.h"
 #include "kernels/executor/plan_kernel.h"
+#include "kernels/launch_mark.h"
 #include "kernels/stream_wait.h"
 
 namespace braid::device {
@@ -76,13 +77,6 @@ void CUDART_CB launchCaptured(void* data) {
   job->port->submit(*job);
 }
 
-// The host function of a captured plan-kernel launch: each launch of its
-// graph arms the launch's watch before the kernel runs.
-void CUDART_CB armCaptured(void* data) {
-  auto* job = static_cast<CapturedJob*>(data);
-  job->port->arm(*job);
-}
-
 // The destructor of the graph's reference (a CUDA user object): no CUDA call,
 // no lock; the proxy frees the memory at its next reclaim.
 void CUDART_CB releaseCaptured(void* data) {
@@ -95,18 +89,6 @@ void CUDART_CB releaseCaptured(void* data) {
 void LaunchPort::submit(CapturedJob& job) {
   std::lock_guard<std::mutex> lock(mu_);
   if (proxy_) proxy_->submitLaunch(job);
-}
-
-// Arms nothing once any communicator of the launch is gone (launching a
-// graph after that is undefined; its lanes end on the abort word that
-// communicator's destruction left raised). The other ports are asked before
-// this one is locked: two launches' host functions never hold one port's
-// lock while they wait for another's.
-void LaunchPort::arm(CapturedJob& job) {
-  for (const auto& other : job.otherPorts)
-    if (!other->open()) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (proxy_ != nullptr) proxy_->armLanes(job);
 }
 
 bool LaunchPort::open() {
@@ -169,6 +151,7 @@ Result DeviceProxy::start() {
   BRAID_TRY(beacons_.allocate(comm_->settings.laneBeacons));
   // The kernels' code, before any launch can load it behind a spinning kernel.
   BRAID_TRY(kernels::loadStreamWaitKernels());
+  BRAID_TRY(kernels::loadMarkLaunchKernel());
   BRAID_TRY(executor::loadPlanKernel());
   // Before any launch of this communicator (its first device calls are
   // planned in one group with its peers'), the blocks common calls need.
@@ -310,30 +293,6 @@ void DeviceProxy::shareCaptured(const std::shared_ptr<CapturedJob>& job) {
   captured_.push_back(job);
 }
 
-Result DeviceProxy::enqueueArm(CapturedJob* job, cudaStream_t stream) {
-  BRAID_CUDA_TRY(cudaLaunchHostFunc(stream, &armCaptured, job));
-  return Result::success();
-}
-
-// The launch number goes up before the beacons are zeroed (the watch of the
-// previous launch may still be reading them: BeaconWatch::stillCurrent). The
-// kernel is counted outstanding until a watch sees it end.
-void DeviceProxy::armLanes(CapturedJob& job) noexcept {
-  CapturedLanes& l = *job.lanes;
-  const uint64_t replay = l.replays.fetch_add(1) + 1;
-  std::atomic_thread_fence(std::memory_order_release);
-  auto* words = reinterpret_cast<uint64_t*>(l.firstBeacon);
-  for (size_t i = 0; i < l.beaconCount * sizeof(executor::LaneBeacon) / sizeof(uint64_t); ++i)
-    __atomic_store_n(&words[i], 0, __ATOMIC_RELAXED);
-  if (!l.running.exchange(true)) addOutstandingKernels(1);
-  try {
-    watch_.add(l.watchOf(replay, job.shared_from_this()));
-  } catch (...) {
-    // Out of memory: this launch runs unwatched (it still ends on an abort).
-    if (l.running.exchange(false)) addOutstandingKernels(-1);
-  }
-}
-
 Result DeviceProxy::enqueueLaunch(CapturedJob* job, cudaStream_t stream) {
   BRAID_CUDA_TRY(cudaLaunchHostFunc(stream, &launchCaptured, job));
   return Result::success();
@@ -433,10 +392,9 @@ void DeviceProxy::reclaimCapturedLocked() {
   for (size_t i = 0; i < captured_.size(); ++i) {
     CapturedJob& job = *captured_[i];
     if (job.released.load() && job.lastTicket.load() <= published) {
-      if (job.lanes && job.lanes->owner == this) {
+      if (job.lanes && job.lanes->owner == this) {  // its beacons go with the job, which its watch keeps
         if (job.lanes->block) freeDeviceWhenQuiet(job.lanes->block, device_);
         job.lanes->block = nullptr;
-        job.lanes->beacons.reset();  // a watch still reading them keeps the job
       }
       if (job.lanes && job.lanes->owner != this) {  // shared: the owner frees
         captured_[i].reset();

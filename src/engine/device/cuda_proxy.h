@@ -113,19 +113,22 @@ class DeviceProxy;
 // A plan-kernel launch captured in a CUDA graph (BRAID_GRAPH_ENGINE=kernels,
 // cuda_lane_launch.cc): each launch of the graph copies the lanes' image
 // (written once, in the job's pinned block) into `block`, for which its
-// pointers were written, then arms its watch from a host function: the
-// beacons zeroed and a watch of this launch added, before the kernel runs.
+// pointers were written; a kernel counts the launch in `launchCount` and
+// zeroes the beacons (kernels/launch_mark.h); then the plan kernel runs. The
+// first communicator's watch thread sees the count and watches that launch.
 struct CapturedLanes {
   DeviceProxy* owner = nullptr;  // the launch's first communicator's: frees `block`
   void* block = nullptr;         // device memory (cudaMalloc) for the image and scratch
   size_t blockBytes = 0;
-  std::shared_ptr<BeaconLease> beacons;  // the lanes' and the failure word's, while the graph exists
+  // The lanes', the failure word's and the count's (one beacon each), as long
+  // as the job lives: its watches keep it.
+  std::shared_ptr<BeaconLease> beacons;
   executor::LaneBeacon* firstBeacon = nullptr;
-  size_t beaconCount = 0;
-  // The watch of launch number `replay` (1, 2, ...); `keep` keeps the job's
+  uint32_t zeroedWords = 0;  // the lanes' and the failure word's beacons, in 64-bit words
+  uint64_t* launchCount = nullptr;  // mapped: launches of the graph so far
+  // The watch of launch number `launch` (1, 2, ...); `keep` keeps the job's
   // beacons while it reads them.
-  std::function<std::unique_ptr<lanes::BeaconWatch>(uint64_t replay, std::shared_ptr<const void> keep)> watchOf;
-  std::atomic<uint64_t> replays{0};  // launches armed so far
+  std::function<std::unique_ptr<lanes::BeaconWatch>(uint64_t launch, std::shared_ptr<const void> keep)> watchOf;
   std::atomic<bool> running{false};  // a launch's kernel is counted outstanding (base/cuda_quiet_free.h)
 };
 
@@ -135,7 +138,7 @@ struct CapturedLanes {
 // device. Owned by the graph (released when the graph, its executable graphs
 // and their launches are all done) and by the proxies, the first of which
 // frees the memory after that.
-struct CapturedJob : std::enable_shared_from_this<CapturedJob> {
+struct CapturedJob {
   uint64_t sequence = 0;  // the calls' operation number at capture, for messages
   std::vector<engine::Task> staged;
   StagedRunner run;
@@ -146,7 +149,7 @@ struct CapturedJob : std::enable_shared_from_this<CapturedJob> {
   std::atomic<bool> released{false};    // by the graph: no launch will come
   std::unique_ptr<CapturedLanes> lanes;
   // A plan-kernel launch's other communicators' ports: a launch of the graph
-  // arms no watch once one of them is destroyed.
+  // is not watched once one of them is destroyed.
   std::vector<std::shared_ptr<LaunchPort>> otherPorts;
 };
 
@@ -202,11 +205,6 @@ class DeviceProxy {
   // destruction leaves what the graph's launches use (FIFOs, words).
   void shareCaptured(const std::shared_ptr<CapturedJob>& job);
   std::shared_ptr<LaunchPort> launchPort() const { return port_; }
-  // Enqueues (captures) on `stream` the host function that arms each launch's
-  // watch of a captured plan-kernel launch, before its kernel.
-  Result enqueueArm(CapturedJob* job, cudaStream_t stream);
-  // From that host function (through its LaunchPort): no CUDA call.
-  void armLanes(CapturedJob& job) noexcept;
   // Enqueues (captures) on `stream` the host function that submits the job at
   // each launch; after the copies of its contributions.
   Result enqueueLaunch(CapturedJob* job, cudaStream_t stream);
@@ -279,9 +277,8 @@ class LaunchPort {
   explicit LaunchPort(DeviceProxy* proxy) : proxy_(proxy) {}
   // From a CUDA host function: takes two mutexes, makes no CUDA call.
   void submit(CapturedJob& job);
-  void arm(CapturedJob& job);
   void close();
-  bool open();
+  bool open();  // the proxy lives
 
  private:
   std::mutex mu_;

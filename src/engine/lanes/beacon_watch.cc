@@ -105,7 +105,7 @@ WatchThread::~WatchThread() {
   if (thread_.joinable()) thread_.join();
 }
 
-void WatchThread::add(std::unique_ptr<BeaconWatch> watch) {
+void WatchThread::add(std::unique_ptr<Watch> watch) {
   std::lock_guard<std::mutex> lock(mu_);
   watches_.push_back(std::move(watch));
   if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
@@ -118,7 +118,7 @@ void WatchThread::drain() {
 }
 
 void WatchThread::loop() {
-  std::vector<std::unique_ptr<BeaconWatch>> active;
+  std::vector<std::unique_ptr<Watch>> active;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     for (auto& w : watches_) active.push_back(std::move(w));

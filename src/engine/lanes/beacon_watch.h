@@ -24,6 +24,14 @@
 
 namespace braid::lanes {
 
+// What a WatchThread polls: poll() looks once, and says false once there is
+// nothing more to watch.
+class Watch {
+ public:
+  virtual ~Watch() = default;
+  virtual bool poll() = 0;
+};
+
 // A watch of one launch of a CUDA graph, whose every launch runs the same
 // lanes on the same beacons (engine/device/cuda_lane_launch.cc). `current`:
 // false once a later launch of the graph has taken the beacons over (zeroed
@@ -35,7 +43,7 @@ struct WatchedReplay {
   std::function<void()> ended;
 };
 
-class BeaconWatch {
+class BeaconWatch : public Watch {
  public:
   // `group`: the launch's communicators (each CommRun's comm, tasks, program
   // and ports) and its lanes, each LaneRun with its beacon and no exec.
@@ -48,7 +56,7 @@ class BeaconWatch {
 
   // One look; false once there is nothing more to watch (every lane ended,
   // or the watch stopped them and reported why).
-  bool poll();
+  bool poll() override;
   // The error the watch reported (success while none).
   const Result& result() const { return result_; }
 
@@ -84,7 +92,7 @@ class WatchThread {
   WatchThread(const WatchThread&) = delete;
   WatchThread& operator=(const WatchThread&) = delete;
 
-  void add(std::unique_ptr<BeaconWatch> watch);
+  void add(std::unique_ptr<Watch> watch);
   // Waits until every watch added so far has ended (tests; destruction).
   void drain();
 
@@ -93,7 +101,7 @@ class WatchThread {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::unique_ptr<BeaconWatch>> watches_;
+  std::vector<std::unique_ptr<Watch>> watches_;
   size_t polling_ = 0;  // watches the thread took and has not finished
   bool stop_ = false;
   std::thread thread_;
