@@ -392,13 +392,13 @@ void DeviceProxy::reclaimCapturedLocked() {
   for (size_t i = 0; i < captured_.size(); ++i) {
     CapturedJob& job = *captured_[i];
     if (job.released.load() && job.lastTicket.load() <= published) {
-      if (job.lanes && job.lanes->owner == this) {  // its beacons go with the job, which its watch keeps
-        if (job.lanes->block) freeDeviceWhenQuiet(job.lanes->block, device_);
-        job.lanes->block = nullptr;
-      }
       if (job.lanes && job.lanes->owner != this) {  // shared: the owner frees
         captured_[i].reset();
         continue;
+      }
+      if (job.lanes) {  // its beacons go with the job, which its watch keeps
+        if (job.lanes->block) freeDeviceWhenQuiet(job.lanes->block, device_);
+        job.lanes->block = nullptr;
       }
       for (const PinnedBlock& b : job.blocks) pool_.release(b);
       tickets_.release(job.ticket);

@@ -34,9 +34,9 @@ class Watch {
 
 // A watch of one launch of a CUDA graph, whose every launch runs the same
 // lanes on the same beacons (engine/device/cuda_lane_launch.cc). `current`:
-// false once a later launch of the graph has taken the beacons over (zeroed
-// them, after it stopped being current): this watch then ends at once,
-// unreported, whatever it read since it last was current. `ended`: runs once
+// false once a later launch of the graph has taken the beacons over (it is
+// counted before it zeroes them): this watch then ends at once, unreported,
+// whatever it read since it last was current. `ended`: runs once
 // when the watch ends while current (every lane ended, or it stopped them).
 struct WatchedReplay {
   std::function<bool()> current;
@@ -82,8 +82,9 @@ class BeaconWatch : public Watch {
 void watchLanes(LaneGroup* group, ncclComm* comm, PortTable* ports, std::vector<engine::Task> tasks,
                 LaneProgram program, const executor::LaneBeacon* beacons);
 
-// One thread that polls the watches of a communicator's launches, started
-// with the first and idle (on a condition variable) while none is active.
+// One thread that polls the watches of a communicator's launches (and of
+// its CUDA graphs' launches, for as long as each graph exists), started with
+// the first and idle (on a condition variable) while none is active.
 // Destruction stops it; watches still active are dropped unreported.
 class WatchThread {
  public:
