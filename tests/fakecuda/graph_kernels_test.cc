@@ -14,7 +14,9 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
@@ -239,6 +241,63 @@ TEST_F(GraphKernels, ALaunchWhosePeerNeverLaunchesEndsAtTheTimeout) {
   EXPECT_NE(async, ncclInProgress);
   const std::string message = ncclGetLastError(ranks_[0].comm);
   EXPECT_NE(message.find("rank 0"), std::string::npos) << message;
+}
+
+// ncclCommAbort ends a launch whose peer never launches its graph, before any
+// timeout.
+TEST_F(GraphKernels, AbortEndsALaunchWhosePeerNeverLaunches) {
+  ASSERT_NO_FATAL_FAILURE(captureOnEachRank());
+  ASSERT_EQ(cudaGraphLaunch(ranks_[0].exec, ranks_[0].stream), cudaSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(cudaStreamQuery(ranks_[0].stream), cudaErrorNotReady) << "rank 0's launch ended without its peer";
+  EXPECT_EQ(ncclCommAbort(ranks_[0].comm), ncclSuccess);
+  ranks_[0].comm = nullptr;
+  EXPECT_TRUE(streamFinishes(ranks_[0].stream, std::chrono::seconds(30))) << "the aborted launch still waits";
+}
+
+// A wire type (bfloat16 on the wire, float32 sums) in captured plan kernels:
+// at every launch each rank gets the same bits, within bfloat16's rounding of
+// the float32 sum, and the rounding shows.
+TEST_F(GraphKernels, WireTypeLaunchesGiveEveryRankTheSameBits) {
+  for (Rank& k : ranks_) ASSERT_EQ(braidCommSetWireType(k.comm, ncclBfloat16), ncclSuccess);
+  const auto captured = onEachRank([this](int r) -> std::string {
+    Rank& k = ranks_[r];
+    if (cudaStreamBeginCapture(k.stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return "begin";
+    const ncclResult_t a = ncclAllReduce(k.part, k.sum, kCount, ncclFloat32, ncclSum, k.comm, k.stream);
+    const std::string message = ncclGetLastError(k.comm);
+    const cudaError_t ended = cudaStreamEndCapture(k.stream, &k.graph);
+    if (a != ncclSuccess) return "capture: " + message;
+    if (ended != cudaSuccess) return std::string("end capture: ") + cudaGetErrorName(ended);
+    return cudaGraphInstantiateWithFlags(&k.exec, k.graph, 0) == cudaSuccess ? "" : "instantiate";
+  });
+  for (int r = 0; r < kRanks; ++r) ASSERT_EQ(captured[r], "") << "rank " << r;
+  auto value = [](int r, int launch, size_t i) { return float(r + 1) * (1.0f + float(i) * 1e-4f) + float(launch); };
+  for (int launch = 0; launch < 3; ++launch) {
+    SCOPED_TRACE("launch " + std::to_string(launch));
+    for (int r = 0; r < kRanks; ++r) {
+      std::vector<float> in(kCount);
+      for (size_t i = 0; i < kCount; ++i) in[i] = value(r, launch, i);
+      ASSERT_EQ(cudaMemcpy(ranks_[r].part, in.data(), kCount * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+    }
+    const auto errors = onEachRank([this](int r) -> std::string {
+      if (cudaGraphLaunch(ranks_[r].exec, ranks_[r].stream) != cudaSuccess) return "launch";
+      return cudaStreamSynchronize(ranks_[r].stream) == cudaSuccess ? "" : "sync";
+    });
+    for (int r = 0; r < kRanks; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+    std::vector<std::vector<float>> got(kRanks, std::vector<float>(kCount));
+    for (int r = 0; r < kRanks; ++r)
+      ASSERT_EQ(cudaMemcpy(got[r].data(), ranks_[r].sum, kCount * sizeof(float), cudaMemcpyDeviceToHost),
+                cudaSuccess);
+    size_t rounded = 0;
+    for (size_t i = 0; i < kCount; ++i) {
+      float want = 0;
+      for (int p = 0; p < kRanks; ++p) want += value(p, launch, i);
+      ASSERT_EQ(std::memcmp(&got[0][i], &got[1][i], sizeof(float)), 0) << "element " << i << " differs by rank";
+      ASSERT_LE(std::fabs(got[0][i] - want), std::fabs(want) / 64) << "element " << i;
+      rounded += got[0][i] != want;
+    }
+    EXPECT_GT(rounded, kCount / 2) << "the sums are float32's: no wire type ran";
+  }
 }
 
 // Communicators destroyed while their graphs exist: no crash, and destroying
