@@ -411,6 +411,12 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   return r;
 }
 
+// A watch saw a captured launch's kernel end (or stopped watching it): it is
+// no longer counted outstanding.
+void launchEnded(CapturedLanes& l) {
+  if (l.running.exchange(false)) addOutstandingKernels(-1);
+}
+
 // Every launch of a captured plan-kernel launch's graph, watched from the
 // first communicator's watch thread for as long as the graph exists: a new
 // count (kernels/launch_mark.h) starts a watch of that launch, which ends
@@ -421,7 +427,7 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
 class GraphLaunchWatch : public lanes::Watch {
  public:
   explicit GraphLaunchWatch(std::shared_ptr<CapturedJob> job) : job_(std::move(job)) {}
-  ~GraphLaunchWatch() override { ended(); }
+  ~GraphLaunchWatch() override { launchEnded(*job_->lanes); }
 
   bool poll() override {
     CapturedLanes& l = *job_->lanes;
@@ -446,10 +452,6 @@ class GraphLaunchWatch : public lanes::Watch {
       if (!other->open()) return false;
     return true;
   }
-  void ended() {
-    if (job_->lanes->running.exchange(false)) addOutstandingKernels(-1);
-  }
-
   std::shared_ptr<CapturedJob> job_;
   uint64_t seen_ = 0;  // the launches counted when the watch last looked
   std::unique_ptr<lanes::BeaconWatch> current_;
@@ -485,9 +487,7 @@ Result captureJob(const std::vector<CommLaunch*>& group, cudaGraph_t graph, Imag
   l.watchOf = [state, count, w = watchedLaunchOf(group, *beacons)](uint64_t launch, std::shared_ptr<const void> keep) {
     lanes::WatchedReplay r;
     r.current = [count, launch] { return __atomic_load_n(count, __ATOMIC_ACQUIRE) == launch; };
-    r.ended = [state] {
-      if (state->running.exchange(false)) addOutstandingKernels(-1);
-    };
+    r.ended = [state] { launchEnded(*state); };
     return watchOf(w, std::move(keep), std::move(r));
   };
   for (size_t p = 1; p < group.size(); ++p) job->otherPorts.push_back(group[p]->proxy->launchPort());
