@@ -1,0 +1,146 @@
+#include "engine/device/cuda_lane_capture.h"
+
+#include <memory>
+#include <vector>
+
+#include "base/cuda_quiet_free.h"
+#include "base/cuda_util.h"
+#include "engine/comm.h"
+#include "kernels/executor/plan_kernel.h"
+#include "kernels/launch_mark.h"
+
+namespace braid::device {
+
+namespace {
+
+// A watch saw a captured launch's kernel end (or stopped watching it): it is
+// no longer counted outstanding.
+void launchEnded(CapturedLanes& l) {
+  if (l.running.exchange(false)) addOutstandingKernels(-1);
+}
+
+// Every launch of a captured plan-kernel launch's graph, watched from the
+// first communicator's watch thread for as long as the graph exists: a new
+// count (kernels/launch_mark.h) starts a watch of that launch, which ends
+// unreported once a later launch is counted, and the kernel is counted
+// outstanding (base/cuda_quiet_free.h) until a watch sees it end. A launch
+// after one of the communicators is gone is not watched (undefined, as with
+// NCCL; its lanes end on the abort word that destruction left raised).
+class GraphLaunchWatch : public lanes::Watch {
+ public:
+  explicit GraphLaunchWatch(std::shared_ptr<CapturedJob> job) : job_(std::move(job)) {}
+  ~GraphLaunchWatch() override { launchEnded(*job_->lanes); }
+
+  bool poll() override {
+    CapturedLanes& l = *job_->lanes;
+    if (job_->released.load()) return false;  // no launch is left, nor will one come
+    const uint64_t launch = __atomic_load_n(l.launchCount, __ATOMIC_ACQUIRE);
+    if (launch != seen_) {
+      seen_ = launch;
+      current_.reset();
+      if (communicatorsLive()) {
+        if (!l.running.exchange(true)) addOutstandingKernels(1);
+        current_ = l.watchOf(launch, job_);
+      }
+    }
+    if (current_ && !current_->poll()) current_.reset();
+    return true;
+  }
+
+ private:
+  bool communicatorsLive() const {
+    if (!job_->port->open()) return false;
+    for (const auto& other : job_->otherPorts)
+      if (!other->open()) return false;
+    return true;
+  }
+  std::shared_ptr<CapturedJob> job_;
+  uint64_t seen_ = 0;  // the launches counted when the watch last looked
+  std::unique_ptr<lanes::BeaconWatch> current_;
+};
+
+// The job of a launch a CUDA graph captures: its image in pinned memory and
+// its device block, both the graph's, its beacons (the lanes', the failure
+// word's, the launch count's) for the graph's life, and how the watch of each
+// launch of the graph is made. The first communicator's proxy adopts it (and
+// frees its memory once the graph is gone); the others keep it too.
+Result captureJob(const std::vector<CommLaunch*>& group, cudaGraph_t graph, ImageOfLaunch* im,
+                  std::shared_ptr<CapturedJob>* out) {
+  DeviceProxy* first = group.front()->proxy;
+  std::shared_ptr<BeaconLease> beacons;
+  if (!first->beacons().take(im->nlanes + 2, &beacons))
+    return fail(ncclInternalError, "rank %d: a CUDA graph captures a plan kernel of %u lanes, but fewer than %u "
+                "lane beacons are free (BRAID_LANE_BEACONS=%zu; a captured launch holds its beacons as long as its "
+                "graph exists): raise BRAID_LANE_BEACONS, or destroy the graphs no longer used",
+                group.front()->comm->rank, im->nlanes, im->nlanes + 2, first->beacons().capacity());
+  setBeacons(first, beacons.get(), im);
+  sizeImage(group, im);
+  auto job = std::make_shared<CapturedJob>();
+  job->lanes = std::make_unique<CapturedLanes>();
+  CapturedLanes& l = *job->lanes;
+  const size_t from = beacons->range().first;
+  l.owner = first;
+  l.beacons = beacons;
+  l.firstBeacon = static_cast<executor::LaneBeacon*>(first->beacons().at(from));
+  l.zeroedWords = uint32_t((im->nlanes + 1) * sizeof(executor::LaneBeacon) / sizeof(uint64_t));
+  l.launchCount = static_cast<uint64_t*>(first->beacons().at(from + im->nlanes + 1));
+  const uint64_t* count = l.launchCount;
+  CapturedLanes* state = &l;  // lives as long as the job, which every watch keeps
+  l.watchOf = [state, count, w = watchedLaunchOf(group, *beacons)](uint64_t launch, std::shared_ptr<const void> keep) {
+    lanes::WatchedReplay r;
+    r.current = [count, launch] { return __atomic_load_n(count, __ATOMIC_ACQUIRE) == launch; };
+    r.ended = [state] { launchEnded(*state); };
+    return watchOf(w, std::move(keep), std::move(r));
+  };
+  for (size_t p = 1; p < group.size(); ++p) job->otherPorts.push_back(group[p]->proxy->launchPort());
+  PinnedBlock staging;
+  BRAID_TRY(first->stagingBlock(im->imageBytes, &staging));
+  job->blocks.push_back(staging);
+  if (const cudaError_t err = cudaMalloc(&l.block, im->blockBytes()); err != cudaSuccess) {
+    first->pool().release(staging);
+    return cudaFailure("cudaMalloc", err);
+  }
+  l.blockBytes = im->blockBytes();
+  // From here the proxies own the memory (released at once if the graph
+  // cannot take the job).
+  for (size_t p = 1; p < group.size(); ++p) group[p]->proxy->shareCaptured(job);
+  BRAID_TRY(first->adoptCaptured(job, graph));
+  *out = std::move(job);
+  return Result::success();
+}
+
+}  // namespace
+
+// A launch in a graph being captured (BRAID_GRAPH_ENGINE=kernels): the image
+// is written once, and each launch of the graph copies it into the graph's
+// device block (every pointer in it was written for that block; the FIFO
+// positions are the Ports', in device memory, so each launch continues where
+// the last kernel stopped), counts itself for its watch and zeroes the
+// beacons (the launch-mark kernel), then runs the plan kernel: no host
+// function in the graph. Nothing orders it after the communicators' other
+// kernels: the graph's launches are in the user's stream order, as NCCL's are.
+Result captureOnDevice(const Launch& launch, const std::vector<CommLaunch*>& group, cudaGraph_t graph) {
+  DeviceProxy* first = group.front()->proxy;
+  const cudaStream_t stream = static_cast<cudaStream_t>(const_cast<void*>(launch.stream));
+  DeviceGuard guard(first->device());
+  BRAID_TRY(guard.status());
+  first->reclaim();
+  ImageOfLaunch im = imageOf(group);
+  std::shared_ptr<CapturedJob> job;
+  BRAID_TRY(captureJob(group, graph, &im, &job));
+  char* block = static_cast<char*>(job->lanes->block);
+  BRAID_TRY(joinStreams(first->events(), stream, launch.joined));
+  BRAID_TRY(writeImage(group, block, job->blocks.front(), &im, stream));
+  const CapturedLanes& l = *job->lanes;
+  BRAID_TRY(kernels::launchMarkLaunch(l.launchCount, reinterpret_cast<volatile uint64_t*>(l.firstBeacon),
+                                      l.zeroedWords, stream));
+  BRAID_TRY(executor::launchPlanLanes(reinterpret_cast<executor::LaneExec*>(block), im.nlanes, kThreadsPerLane,
+                                      nullptr, im.anyFp8, stream));
+  SharedEvent done;
+  BRAID_TRY(first->events().record(stream, &done));
+  BRAID_TRY(releaseStreams(*done, launch.joined));
+  first->watch().add(std::make_unique<GraphLaunchWatch>(std::move(job)));
+  return Result::success();
+}
+
+}  // namespace braid::device
