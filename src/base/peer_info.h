@@ -36,6 +36,11 @@ struct PeerInfo {
 // hosts (the several-hosts tests rely on it).
 uint64_t localHostHash();
 
+// Two ranks of one process (processId is unique per process on its host).
+inline bool sameProcess(const PeerInfo& a, const PeerInfo& b) {
+  return a.hostHash == b.hostHash && a.processId == b.processId;
+}
+
 PeerInfo makeLocalPeerInfo(int rank, int cudaDev, const sockaddr_storage& tcpAddr);
 
 }  // namespace braid

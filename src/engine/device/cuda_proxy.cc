@@ -66,7 +66,7 @@ bool hasRankInThisProcess(const ncclComm& comm) {
   if (comm.rank < 0 || size_t(comm.rank) >= comm.peers.size()) return true;
   const PeerInfo& me = comm.peers[size_t(comm.rank)];
   for (const PeerInfo& p : comm.peers)
-    if (p.rank != me.rank && p.hostHash == me.hostHash && p.processId == me.processId) return true;
+    if (p.rank != me.rank && sameProcess(p, me)) return true;
   return false;
 }
 

@@ -46,7 +46,6 @@ Result createFifo(transports::FifoMemoryProvider& provider, const executor::Fifo
       layout.totalBytes, [&](char* image) { executor::initFifoImage(image, layout, 0); }, out);
 }
 
-bool sameProcess(const PeerInfo& a, const PeerInfo& b) { return a.processId == b.processId; }
 bool sameShm(const PeerInfo& a, const PeerInfo& b) {
   return a.hostHash == b.hostHash && a.shmDomain == b.shmDomain;
 }
