@@ -64,6 +64,11 @@ Result makeCommSettings(const ncclConfig_t* config, engine::CommSettings* out) {
     return fail(ncclInvalidArgument, "BRAID_GRAPH_ENGINE=%s: expected staged (the default) or kernels",
                 graphEngine.c_str());
   s.graphKernels = graphEngine == "kernels";
+  const std::string hostsEngine = envString("BRAID_MULTIHOST_ENGINE", "staged");
+  if (hostsEngine != "staged" && hostsEngine != "kernels")
+    return fail(ncclInvalidArgument, "BRAID_MULTIHOST_ENGINE=%s: expected staged (the default) or kernels",
+                hostsEngine.c_str());
+  s.bridgedKernels = hostsEngine == "kernels";
   s.launchesBlock = envInt("CUDA_LAUNCH_BLOCKING", 0) != 0;
   s.reproducible = envInt("BRAID_REPRODUCIBLE", 0) != 0;
   BRAID_TRY(wireTypeFromEnv(&s.wireType));

@@ -58,6 +58,12 @@ struct CommSettings {
   // the graph watched (engine/device/cuda_lane_launch.cc); staged (the
   // default until tests/gpu/run.sh has passed it on a GPU): staged.
   bool graphKernels = false;
+  // BRAID_MULTIHOST_ENGINE=kernels: communicators with ranks on other hosts
+  // run their device calls as plan kernels too, FIFOs with those ranks in
+  // mapped pinned memory and bridged over the network by a pump thread
+  // (engine/lanes/bridge_pump.h); staged (the default until tests/gpu/run.sh
+  // has passed it on a GPU): staged.
+  bool bridgedKernels = false;
   // CUDA_LAUNCH_BLOCKING=1 (CUDA's own variable): a launch returns only once
   // its kernel ended, so nothing a kernel waits for may come after a launch
   // in the launching thread, nor from a CUDA call of another thread.

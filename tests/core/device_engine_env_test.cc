@@ -26,6 +26,7 @@ TEST(DeviceEngineEnv, DefaultsAreKernelsOutsideGraphsAndStagedInGraphs) {
   ASSERT_TRUE(core::makeCommSettings(nullptr, &s).ok());
   EXPECT_TRUE(s.deviceKernels);
   EXPECT_FALSE(s.graphKernels);
+  EXPECT_FALSE(s.bridgedKernels);
 }
 
 TEST(DeviceEngineEnv, EachWordSetsItsEngine) {
@@ -38,10 +39,14 @@ TEST(DeviceEngineEnv, EachWordSetsItsEngine) {
   EXPECT_TRUE(r.ok()) << r.message();
   EXPECT_FALSE(settingsWith("BRAID_GRAPH_ENGINE", "staged", &r).graphKernels);
   EXPECT_TRUE(r.ok()) << r.message();
+  EXPECT_TRUE(settingsWith("BRAID_MULTIHOST_ENGINE", "kernels", &r).bridgedKernels);
+  EXPECT_TRUE(r.ok()) << r.message();
+  EXPECT_FALSE(settingsWith("BRAID_MULTIHOST_ENGINE", "staged", &r).bridgedKernels);
+  EXPECT_TRUE(r.ok()) << r.message();
 }
 
 TEST(DeviceEngineEnv, OtherWordsAreRefusedWithTheChoices) {
-  for (const char* name : {"BRAID_DEVICE_ENGINE", "BRAID_GRAPH_ENGINE"})
+  for (const char* name : {"BRAID_DEVICE_ENGINE", "BRAID_GRAPH_ENGINE", "BRAID_MULTIHOST_ENGINE"})
     for (const char* word : {"kernel", "Kernels", "graphs", "1"}) {
       Result r;
       (void)settingsWith(name, word, &r);

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -40,9 +41,33 @@ uint32_t emulatedThreads(uint32_t requested) {
   return uint32_t(std::max(1L, std::min<long>({n, long(requested), 8L})));
 }
 
+// Whether a FIFO end's Port and memory are where a GPU can address them
+// (device memory, mapped pinned memory): a FIFO in pageable host memory would
+// fault on the device.
+bool portAddressable(const executor::Port* port) {
+  if (!fakecuda::deviceAddressable(port, sizeof(*port))) return false;
+  const executor::FifoView& f = port->fifo;
+  return fakecuda::deviceAddressable(f.head, 8) && fakecuda::deviceAddressable(f.tail, 8) &&
+         (f.sizes == nullptr || fakecuda::deviceAddressable(f.sizes, 8 * size_t(f.nslots))) &&
+         fakecuda::deviceAddressable(f.slots, f.slotStride * f.nslots);
+}
+
+// A lane whose FIFO the device cannot address: the GPU's illegal-address
+// fault, which ends the process's CUDA context; here, the process.
+void checkLanePorts(const executor::LaneExec& lane, uint32_t b) {
+  for (uint32_t i = 0; i < lane.nsendPorts + lane.nrecvPorts; ++i) {
+    const executor::Port* port = i < lane.nsendPorts ? lane.sendPorts[i] : lane.recvPorts[i - lane.nsendPorts];
+    if (port == nullptr || portAddressable(port)) continue;
+    fprintf(stderr, "fakecuda: plan kernel lane %u: its FIFO %s port %u is not in memory the device can address "
+            "(an illegal address on a GPU)\n", b, i < lane.nsendPorts ? "send" : "receive", i);
+    std::abort();
+  }
+}
+
 // The kernel body: every lane a block of `threads` host threads, all started
 // before any is joined (they spin on each other).
 void runLanes(executor::LaneExec* lanes, uint32_t nlanes, uint32_t threads, int32_t* statuses) {
+  for (uint32_t b = 0; b < nlanes; ++b) checkLanePorts(lanes[b], b);
   std::vector<std::unique_ptr<emulation::BlockShared>> blocks;
   std::vector<std::thread> workers;
   workers.reserve(size_t(nlanes) * threads);

@@ -70,7 +70,8 @@ Result proxyFor(ncclComm* comm, int device, DeviceProxy** out) {
                  comm->timeSlicedGpu.c_str());
     BRAID_INFO(kLogInit, "rank %d: device calls on CUDA device %d (%s)", comm->rank, device,
                comm->settings.deviceKernels && comm->timeSlicedGpu.empty()
-                   ? "plan kernels where every rank is on this host, else staged"
+                   ? (comm->settings.bridgedKernels ? "plan kernels, FIFOs with other hosts bridged"
+                                                    : "plan kernels where every rank is on this host, else staged")
                    : "staged through pinned host memory");
   }
   if (comm->deviceProxy->device() != device)
@@ -473,19 +474,27 @@ Result submitDeviceGroup(const std::vector<engine::Task>& tasks, const StagedRun
   bool kernels = std::all_of(tasks.begin(), tasks.end(), [](const engine::Task& t) {
     return t.comm->settings.deviceKernels && t.comm->timeSlicedGpu.empty() && t.wire != reduce::WireType::Fixed64;
   });
-  kernels = kernels && lanes::lanesShareMemoryWithEveryPeer(tasks);
+  // Ranks on other hosts: plan kernels under BRAID_MULTIHOST_ENGINE=kernels.
+  const bool oneHost = lanes::lanesShareMemoryWithEveryPeer(tasks);
+  kernels = kernels && (oneHost || std::all_of(tasks.begin(), tasks.end(), [](const engine::Task& t) {
+              return t.comm->settings.bridgedKernels;
+            }));
   // A captured group runs as plan kernels under BRAID_GRAPH_ENGINE=kernels
-  // when one capture takes all of it (its launches join its streams); else
-  // it is staged, which graphs replay.
+  // when one capture takes all of it (its launches join its streams) and
+  // every rank is on this host (a graph's launches happen without braid, so
+  // nothing would start the pump of FIFOs bridged to other hosts); else it
+  // is staged, which graphs replay.
   GroupCapture capture;
   if (kernels) BRAID_TRY(groupCaptureOf(tasks, &capture));
   const bool graphKernels = std::all_of(tasks.begin(), tasks.end(),
                                         [](const engine::Task& t) { return t.comm->settings.graphKernels; });
-  if (capture.any && (!graphKernels || !capture.whole))
+  if (capture.any && (!graphKernels || !capture.whole || !oneHost))
     BRAID_INFO(kLogColl, "rank %d: a CUDA graph captures this group's device calls: staged through pinned host "
                "memory (%s)", tasks.front().comm->rank,
-               graphKernels ? "its streams are not all in one capture" : "BRAID_GRAPH_ENGINE=staged");
-  if (kernels && (!capture.any || (graphKernels && capture.whole))) return launchDeviceLanes(tasks);
+               !graphKernels     ? "BRAID_GRAPH_ENGINE=staged"
+               : !capture.whole ? "its streams are not all in one capture"
+                                : "its ranks span hosts");
+  if (kernels && (!capture.any || (graphKernels && capture.whole && oneHost))) return launchDeviceLanes(tasks);
   // Pinned allocations and event queries below are no stream work: they must
   // not fail (nor invalidate) a graph capture of this thread or another.
   CaptureModeRelaxed relaxed;

@@ -4,11 +4,13 @@
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <mutex>
 
 #include "base/cuda_quiet_free.h"
 #include "base/cuda_util.h"
 #include "base/log.h"
 #include "engine/comm.h"
+#include "engine/connect.h"
 #include "engine/device/cuda_capture.h"
 #include "engine/device/cuda_device_path.h"
 #include "engine/device/cuda_lane_capture.h"
@@ -73,7 +75,9 @@ void findPeerAccess(std::vector<CommLaunch>& comms) {
 }
 
 // Makes the FIFOs: every communicator offers before any accepts, as one
-// thread may drive every rank (ncclCommInitAll).
+// thread may drive every rank (ncclCommInitAll); then the connections of
+// FIFOs with ranks on other hosts, for every communicator at once, and
+// those FIFOs (bridged: lanes/port_table.h).
 Result connect(std::vector<CommLaunch>& comms) {
   for (CommLaunch& c : comms) {
     if (!c.needsConnect()) continue;
@@ -81,14 +85,62 @@ Result connect(std::vector<CommLaunch>& comms) {
     BRAID_TRY(guard.status());
     BRAID_TRY(c.proxy->lanePorts().offer(c.comm, lanes::portsOf(c.cp().program), lanes::limitsOf(c.comm)));
   }
+  std::vector<engine::ConnectionNeed> needs;
   for (CommLaunch& c : comms) {
     if (!c.needsConnect()) continue;
     DeviceGuard guard(c.proxy->device());
     BRAID_TRY(guard.status());
     BRAID_TRY(c.proxy->lanePorts().accept(c.comm, lanes::portsOf(c.cp().program), lanes::limitsOf(c.comm)));
+    const auto more = c.proxy->lanePorts().bridgeNeeds(c.comm, lanes::portsOf(c.cp().program));
+    needs.insert(needs.end(), more.begin(), more.end());
+  }
+  if (!needs.empty()) BRAID_TRY(engine::connectAll(needs));
+  for (CommLaunch& c : comms) {
+    if (!c.needsConnect()) continue;
+    DeviceGuard guard(c.proxy->device());
+    BRAID_TRY(guard.status());
+    BRAID_TRY(c.proxy->lanePorts().attachBridged(c.comm, lanes::portsOf(c.cp().program), lanes::limitsOf(c.comm)));
     if (c.cached) c.cached->connected = true;
   }
   return Result::success();
+}
+
+// A launch's end as the bridge pumps of its communicators see it
+// (lanes/bridge_pump.h): running until its end event is recorded and
+// reached; ended at once if it never launched.
+class LaunchEnd {
+ public:
+  void settle(SharedEvent done) {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = std::move(done);
+    settled_ = true;
+  }
+  bool ended() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!settled_) return false;
+    if (!done_) return true;
+    const cudaError_t err = cudaEventQuery(done_->get());
+    if (err == cudaErrorNotReady) return false;
+    if (err != cudaSuccess) cudaGetLastError();  // the launch's own checks report it
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  SharedEvent done_;
+  bool settled_ = false;
+};
+
+// Has the group's bridges pumped from now until the launch ends.
+std::shared_ptr<LaunchEnd> pumpBridges(const std::vector<CommLaunch*>& group) {
+  std::shared_ptr<LaunchEnd> end;
+  for (const CommLaunch* c : group) {
+    lanes::BridgePump* pump = c->proxy->bridgePump();
+    if (pump == nullptr) continue;
+    if (!end) end = std::make_shared<LaunchEnd>();
+    pump->add([end] { return end->ended(); });
+  }
+  return end;
 }
 
 // After an unwatched kernel (no beacons were free): the worst status a lane of
@@ -175,6 +227,9 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   // A watch whose kernel never starts stays idle until the communicator goes.
   const bool watchFirst = r.ok() && beacons && first->comm()->settings.launchesBlock;
   if (watchFirst) watchLaunch(group, beacons);
+  // Messages with other hosts move while the kernel runs (and, under
+  // CUDA_LAUNCH_BLOCKING=1, while its launch blocks).
+  const std::shared_ptr<LaunchEnd> bridged = r.ok() ? pumpBridges(group) : nullptr;
   if (r.ok())
     r = executor::launchPlanLanes(reinterpret_cast<executor::LaneExec*>(block), im.nlanes, kThreadsPerLane, nullptr,
                                   im.anyFp8, stream);
@@ -197,6 +252,7 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   const Result recorded = first->events().record(stream, &done);
   if (r.ok()) r = recorded;
   if (kept && done) kept->done = done;
+  if (bridged) bridged->settle(done);  // no event: the launch failed first
   if (r.ok())
     for (const CommLaunch* c : group) c->proxy->noteLaneKernel(stream, done);
   if (r.ok()) r = releaseStreams(*done, launch.joined);

@@ -4,6 +4,7 @@
 
 #include "base/cuda_quiet_free.h"
 #include "base/cuda_util.h"
+#include "transports/p2p/mapped_host_fifo.h"
 #include "transports/p2p/p2p_fifo_memory.h"
 
 namespace braid::device {
@@ -18,7 +19,9 @@ constexpr size_t kPortsPerSlab = 256;
 
 class CudaLaneMemory : public lanes::LaneMemory {
  public:
-  explicit CudaLaneMemory(int device) : device_(device), fifos_(p2p::makeCudaFifoProvider(device)) {}
+  explicit CudaLaneMemory(int device) : device_(device), fifos_(p2p::makeCudaFifoProvider(device)) {
+    (void)p2p::makeMappedHostFifoProvider(0, &mapped_);  // no reserve: cannot fail
+  }
   ~CudaLaneMemory() override {
     for (void* p : slabs_) freeDeviceWhenQuiet(p, device_);
   }
@@ -30,10 +33,19 @@ class CudaLaneMemory : public lanes::LaneMemory {
   transports::FifoMemoryProvider& provider(bool sameProcess) override {
     return sameProcess && arena_ ? *arena_ : *fifos_;
   }
+  // A peer on another host: its FIFO is bridged through mapped pinned memory.
+  transports::FifoMemoryProvider& bridgedProvider() override { return *mapped_; }
+  // Past the host lanes' bridge channels (64 to 191).
+  int bridgeChannelOffset() const override { return 256; }
   // CUDA IPC reaches every GPU of the host, whatever NCCL_SHM_DISABLE says.
-  bool reaches(ncclComm* comm, int) const override { return lanes::PortTable::reachable(comm); }
+  bool reaches(ncclComm* comm, int peer) const override { return lanes::PortTable::sharesHostWith(comm, peer); }
 
   Result reserveFifos(uint64_t bytes) { return p2p::makeCudaArenaFifoProvider(device_, bytes, &arena_); }
+  Result reserveBridged(uint64_t bytes) {
+    const DeviceGuard guard(device_);
+    BRAID_TRY(guard.status());
+    return p2p::makeMappedHostFifoProvider(bytes, &mapped_);
+  }
 
   // A slab of Ports, so that the first ones need no allocation.
   Result addSlab() {
@@ -64,6 +76,7 @@ class CudaLaneMemory : public lanes::LaneMemory {
   int device_;
   std::unique_ptr<transports::FifoMemoryProvider> fifos_;
   std::unique_ptr<transports::FifoMemoryProvider> arena_;  // FIFOs for peers in this process
+  std::unique_ptr<transports::FifoMemoryProvider> mapped_;  // bridged FIFOs
   std::vector<void*> slabs_;
   size_t used_ = 0;  // Ports taken from the last slab
 };
@@ -72,10 +85,12 @@ class CudaLaneMemory : public lanes::LaneMemory {
 
 std::unique_ptr<lanes::LaneMemory> makeCudaLaneMemory(int device) { return std::make_unique<CudaLaneMemory>(device); }
 
-Result makeReservedCudaLaneMemory(int device, size_t arenaBytes, std::unique_ptr<lanes::LaneMemory>* out) {
+Result makeReservedCudaLaneMemory(int device, size_t arenaBytes, size_t bridgedBytes,
+                                  std::unique_ptr<lanes::LaneMemory>* out) {
   auto memory = std::make_unique<CudaLaneMemory>(device);
   BRAID_TRY(memory->addSlab());
   BRAID_TRY(memory->reserveFifos(arenaBytes));
+  if (bridgedBytes > 0) BRAID_TRY(memory->reserveBridged(bridgedBytes));
   *out = std::move(memory);
   return Result::success();
 }

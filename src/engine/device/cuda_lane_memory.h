@@ -1,5 +1,6 @@
 // Where the lanes of a CUDA kernel keep their FIFOs and Ports: device memory
-// of one GPU (FIFOs from transports/p2p, shared by pointer or CUDA IPC).
+// of one GPU (FIFOs from transports/p2p, shared by pointer or CUDA IPC), and
+// mapped pinned memory for FIFOs bridged to ranks on other hosts.
 // CUDA builds only.
 #pragma once
 
@@ -12,10 +13,13 @@ namespace braid::device {
 
 std::unique_ptr<lanes::LaneMemory> makeCudaLaneMemory(int device);
 
-// The same with its first slab of Ports and an arena of `arenaBytes` for the
-// FIFOs of peers in this process (CommSettings::deviceFifoArenaBytes)
+// The same with its first slab of Ports, an arena of `arenaBytes` for the
+// FIFOs of peers in this process and a reserve of `bridgedBytes` of mapped
+// pinned memory for bridged FIFOs (CommSettings::deviceFifoArenaBytes)
 // allocated now: made with the communicator, before any launch (a cudaMalloc
-// when a peer's kernel may already wait could hold the device).
-Result makeReservedCudaLaneMemory(int device, size_t arenaBytes, std::unique_ptr<lanes::LaneMemory>* out);
+// or cudaHostAlloc when a peer's kernel may already wait could hold the
+// device).
+Result makeReservedCudaLaneMemory(int device, size_t arenaBytes, size_t bridgedBytes,
+                                  std::unique_ptr<lanes::LaneMemory>* out);
 
 }  // namespace braid::device

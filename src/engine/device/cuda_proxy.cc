@@ -164,7 +164,13 @@ Result DeviceProxy::start() {
     // shared by CUDA IPC, one allocation each): a rank alone in its process
     // makes none.
     const size_t arena = hasRankInThisProcess(*comm_) ? comm_->settings.deviceFifoArenaBytes : 0;
-    BRAID_TRY(makeReservedCudaLaneMemory(device_, arena, &memory));
+    // FIFOs with other hosts are bridged through mapped pinned memory
+    // (BRAID_MULTIHOST_ENGINE=kernels): a reserve of the same size where
+    // some rank is on another host.
+    const size_t bridged = comm_->settings.bridgedKernels && !lanes::PortTable::reachable(comm_)
+                               ? comm_->settings.deviceFifoArenaBytes
+                               : 0;
+    BRAID_TRY(makeReservedCudaLaneMemory(device_, arena, bridged, &memory));
     lanePorts_ = std::make_unique<lanes::PortTable>(std::move(memory));
     BRAID_TRY(launchCache_->start());
   }
@@ -184,6 +190,9 @@ DeviceProxy::~DeviceProxy() {
   if (thread_.joinable()) thread_.join();
   DeviceGuard guard(device_);
   const bool streamsDone = waitInflight();
+  // What the kernels posted to other hosts leaves now, unless aborted.
+  if (bridgePump_ && words_.aborted()) bridgePump_->drop();
+  bridgePump_.reset();
   if (streamsDone) launchCache_->release();  // else a kernel may still use its blocks
   std::lock_guard<std::mutex> lock(inflightMu_);
   // Every launch that was submitted has run: only graphs that still exist keep
@@ -246,6 +255,12 @@ void DeviceProxy::drain() {
 lanes::PortTable& DeviceProxy::lanePorts() {
   if (!lanePorts_) lanePorts_ = std::make_unique<lanes::PortTable>(makeCudaLaneMemory(device_));
   return *lanePorts_;
+}
+
+lanes::BridgePump* DeviceProxy::bridgePump() {
+  if (!bridgePump_ && lanePorts_ && lanePorts_->bridge())
+    bridgePump_ = std::make_unique<lanes::BridgePump>(lanePorts_->bridge());
+  return bridgePump_.get();
 }
 
 Result DeviceProxy::orderLaneKernel(cudaStream_t stream) {

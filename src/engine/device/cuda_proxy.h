@@ -23,6 +23,7 @@
 #include "engine/device/cuda_staging.h"
 #include "engine/device/device.h"
 #include "engine/lanes/beacon_watch.h"
+#include "engine/lanes/bridge_pump.h"
 #include "engine/lanes/port_table.h"
 #include "engine/task.h"
 
@@ -216,6 +217,9 @@ class DeviceProxy {
   // another stream than the previous one first waits for it, since both use
   // the same FIFOs and Ports.
   lanes::PortTable& lanePorts();
+  // The thread that pumps those FIFOs' network bridge while plan kernels run
+  // (lanes/bridge_pump.h); null while no FIFO is bridged.
+  lanes::BridgePump* bridgePump();
   // BRAID_DEVICE_ENGINE=kernels: this communicator's launches kept per shape.
   LaunchCache& launchCache() { return *launchCache_; }
   Result orderLaneKernel(cudaStream_t stream);
@@ -260,6 +264,7 @@ class DeviceProxy {
   std::vector<InflightJob> inflight_;
   std::vector<std::shared_ptr<CapturedJob>> captured_;
   std::unique_ptr<lanes::PortTable> lanePorts_;
+  std::unique_ptr<lanes::BridgePump> bridgePump_;  // after lanePorts_: stopped before its bridge goes
   std::unique_ptr<LaunchCache> launchCache_;
   EventPool events_;
   SharedEvent laneKernelDone_;  // null before the first plan kernel

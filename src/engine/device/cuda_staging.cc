@@ -131,6 +131,8 @@ void MappedWords::setAbort() {
   if (host_) __atomic_store_n(&host_->abort, 1u, __ATOMIC_SEQ_CST);
 }
 
+bool MappedWords::aborted() const { return host_ && __atomic_load_n(&host_->abort, __ATOMIC_SEQ_CST) != 0; }
+
 namespace {
 
 constexpr size_t kSlotChunkBytes = 4096;

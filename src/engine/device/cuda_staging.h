@@ -68,6 +68,7 @@ class MappedWords {
   void publishLaunch(uint64_t ticket);
   uint64_t launchPublished() const;  // the host's view
   void setAbort();
+  bool aborted() const;
   // The worst status a device lane ended with since the last take (0: none);
   // plan kernels raise it (BRAID_DEVICE_ENGINE=kernels).
   uint32_t takeLaneFailure() const;

@@ -71,8 +71,8 @@ class Bridges {
   // A send that failed: the peer it went to is lost (told to the others).
   lanes::Stop failure() const {
     for (const Entry& e : list_)
-      if (!e.bridge->error().ok())
-        return {Result(e.bridge->error()).context("rank " + std::to_string(e.comm->rank)), e.comm, -1, true};
+      if (Result error = e.bridge->error(); !error.ok())
+        return {error.context("rank " + std::to_string(e.comm->rank)), e.comm, -1, true};
     return {};
   }
 

@@ -275,9 +275,13 @@ Stop LaneWatchdog::check() {
     ncclComm* comm = c->comm;
     Result lost;
     int peer = -1;
-    if (const NetBridge* bridge = c->ports->bridge())
+    // A failed send (plan kernels: their bridge's pump cannot say it), then
+    // a closed connection a lane waits on.
+    if (const NetBridge* bridge = c->ports->bridge()) {
+      lost = bridge->error();
       for (auto& [p, why] : bridge->closedReceivers())
         if (lost.ok() && waitedOn(comm, p)) lost = why, peer = p;
+    }
     // A process that is gone matters only where its FIFO is in shared memory:
     // a bridged one may still hold what it sent before it exited (in the
     // socket), and the bridge reports the closed connection once that is

@@ -15,14 +15,22 @@ transports::SlotMemory slotsOf(const executor::FifoView& f) {
 }  // namespace
 
 void NetBridge::addSend(const executor::FifoView& fifo, transports::SendConnection* conn, int peer) {
+  std::lock_guard<std::mutex> lock(mu_);
   sends_.push_back({fifo, conn, peer, conn->useSlots(slotsOf(fifo)), 0, 0});
 }
 
 void NetBridge::addRecv(const executor::FifoView& fifo, transports::RecvConnection* conn, int peer) {
+  std::lock_guard<std::mutex> lock(mu_);
   recvs_.push_back({fifo, conn, peer, conn->useSlots(slotsOf(fifo)), 0, 0, Result()});
 }
 
+Result NetBridge::error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
 std::vector<std::pair<int, Result>> NetBridge::closedReceivers() const {
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::pair<int, Result>> out;
   for (const RecvHalf& h : recvs_)
     if (!h.closed.ok()) out.push_back({h.peer, h.closed});
@@ -30,6 +38,7 @@ std::vector<std::pair<int, Result>> NetBridge::closedReceivers() const {
 }
 
 bool NetBridge::flushed() const {
+  std::lock_guard<std::mutex> lock(mu_);
   for (const SendHalf& h : sends_)
     if (executor::loadAcquire(h.fifo.head) != h.forwarded || !h.conn->flushed()) return false;
   return true;
@@ -42,6 +51,7 @@ bool NetBridge::among(const uint64_t* head, const std::vector<const uint64_t*>& 
 }
 
 bool NetBridge::pump(bool readSockets, const std::vector<const uint64_t*>& awaited) {
+  std::lock_guard<std::mutex> lock(mu_);
   if (!error_.ok()) return false;
   bool moved = false;
   // Each half moves all it can: a burst of slots goes out in one pass.

@@ -7,10 +7,14 @@
 // receives into the FIFO's slots in place, so a message is never copied.
 // The host runner pumps it on the thread that runs the group, between its
 // lanes' turns, as the network progress of that group: no thread of its own,
-// so a message crosses no thread hand-off.
+// so a message crosses no thread hand-off. Plan kernels, whose lanes run on
+// the GPU, have it pumped by a thread of its own (bridge_pump.h) while the
+// watch thread reads its errors and a later group adds FIFOs: every member
+// takes the bridge's lock (uncontended on the host runner's thread).
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,7 +42,7 @@ class NetBridge {
   bool flushed() const;
   // Why the bridge stopped moving messages (success while it works): a
   // failure to send.
-  const Result& error() const { return error_; }
+  Result error() const;
   // Receiving halves whose connection closed or failed, and why: a peer that
   // finished closes its connections, so this is an error only for a lane that
   // still waits on the FIFO (the runner's watchdog decides).
@@ -69,6 +73,7 @@ class NetBridge {
   bool deliverNext(RecvHalf& h);
   bool deliver(RecvHalf& h, const void* data, size_t bytes, uint32_t mark);
 
+  mutable std::mutex mu_;
   std::vector<SendHalf> sends_;
   std::vector<RecvHalf> recvs_;
   Result error_;

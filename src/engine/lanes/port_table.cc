@@ -16,6 +16,7 @@ namespace {
 class HostLaneMemory : public LaneMemory {
  public:
   transports::FifoMemoryProvider& provider(bool sameProcess) override { return sameProcess ? *heap_ : *shm_; }
+  transports::FifoMemoryProvider& bridgedProvider() override { return *heap_; }
   Result makePort(const executor::FifoView& fifo, executor::Port** out) override {
     ports_.emplace_back();
     ports_.back().fifo = fifo;
@@ -72,10 +73,13 @@ const char* directionName(const PortKey& key) { return key.send ? "to" : "from";
 }  // namespace
 
 bool PortTable::reachable(const ncclComm* comm) {
-  const PeerInfo& self = comm->peers[size_t(comm->rank)];
   for (const PeerInfo& p : comm->peers)
-    if (!sameShm(self, p)) return false;
+    if (!sharesHostWith(comm, p.rank)) return false;
   return true;
+}
+
+bool PortTable::sharesHostWith(const ncclComm* comm, int peer) {
+  return sameShm(comm->peers[size_t(comm->rank)], comm->peers[size_t(peer)]);
 }
 
 transports::FifoMemoryProvider& PortTable::providerFor(const ncclComm* comm, int peer) const {
@@ -161,7 +165,7 @@ std::vector<engine::ConnectionNeed> PortTable::bridgeNeeds(ncclComm* comm, const
     if (isRemote(comm, k) && port(k) == nullptr) bridged.insert(bridgedKey(comm, k));
   std::vector<engine::ConnectionNeed> needs;
   for (const PortKey& b : bridged)
-    if (port(b) == nullptr) needs.push_back({comm, b.peer, bridgeChannel(b), b.send});
+    if (port(b) == nullptr) needs.push_back({comm, b.peer, bridgeChannel(b) + memory_->bridgeChannelOffset(), b.send});
   return needs;
 }
 
@@ -177,21 +181,22 @@ Result PortTable::attachBridged(ncclComm* comm, const std::vector<PortKey>& keys
 
 Result PortTable::bridge(ncclComm* comm, const PortKey& key, const LaneLimits& limits) {
   const executor::FifoLayout layout = layoutOf(comm, key, limits);
-  const engine::ConnectionKey ck{key.peer, bridgeChannel(key)};
+  const engine::ConnectionKey ck{key.peer, bridgeChannel(key) + memory_->bridgeChannelOffset()};
   if (key.send ? !comm->sendConns.count(ck) : !comm->recvConns.count(ck))
     return fail(ncclInternalError, "rank %d: no connection for the lane FIFO %s rank %d", comm->rank,
                 directionName(key), key.peer);
   Entry e;
-  // The bridge reads and writes it on the host: host memory.
-  BRAID_TRY(createFifo(memory_->provider(true), layout, &e.memory));
+  // The bridge reads and writes it on the host; the lanes use it too.
+  transports::FifoMemoryProvider& provider = memory_->bridgedProvider();
+  BRAID_TRY(createFifo(provider, layout, &e.memory));
   BRAID_TRY(memory_->makePort(executor::fifoViewAt(e.memory->base(), layout), &e.port));
   if (!bridge_) bridge_ = std::make_unique<NetBridge>();
   const executor::FifoView view = executor::fifoViewAt(e.memory->base(), layout);
   if (key.send) bridge_->addSend(view, comm->sendConns.at(ck).get(), key.peer);
   else bridge_->addRecv(view, comm->recvConns.at(ck).get(), key.peer);
   entries_[key] = std::move(e);
-  const std::string how =
-      std::string("bridged over ") + engine::selectTransport(comm, key.peer, true)->name() + ", bulk slots";
+  const std::string how = std::string("bridged over ") + engine::selectTransport(comm, key.peer, true)->name() +
+                          ", bulk slots in " + provider.name();
   logMade(comm, key, how.c_str());
   return Result::success();
 }

@@ -29,9 +29,16 @@ class LaneMemory {
   virtual ~LaneMemory() = default;
   // The provider of FIFOs shared with a peer in this process or another one.
   virtual transports::FifoMemoryProvider& provider(bool sameProcess) = 0;
+  // The provider of a bridged FIFO's memory (net_bridge.h), which the lanes
+  // and the bridge's host thread both address.
+  virtual transports::FifoMemoryProvider& bridgedProvider() = 0;
   // A Port (message count 0) for a FIFO end, in memory the lanes reach; it
   // lives as long as this object.
   virtual Result makePort(const executor::FifoView& fifo, executor::Port** out) = 0;
+  // Added to bridgeChannel: the connections of two tables of one
+  // communicator (host lanes, plan kernels) must never be the same ones, or
+  // two bridges would take each other's messages.
+  virtual int bridgeChannelOffset() const { return 0; }
   // Whether a FIFO with `peer` can live in memory both reach; else it is
   // bridged over the network (host threads: where the pair's transport
   // shares memory, so NCCL_SHM_DISABLE=1 sends it over TCP).
@@ -52,6 +59,8 @@ class PortTable {
   // (one host, one /dev/shm): the same answer on every rank. Others are
   // bridged over the network (net_bridge.h).
   static bool reachable(const ncclComm* comm);
+  // Whether `peer` is on this rank's host and /dev/shm.
+  static bool sharesHostWith(const ncclComm* comm, int peer);
 
   // Makes the FIFOs among `keys` with ranks of this host that do not exist
   // yet, in two phases: offer creates the memory of those this rank receives
@@ -71,7 +80,7 @@ class PortTable {
   // bridge.
   std::vector<engine::ConnectionNeed> bridgeNeeds(ncclComm* comm, const std::vector<PortKey>& keys) const;
   Result attachBridged(ncclComm* comm, const std::vector<PortKey>& keys, const LaneLimits& limits);
-  static int bridgeChannel(const PortKey& key);
+  static int bridgeChannel(const PortKey& key);  // of host lanes' tables; plus bridgeChannelOffset
   // The bridge of this communicator's FIFOs with other hosts (null when it
   // has none), pumped by the runner of each group.
   NetBridge* bridge() const { return bridge_.get(); }

@@ -1,0 +1,255 @@
+// Plan kernels of ranks on several hosts (BRAID_MULTIHOST_ENGINE=kernels): a
+// FIFO with a rank on another host lives in mapped pinned memory on each end,
+// and the communicator's bridge pump moves its messages over TCP while the
+// kernel runs (engine/lanes/bridge_pump.h); FIFOs within a host stay in
+// device memory. Each forked process is a host of its own (BRAID_HOSTID) with
+// its own fake device, under the recorder. The calls run as plan kernels,
+// not staged; a lost peer ends the others' kernels with an error naming it.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "braid.h"
+#include "common/log_dir.h"
+#include "common/mp_harness.h"
+#include "fakecuda.h"
+
+namespace {
+
+// A rank's value of element i: small integers, so every sum is exact.
+float valueOf(int rank, size_t i) { return float(rank + 1 + int(i % 7)); }
+
+float sumOf(int nranks, size_t i) {
+  float s = 0;
+  for (int r = 0; r < nranks; ++r) s += valueOf(r, i);
+  return s;
+}
+
+// On the rank's stream: a cudaMemcpy would wait for the other thread rank's
+// kernel, which waits for this rank's next call.
+std::vector<float> fromDevice(const float* d, size_t count, cudaStream_t stream) {
+  std::vector<float> h(count);
+  MP_CHECK(cudaMemcpyAsync(h.data(), d, count * sizeof(float), cudaMemcpyDeviceToHost, stream) == cudaSuccess,
+           "copy back");
+  MP_CHECK(cudaStreamSynchronize(stream) == cudaSuccess, "sync");
+  return h;
+}
+
+// Allreduce, allgather, reduce-scatter and broadcast of `count` floats per
+// rank on device buffers, then an allreduce on host buffers and one more on
+// device buffers, each checked.
+void collectives(ncclComm_t comm, int rank, int nranks, size_t count) {
+  cudaStream_t stream = nullptr;
+  MP_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess, "stream");
+  std::vector<float> mine(count * size_t(nranks));
+  for (size_t i = 0; i < mine.size(); ++i) mine[i] = valueOf(rank, i);
+  float* in = nullptr;
+  float* out = nullptr;
+  MP_CHECK(cudaMalloc(&in, mine.size() * sizeof(float)) == cudaSuccess, "cudaMalloc");
+  MP_CHECK(cudaMalloc(&out, mine.size() * sizeof(float)) == cudaSuccess, "cudaMalloc");
+  MP_CHECK(cudaMemcpyAsync(in, mine.data(), mine.size() * sizeof(float), cudaMemcpyHostToDevice, stream) ==
+               cudaSuccess,
+           "copy");
+
+  MP_NCCL_CHECK(ncclAllReduce(in, out, count, ncclFloat32, ncclSum, comm, stream));
+  std::vector<float> got = fromDevice(out, count, stream);
+  for (size_t i = 0; i < count; ++i)
+    MP_EXPECT(got[i] == sumOf(nranks, i), "rank %d allreduce of %zu: element %zu is %g, want %g", rank, count, i,
+              got[i], sumOf(nranks, i));
+
+  MP_NCCL_CHECK(ncclAllGather(in, out, count, ncclFloat32, comm, stream));
+  got = fromDevice(out, count * size_t(nranks), stream);
+  for (int r = 0; r < nranks; ++r)
+    for (size_t i = 0; i < count; ++i)
+      MP_EXPECT(got[size_t(r) * count + i] == valueOf(r, i), "rank %d allgather of %zu: rank %d's element %zu is %g",
+                rank, count, r, i, got[size_t(r) * count + i]);
+
+  MP_NCCL_CHECK(ncclReduceScatter(in, out, count, ncclFloat32, ncclSum, comm, stream));
+  got = fromDevice(out, count, stream);
+  for (size_t i = 0; i < count; ++i) {
+    const size_t at = size_t(rank) * count + i;
+    MP_EXPECT(got[i] == sumOf(nranks, at), "rank %d reduce-scatter of %zu: element %zu is %g, want %g", rank, count,
+              i, got[i], sumOf(nranks, at));
+  }
+
+  MP_NCCL_CHECK(ncclBroadcast(in, out, count, ncclFloat32, nranks - 1, comm, stream));
+  got = fromDevice(out, count, stream);
+  for (size_t i = 0; i < count; ++i)
+    MP_EXPECT(got[i] == valueOf(nranks - 1, i), "rank %d broadcast of %zu: element %zu is %g", rank, count, i, got[i]);
+
+  // A call on host buffers in between: the host lanes' bridge has
+  // connections of its own (shared ones would cross the two bridges' messages).
+  std::vector<float> hostSum(count);
+  MP_NCCL_CHECK(ncclAllReduce(mine.data(), hostSum.data(), count, ncclFloat32, ncclSum, comm, nullptr));
+  for (size_t i = 0; i < count; ++i)
+    MP_EXPECT(hostSum[i] == sumOf(nranks, i), "rank %d host allreduce of %zu: element %zu is %g", rank, count, i,
+              hostSum[i]);
+  MP_NCCL_CHECK(ncclAllReduce(in, out, count, ncclFloat32, ncclSum, comm, stream));
+  got = fromDevice(out, count, stream);
+  for (size_t i = 0; i < count; ++i)
+    MP_EXPECT(got[i] == sumOf(nranks, i), "rank %d allreduce after the host call: element %zu is %g", rank, i, got[i]);
+
+  ncclResult_t async = ncclSuccess;
+  MP_NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
+  MP_EXPECT(async == ncclSuccess, "rank %d: asynchronous error %d: %s", rank, int(async), ncclGetLastError(comm));
+  cudaFree(in);
+  cudaFree(out);
+  cudaStreamDestroy(stream);
+}
+
+mptest::RankOptions optionsLoggingTo(const std::string& dir) {
+  mptest::RankOptions o;
+  o.timeoutSeconds = 120;
+  o.env = {{"BRAID_DEVICE_ENGINE", "kernels"},
+           {"BRAID_MULTIHOST_ENGINE", "kernels"},
+           {"NCCL_DEBUG", "INFO"},
+           {"NCCL_DEBUG_SUBSYS", "INIT,COLL"},
+           {"NCCL_DEBUG_FILE", dir + "/rank.%p.log"}};
+  return o;
+}
+
+// The recorder's failures in this process (a child's gtest failure is not
+// the parent's): synchronising calls of braid's while a kernel was outstanding.
+size_t unexpectedViolations() {
+  size_t n = 0;
+  for (const fakecuda::Violation& v : fakecuda::violations()) n += !v.expected;
+  return n;
+}
+
+size_t countContaining(const std::vector<std::string>& lines, const std::string& what) {
+  size_t n = 0;
+  for (const std::string& l : lines) n += l.find(what) != std::string::npos;
+  return n;
+}
+
+std::string makeLogDir() {
+  char dir[] = "/tmp/braid_bridged_fifos_XXXXXX";
+  return mkdtemp(dir) != nullptr ? std::string(dir) : std::string();
+}
+
+// Three hosts of one rank each: every FIFO is bridged.
+TEST(BridgedDeviceFifos, RanksOnThreeHostsRunCollectivesAsPlanKernels) {
+  const std::string dir = makeLogDir();
+  ASSERT_FALSE(dir.empty());
+  mptest::runRanks(
+      3,
+      [](int rank, int nranks, const ncclUniqueId& id) {
+        setenv("BRAID_HOSTID", ("bridged-host-" + std::to_string(rank)).c_str(), 1);
+        MP_CHECK(cudaSetDevice(0) == cudaSuccess, "cudaSetDevice");
+        ncclComm_t comm = nullptr;
+        MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+        for (size_t count : {size_t(1), size_t(4099), size_t(300000)}) collectives(comm, rank, nranks, count);
+        // Plan kernels ran in this process (a staged call launches none).
+        MP_EXPECT(fakecuda::takeMostPlanLanes() > 0, "rank %d: no plan kernel was launched", rank);
+        MP_NCCL_CHECK(ncclCommDestroy(comm));
+        MP_EXPECT(unexpectedViolations() == 0, "rank %d: braid made a synchronising call", rank);
+      },
+      optionsLoggingTo(dir));
+  const std::vector<std::string> lines = mptest::readLogLines(dir);
+  EXPECT_GT(countContaining(lines, "bulk slots in mapped pinned host memory"), 0u)
+      << "no lane FIFO was bridged through mapped pinned memory";
+  EXPECT_EQ(countContaining(lines, "(cuda)"), 0u) << "a FIFO with another host was made in device memory";
+}
+
+// Two hosts of two ranks each, a thread per rank: FIFOs within a process are
+// device memory, those between the hosts bridged.
+TEST(BridgedDeviceFifos, TwoHostsOfTwoRanksMixDeviceAndBridgedFifos) {
+  const std::string dir = makeLogDir();
+  ASSERT_FALSE(dir.empty());
+  constexpr int kPerHost = 2;
+  mptest::runRanks(
+      2,
+      [](int host, int hosts, const ncclUniqueId& id) {
+        setenv("BRAID_HOSTID", host ? "bridged-host-b" : "bridged-host-a", 1);
+        std::vector<std::thread> threads;
+        for (int k = 0; k < kPerHost; ++k)
+          threads.emplace_back([&, k] {
+            const int rank = host * kPerHost + k;
+            MP_CHECK(cudaSetDevice(0) == cudaSuccess, "cudaSetDevice");
+            ncclComm_t comm = nullptr;
+            MP_NCCL_CHECK(ncclCommInitRank(&comm, hosts * kPerHost, id, rank));
+            for (size_t count : {size_t(4099), size_t(100000)}) collectives(comm, rank, hosts * kPerHost, count);
+            MP_NCCL_CHECK(ncclCommDestroy(comm));
+          });
+        for (std::thread& t : threads) t.join();
+        MP_EXPECT(fakecuda::takeMostPlanLanes() > 0, "host %d: no plan kernel was launched", host);
+        // A bridged FIFO made by cudaHostAlloc while the other rank's kernel
+        // waits would be one (on a GPU it may wait for that kernel).
+        MP_EXPECT(unexpectedViolations() == 0, "host %d: braid made a synchronising call", host);
+      },
+      optionsLoggingTo(dir));
+  const std::vector<std::string> lines = mptest::readLogLines(dir);
+  EXPECT_GT(countContaining(lines, "bulk slots in mapped pinned host memory"), 0u) << "no FIFO was bridged";
+  EXPECT_GT(countContaining(lines, "(cuda arena)") + countContaining(lines, "(cuda)"), 0u)
+      << "no FIFO within a host was in device memory";
+}
+
+// Without BRAID_MULTIHOST_ENGINE=kernels (the default until a GPU has run
+// them) such communicators are staged: right results, no plan kernel.
+TEST(BridgedDeviceFifos, ByDefaultRanksOnTwoHostsAreStaged) {
+  mptest::RankOptions o;
+  o.env = {{"BRAID_DEVICE_ENGINE", "kernels"}};
+  mptest::runRanks(
+      2,
+      [](int rank, int nranks, const ncclUniqueId& id) {
+        setenv("BRAID_HOSTID", ("staged-host-" + std::to_string(rank)).c_str(), 1);
+        MP_CHECK(cudaSetDevice(0) == cudaSuccess, "cudaSetDevice");
+        ncclComm_t comm = nullptr;
+        MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+        collectives(comm, rank, nranks, 4099);
+        MP_EXPECT(fakecuda::takeMostPlanLanes() == 0, "rank %d: a plan kernel was launched", rank);
+        MP_NCCL_CHECK(ncclCommDestroy(comm));
+      },
+      o);
+}
+
+// A rank that leaves after the first call: the others' next call ends within
+// moments (their lanes wait on its closed connection, or on a rank that
+// failed because of it), long before BRAID_TIMEOUT, with an error naming it.
+TEST(BridgedDeviceFifos, ALostPeerEndsTheOthersWithAnErrorNamingIt) {
+  mptest::RankOptions o;
+  o.timeoutSeconds = 120;
+  o.env = {{"BRAID_DEVICE_ENGINE", "kernels"}, {"BRAID_MULTIHOST_ENGINE", "kernels"}, {"BRAID_TIMEOUT", "100"}};
+  mptest::runRanks(
+      3,
+      [](int rank, int nranks, const ncclUniqueId& id) {
+        setenv("BRAID_HOSTID", ("lost-host-" + std::to_string(rank)).c_str(), 1);
+        MP_CHECK(cudaSetDevice(0) == cudaSuccess, "cudaSetDevice");
+        ncclComm_t comm = nullptr;
+        MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+        collectives(comm, rank, nranks, 4099);
+        // Every rank has its results (a call on host buffers as a barrier):
+        // then rank 2 leaves without a word, its sockets closing.
+        int one = 1, ranks = 0;
+        MP_NCCL_CHECK(ncclAllReduce(&one, &ranks, 1, ncclInt32, ncclSum, comm, nullptr));
+        if (rank == 2) _exit(0);
+        cudaStream_t stream = nullptr;
+        MP_CHECK(cudaStreamCreate(&stream) == cudaSuccess, "stream");
+        float* buf = nullptr;
+        const size_t count = 1 << 16;
+        MP_CHECK(cudaMalloc(&buf, count * sizeof(float)) == cudaSuccess, "cudaMalloc");
+        const auto start = std::chrono::steady_clock::now();
+        const ncclResult_t issued = ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, stream);
+        if (issued == ncclSuccess) MP_CHECK(cudaStreamSynchronize(stream) == cudaSuccess, "sync");
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        ncclResult_t async = ncclSuccess;
+        MP_NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
+        MP_EXPECT(issued != ncclSuccess || async != ncclSuccess, "rank %d: the call without rank 2 succeeded", rank);
+        const std::string why = ncclGetLastError(comm);
+        MP_EXPECT(why.find("rank 2") != std::string::npos, "rank %d: the error does not name rank 2: %s", rank,
+                  why.c_str());
+        MP_EXPECT(seconds < 30, "rank %d: the error took %.1f s", rank, seconds);
+        MP_NCCL_CHECK(ncclCommAbort(comm));
+      },
+      o);
+}
+
+}  // namespace

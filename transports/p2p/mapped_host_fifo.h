@@ -1,0 +1,24 @@
+// FIFOs in pinned host memory mapped into the GPU's address space
+// (cudaHostAlloc, mapped and portable): the one memory that a plan kernel's
+// lanes and a host thread both address at one pointer (unified addressing).
+// A FIFO with a rank on another host lives here on each end, and the
+// engine's network bridge moves its messages between it and a socket
+// (engine/lanes/net_bridge.h, bridge_pump.h). No peer opens these: open()
+// fails. CUDA builds only, like the rest of this folder.
+#pragma once
+
+#include <memory>
+
+#include "base/result.h"
+#include "transports/fifo_memory.h"
+
+namespace braid::p2p {
+
+// FIFOs carved from one cudaHostAlloc of `reserveBytes` made now (the call
+// may wait for every kernel running on the device, so it is made before a
+// peer's kernel can wait on this rank); past the reserve, one cudaHostAlloc
+// per FIFO. Freed when no kernel of braid's is outstanding
+// (base/cuda_quiet_free.h). A reserve of 0 makes no CUDA call now.
+Result makeMappedHostFifoProvider(uint64_t reserveBytes, std::unique_ptr<transports::FifoMemoryProvider>* out);
+
+}  // namespace braid::p2p
