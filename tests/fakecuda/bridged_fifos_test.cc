@@ -5,6 +5,8 @@
 // device memory. Each forked process is a host of its own (BRAID_HOSTID) with
 // its own fake device, under the recorder. The calls run as plan kernels,
 // not staged; a lost peer ends the others' kernels with an error naming it.
+// tests/gpu builds the same file for a real GPU (BRAID_BRIDGED_FIFOS_ON_GPU:
+// every process on the one GPU, no fake to count launches or CUDA calls).
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -20,7 +22,10 @@
 #include "braid.h"
 #include "common/log_dir.h"
 #include "common/mp_harness.h"
+#include "gpu_env.h"
+#if !defined(BRAID_BRIDGED_FIFOS_ON_GPU)
 #include "fakecuda.h"
+#endif
 
 namespace {
 
@@ -116,6 +121,13 @@ mptest::RankOptions optionsLoggingTo(const std::string& dir) {
   return o;
 }
 
+#if defined(BRAID_BRIDGED_FIFOS_ON_GPU)
+// A real GPU: no recorder, and launches are not counted (the log says how
+// FIFOs were made).
+size_t unexpectedViolations() { return 0; }
+bool planKernelsRan() { return true; }
+bool noPlanKernelRan() { return true; }
+#else
 // The recorder's failures in this process (a child's gtest failure is not
 // the parent's): synchronising calls of braid's while a kernel was outstanding.
 size_t unexpectedViolations() {
@@ -123,6 +135,9 @@ size_t unexpectedViolations() {
   for (const fakecuda::Violation& v : fakecuda::violations()) n += !v.expected;
   return n;
 }
+bool planKernelsRan() { return fakecuda::takeMostPlanLanes() > 0; }
+bool noPlanKernelRan() { return fakecuda::takeMostPlanLanes() == 0; }
+#endif
 
 size_t countContaining(const std::vector<std::string>& lines, const std::string& what) {
   size_t n = 0;
@@ -137,6 +152,7 @@ std::string makeLogDir() {
 
 // Three hosts of one rank each: every FIFO is bridged.
 TEST(BridgedDeviceFifos, RanksOnThreeHostsRunCollectivesAsPlanKernels) {
+  GPU_REQUIRE_OR_SKIP(gputest::noGpuReasonForked());  // this process stays free of CUDA
   const std::string dir = makeLogDir();
   ASSERT_FALSE(dir.empty());
   mptest::runRanks(
@@ -148,7 +164,7 @@ TEST(BridgedDeviceFifos, RanksOnThreeHostsRunCollectivesAsPlanKernels) {
         MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
         for (size_t count : {size_t(1), size_t(4099), size_t(300000)}) collectives(comm, rank, nranks, count);
         // Plan kernels ran in this process (a staged call launches none).
-        MP_EXPECT(fakecuda::takeMostPlanLanes() > 0, "rank %d: no plan kernel was launched", rank);
+        MP_EXPECT(planKernelsRan(), "rank %d: no plan kernel was launched", rank);
         MP_NCCL_CHECK(ncclCommDestroy(comm));
         MP_EXPECT(unexpectedViolations() == 0, "rank %d: braid made a synchronising call", rank);
       },
@@ -162,6 +178,7 @@ TEST(BridgedDeviceFifos, RanksOnThreeHostsRunCollectivesAsPlanKernels) {
 // Two hosts of two ranks each, a thread per rank: FIFOs within a process are
 // device memory, those between the hosts bridged.
 TEST(BridgedDeviceFifos, TwoHostsOfTwoRanksMixDeviceAndBridgedFifos) {
+  GPU_REQUIRE_OR_SKIP(gputest::noGpuReasonForked());  // this process stays free of CUDA
   const std::string dir = makeLogDir();
   ASSERT_FALSE(dir.empty());
   constexpr int kPerHost = 2;
@@ -180,7 +197,7 @@ TEST(BridgedDeviceFifos, TwoHostsOfTwoRanksMixDeviceAndBridgedFifos) {
             MP_NCCL_CHECK(ncclCommDestroy(comm));
           });
         for (std::thread& t : threads) t.join();
-        MP_EXPECT(fakecuda::takeMostPlanLanes() > 0, "host %d: no plan kernel was launched", host);
+        MP_EXPECT(planKernelsRan(), "host %d: no plan kernel was launched", host);
         // A bridged FIFO made by cudaHostAlloc while the other rank's kernel
         // waits would be one (on a GPU it may wait for that kernel).
         MP_EXPECT(unexpectedViolations() == 0, "host %d: braid made a synchronising call", host);
@@ -195,6 +212,7 @@ TEST(BridgedDeviceFifos, TwoHostsOfTwoRanksMixDeviceAndBridgedFifos) {
 // Without BRAID_MULTIHOST_ENGINE=kernels (the default until a GPU has run
 // them) such communicators are staged: right results, no plan kernel.
 TEST(BridgedDeviceFifos, ByDefaultRanksOnTwoHostsAreStaged) {
+  GPU_REQUIRE_OR_SKIP(gputest::noGpuReasonForked());  // this process stays free of CUDA
   mptest::RankOptions o;
   o.env = {{"BRAID_DEVICE_ENGINE", "kernels"}};
   mptest::runRanks(
@@ -205,7 +223,7 @@ TEST(BridgedDeviceFifos, ByDefaultRanksOnTwoHostsAreStaged) {
         ncclComm_t comm = nullptr;
         MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
         collectives(comm, rank, nranks, 4099);
-        MP_EXPECT(fakecuda::takeMostPlanLanes() == 0, "rank %d: a plan kernel was launched", rank);
+        MP_EXPECT(noPlanKernelRan(), "rank %d: a plan kernel was launched", rank);
         MP_NCCL_CHECK(ncclCommDestroy(comm));
       },
       o);
@@ -215,6 +233,7 @@ TEST(BridgedDeviceFifos, ByDefaultRanksOnTwoHostsAreStaged) {
 // moments (their lanes wait on its closed connection, or on a rank that
 // failed because of it), long before BRAID_TIMEOUT, with an error naming it.
 TEST(BridgedDeviceFifos, ALostPeerEndsTheOthersWithAnErrorNamingIt) {
+  GPU_REQUIRE_OR_SKIP(gputest::noGpuReasonForked());  // this process stays free of CUDA
   mptest::RankOptions o;
   o.timeoutSeconds = 120;
   o.env = {{"BRAID_DEVICE_ENGINE", "kernels"}, {"BRAID_MULTIHOST_ENGINE", "kernels"}, {"BRAID_TIMEOUT", "100"}};
