@@ -1,6 +1,8 @@
 #include "engine/device/cuda_lane_capture.h"
 
+#include <chrono>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "base/cuda_quiet_free.h"
@@ -29,7 +31,10 @@ void launchEnded(CapturedLanes& l) {
 class GraphLaunchWatch : public lanes::Watch {
  public:
   explicit GraphLaunchWatch(std::shared_ptr<CapturedJob> job) : job_(std::move(job)) {}
-  ~GraphLaunchWatch() override { launchEnded(*job_->lanes); }
+  ~GraphLaunchWatch() override {
+    awaitLatestLaunch();
+    launchEnded(*job_->lanes);
+  }
 
   bool poll() override {
     CapturedLanes& l = *job_->lanes;
@@ -54,6 +59,28 @@ class GraphLaunchWatch : public lanes::Watch {
       if (!other->open()) return false;
     return true;
   }
+  // The watch goes with its communicator (whose destruction raised the abort
+  // word) while the graph lives: the latest launch, seen or counted since
+  // the last look, may still run. Its kernel stays counted outstanding, so
+  // that no free of braid's (which may wait for the device) runs under it,
+  // until its lanes end, up to kEndWait.
+  void awaitLatestLaunch() {
+    CapturedLanes& l = *job_->lanes;
+    if (job_->released.load() || __atomic_load_n(l.launchCount, __ATOMIC_ACQUIRE) == 0) return;
+    if (!l.running.exchange(true)) addOutstandingKernels(1);
+    const auto until = std::chrono::steady_clock::now() + kEndWait;
+    while (!lanesEnded(l) && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  static bool lanesEnded(const CapturedLanes& l) {
+    // The beacons the launch-mark kernel zeroes: the lanes', then the failure word's.
+    const size_t lanes = size_t(l.zeroedWords) * sizeof(uint64_t) / sizeof(executor::LaneBeacon) - 1;
+    for (size_t i = 0; i < lanes; ++i)
+      if (executor::loadAcquire(&l.firstBeacon[i].ended) == 0) return false;
+    return true;
+  }
+
+  static constexpr auto kEndWait = std::chrono::seconds(5);
   std::shared_ptr<CapturedJob> job_;
   uint64_t seen_ = 0;  // the launches counted when the watch last looked
   std::unique_ptr<lanes::BeaconWatch> current_;

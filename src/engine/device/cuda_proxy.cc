@@ -221,6 +221,9 @@ DeviceProxy::~DeviceProxy() {
       for (const PinnedBlock& b : job.blocks) pool_.abandon(b);
   if (graphsDone) return;
   tickets_.leak();
+  // A launch of one of the graphs may still be ending (its lanes saw the
+  // abort word): no free of the reserve may wait for it, nor end under it.
+  pool_.leakAll();
   size_t bytes = 0, deviceBytes = 0;
   for (const auto& job : captured_) {
     if (job->lanes && job->lanes->owner != this) continue;  // the owner's to count
@@ -231,7 +234,8 @@ DeviceProxy::~DeviceProxy() {
     if (job->lanes) deviceBytes += job->lanes->blockBytes;
   }
   BRAID_WARN("rank %d: %zu CUDA graph capture(s) of device calls on this communicator still exist at its "
-             "destruction; their %zu bytes of pinned staging memory and %zu bytes of device memory are leaked "
+             "destruction; their %zu bytes of pinned staging memory and %zu bytes of device memory, and this "
+             "communicator's pinned staging reserve, are leaked "
              "(destroy the graphs and their executable graphs first; launching them after the communicator is "
              "undefined)", comm_->rank, captured_.size(), bytes, deviceBytes);
 }

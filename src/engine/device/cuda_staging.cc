@@ -86,6 +86,11 @@ void StagingPool::leak(const PinnedBlock& block) {
   all_.erase(std::remove(all_.begin(), all_.end(), block.data), all_.end());
 }
 
+void StagingPool::leakAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  all_.clear();
+}
+
 MappedWords::~MappedWords() {
   freeHostWhenQuiet(host_);
 }

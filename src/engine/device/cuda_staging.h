@@ -43,6 +43,9 @@ class StagingPool {
   void abandon(const PinnedBlock& block);
   // The same without a warning: the caller says why, once.
   void leak(const PinnedBlock& block);
+  // Every block, the reserve included: a kernel that may still run when the
+  // communicator goes (a graph's launch) may still use them.
+  void leakAll();
 
  private:
   Result allocate(size_t cls, PinnedBlock* out);  // a new block of that class
