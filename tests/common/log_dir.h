@@ -4,6 +4,7 @@
 #define BRAID_TESTS_COMMON_LOG_DIR_H_
 
 #include <dirent.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -11,6 +12,19 @@
 #include <vector>
 
 namespace mptest {
+
+// A fresh directory /tmp/<prefix>XXXXXX for the ranks' logs ("" if none could be made).
+inline std::string makeLogDir(const std::string& prefix) {
+  std::string dir = "/tmp/" + prefix + "XXXXXX";
+  return mkdtemp(&dir[0]) != nullptr ? dir : std::string();
+}
+
+// How many of `lines` contain `what`.
+inline size_t countContaining(const std::vector<std::string>& lines, const std::string& what) {
+  size_t n = 0;
+  for (const std::string& l : lines) n += l.find(what) != std::string::npos;
+  return n;
+}
 
 // The lines of every file in `dir`; the files and `dir` are removed.
 inline std::vector<std::string> readLogLines(const std::string& dir) {

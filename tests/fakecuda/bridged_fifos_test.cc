@@ -139,29 +139,26 @@ bool planKernelsRan() { return fakecuda::takeMostPlanLanes() > 0; }
 bool noPlanKernelRan() { return fakecuda::takeMostPlanLanes() == 0; }
 #endif
 
-size_t countContaining(const std::vector<std::string>& lines, const std::string& what) {
-  size_t n = 0;
-  for (const std::string& l : lines) n += l.find(what) != std::string::npos;
-  return n;
-}
+using mptest::countContaining;
 
-std::string makeLogDir() {
-  char dir[] = "/tmp/braid_bridged_fifos_XXXXXX";
-  return mkdtemp(dir) != nullptr ? std::string(dir) : std::string();
+// Inside a rank: this process is host `host` (BRAID_HOSTID), on device 0.
+ncclComm_t joinOnHost(const std::string& host, int rank, int nranks, const ncclUniqueId& id) {
+  setenv("BRAID_HOSTID", host.c_str(), 1);
+  MP_CHECK(cudaSetDevice(0) == cudaSuccess, "cudaSetDevice");
+  ncclComm_t comm = nullptr;
+  MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+  return comm;
 }
 
 // Three hosts of one rank each: every FIFO is bridged.
 TEST(BridgedDeviceFifos, RanksOnThreeHostsRunCollectivesAsPlanKernels) {
   GPU_REQUIRE_OR_SKIP(gputest::noGpuReasonForked());  // this process stays free of CUDA
-  const std::string dir = makeLogDir();
+  const std::string dir = mptest::makeLogDir("braid_bridged_fifos_");
   ASSERT_FALSE(dir.empty());
   mptest::runRanks(
       3,
       [](int rank, int nranks, const ncclUniqueId& id) {
-        setenv("BRAID_HOSTID", ("bridged-host-" + std::to_string(rank)).c_str(), 1);
-        MP_CHECK(cudaSetDevice(0) == cudaSuccess, "cudaSetDevice");
-        ncclComm_t comm = nullptr;
-        MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+        ncclComm_t comm = joinOnHost("bridged-host-" + std::to_string(rank), rank, nranks, id);
         for (size_t count : {size_t(1), size_t(4099), size_t(300000)}) collectives(comm, rank, nranks, count);
         // Plan kernels ran in this process (a staged call launches none).
         MP_EXPECT(planKernelsRan(), "rank %d: no plan kernel was launched", rank);
@@ -179,7 +176,7 @@ TEST(BridgedDeviceFifos, RanksOnThreeHostsRunCollectivesAsPlanKernels) {
 // device memory, those between the hosts bridged.
 TEST(BridgedDeviceFifos, TwoHostsOfTwoRanksMixDeviceAndBridgedFifos) {
   GPU_REQUIRE_OR_SKIP(gputest::noGpuReasonForked());  // this process stays free of CUDA
-  const std::string dir = makeLogDir();
+  const std::string dir = mptest::makeLogDir("braid_bridged_fifos_");
   ASSERT_FALSE(dir.empty());
   constexpr int kPerHost = 2;
   mptest::runRanks(
@@ -218,10 +215,7 @@ TEST(BridgedDeviceFifos, ByDefaultRanksOnTwoHostsAreStaged) {
   mptest::runRanks(
       2,
       [](int rank, int nranks, const ncclUniqueId& id) {
-        setenv("BRAID_HOSTID", ("staged-host-" + std::to_string(rank)).c_str(), 1);
-        MP_CHECK(cudaSetDevice(0) == cudaSuccess, "cudaSetDevice");
-        ncclComm_t comm = nullptr;
-        MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+        ncclComm_t comm = joinOnHost("staged-host-" + std::to_string(rank), rank, nranks, id);
         collectives(comm, rank, nranks, 4099);
         MP_EXPECT(noPlanKernelRan(), "rank %d: a plan kernel was launched", rank);
         MP_NCCL_CHECK(ncclCommDestroy(comm));
@@ -240,10 +234,7 @@ TEST(BridgedDeviceFifos, ALostPeerEndsTheOthersWithAnErrorNamingIt) {
   mptest::runRanks(
       3,
       [](int rank, int nranks, const ncclUniqueId& id) {
-        setenv("BRAID_HOSTID", ("lost-host-" + std::to_string(rank)).c_str(), 1);
-        MP_CHECK(cudaSetDevice(0) == cudaSuccess, "cudaSetDevice");
-        ncclComm_t comm = nullptr;
-        MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+        ncclComm_t comm = joinOnHost("lost-host-" + std::to_string(rank), rank, nranks, id);
         collectives(comm, rank, nranks, 4099);
         // Every rank has its results (a call on host buffers as a barrier):
         // then rank 2 leaves without a word, its sockets closing.

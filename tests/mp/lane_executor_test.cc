@@ -18,11 +18,7 @@
 
 namespace {
 
-size_t countContaining(const std::vector<std::string>& lines, const std::string& what) {
-  size_t n = 0;
-  for (const auto& l : lines) n += l.find(what) != std::string::npos;
-  return n;
-}
+using mptest::countContaining;
 
 // A small (LL) and a large (bulk) allreduce, checked.
 void twoAllReduces(ncclComm_t comm, int rank, int nranks) {

@@ -97,9 +97,14 @@ class MappedHostFifoProvider : public transports::FifoMemoryProvider {
 
 }  // namespace
 
-Result makeMappedHostFifoProvider(uint64_t reserveBytes, std::unique_ptr<transports::FifoMemoryProvider>* out) {
+std::unique_ptr<transports::FifoMemoryProvider> makeMappedHostFifoProvider() {
+  return std::make_unique<MappedHostFifoProvider>();
+}
+
+Result makeReservedMappedHostFifoProvider(uint64_t reserveBytes,
+                                          std::unique_ptr<transports::FifoMemoryProvider>* out) {
   auto provider = std::make_unique<MappedHostFifoProvider>();
-  if (reserveBytes > 0) BRAID_TRY(provider->reserve(reserveBytes));
+  BRAID_TRY(provider->reserve(reserveBytes));
   *out = std::move(provider);
   return Result::success();
 }

@@ -14,11 +14,15 @@
 
 namespace braid::p2p {
 
+// One cudaHostAlloc per FIFO, freed when no kernel of braid's is outstanding
+// (base/cuda_quiet_free.h). Creating the provider makes no CUDA call.
+std::unique_ptr<transports::FifoMemoryProvider> makeMappedHostFifoProvider();
+
 // FIFOs carved from one cudaHostAlloc of `reserveBytes` made now (the call
 // may wait for every kernel running on the device, so it is made before a
-// peer's kernel can wait on this rank); past the reserve, one cudaHostAlloc
-// per FIFO. Freed when no kernel of braid's is outstanding
-// (base/cuda_quiet_free.h). A reserve of 0 makes no CUDA call now.
-Result makeMappedHostFifoProvider(uint64_t reserveBytes, std::unique_ptr<transports::FifoMemoryProvider>* out);
+// peer's kernel can wait on this rank); past the reserve, one per FIFO as
+// above.
+Result makeReservedMappedHostFifoProvider(uint64_t reserveBytes,
+                                          std::unique_ptr<transports::FifoMemoryProvider>* out);
 
 }  // namespace braid::p2p

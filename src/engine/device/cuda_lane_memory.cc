@@ -19,9 +19,8 @@ constexpr size_t kPortsPerSlab = 256;
 
 class CudaLaneMemory : public lanes::LaneMemory {
  public:
-  explicit CudaLaneMemory(int device) : device_(device), fifos_(p2p::makeCudaFifoProvider(device)) {
-    (void)p2p::makeMappedHostFifoProvider(0, &mapped_);  // no reserve: cannot fail
-  }
+  explicit CudaLaneMemory(int device)
+      : device_(device), fifos_(p2p::makeCudaFifoProvider(device)), mapped_(p2p::makeMappedHostFifoProvider()) {}
   ~CudaLaneMemory() override {
     for (void* p : slabs_) freeDeviceWhenQuiet(p, device_);
   }
@@ -44,7 +43,7 @@ class CudaLaneMemory : public lanes::LaneMemory {
   Result reserveBridged(uint64_t bytes) {
     const DeviceGuard guard(device_);
     BRAID_TRY(guard.status());
-    return p2p::makeMappedHostFifoProvider(bytes, &mapped_);
+    return p2p::makeReservedMappedHostFifoProvider(bytes, &mapped_);
   }
 
   // A slab of Ports, so that the first ones need no allocation.

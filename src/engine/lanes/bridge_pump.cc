@@ -38,10 +38,16 @@ BridgePump::~BridgePump() {
                  static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(kFlushWait).count()));
       return;
     }
+    pumpBurst(1, &idle);
+  }
+}
+
+void BridgePump::pumpBurst(int pumps, uint64_t* idle) {
+  for (int i = 0; i < pumps; ++i) {
     if (bridge_->pump()) {
-      idle = 0;
+      *idle = 0;
     } else {
-      executor::pauseAfter(++idle);
+      executor::pauseAfter(++*idle);
     }
   }
 }
@@ -78,13 +84,7 @@ void BridgePump::loop() {
       continue;
     }
     lock.unlock();
-    for (int i = 0; i < kPumpsPerLook; ++i) {
-      if (bridge_->pump()) {
-        idle = 0;
-      } else {
-        executor::pauseAfter(++idle);
-      }
-    }
+    pumpBurst(kPumpsPerLook, &idle);
     lock.lock();
   }
 }

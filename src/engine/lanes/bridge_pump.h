@@ -38,6 +38,8 @@ class BridgePump {
 
  private:
   void loop();
+  // `pumps` pumps of the bridge, pausing longer the longer nothing moves.
+  void pumpBurst(int pumps, uint64_t* idle);
   // Drops the launches that say they ended; true while some remain.
   bool anyRunning();  // mu_ held
 
