@@ -1,28 +1,11 @@
 #include "base/cuda_util.h"
 
+#include <algorithm>
+#include <cstring>
+
+#include "base/cuda_quiet_free.h"
+
 namespace braid {
-
-namespace {
-
-class ScopedStream {
- public:
-  ScopedStream() = default;
-  ~ScopedStream() {
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  }
-  ScopedStream(const ScopedStream&) = delete;
-  ScopedStream& operator=(const ScopedStream&) = delete;
-  Result create() {
-    BRAID_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    return Result::success();
-  }
-  cudaStream_t get() const { return stream_; }
-
- private:
-  cudaStream_t stream_ = nullptr;
-};
-
-}  // namespace
 
 Result cudaFailure(const char* what, cudaError_t err) {
   return fail(ncclUnhandledCudaError, "%s failed: %s (%s)", what, cudaGetErrorName(err), cudaGetErrorString(err));
@@ -43,11 +26,36 @@ DeviceGuard::~DeviceGuard() {
   if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
 }
 
-Result copyToDeviceNow(void* dst, const void* src, size_t bytes) {
-  ScopedStream stream;
-  BRAID_TRY(stream.create());
-  BRAID_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream.get()));
-  BRAID_CUDA_TRY(cudaStreamSynchronize(stream.get()));
+PinnedUpload::~PinnedUpload() {
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  freeHostWhenQuiet(pinned_);  // cudaFreeHost waits for the device
+}
+
+Result PinnedUpload::prepare() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (pinned_ != nullptr) return Result::success();
+  void* p = nullptr;
+  BRAID_CUDA_TRY(cudaHostAlloc(&p, kChunkBytes, cudaHostAllocPortable));
+  const cudaError_t err = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+  if (err != cudaSuccess) {
+    freeHostWhenQuiet(p);
+    stream_ = nullptr;
+    return cudaFailure("cudaStreamCreateWithFlags", err);
+  }
+  pinned_ = static_cast<char*>(p);
+  return Result::success();
+}
+
+Result PinnedUpload::copy(void* dst, const void* src, size_t bytes) {
+  BRAID_TRY(prepare());
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t done = 0; done < bytes;) {
+    const size_t n = std::min(kChunkBytes, bytes - done);
+    std::memcpy(pinned_, static_cast<const char*>(src) + done, n);
+    BRAID_CUDA_TRY(cudaMemcpyAsync(static_cast<char*>(dst) + done, pinned_, n, cudaMemcpyHostToDevice, stream_));
+    BRAID_CUDA_TRY(cudaStreamSynchronize(stream_));  // before the next chunk overwrites the pinned buffer
+    done += n;
+  }
   return Result::success();
 }
 

@@ -1,8 +1,10 @@
 // CUDA runtime helpers of the CUDA build (the device engine, the P2P
-// transport): errors as Results, the current device per scope, an upload.
+// transport): errors as Results, the current device per scope, uploads that wait.
 #pragma once
 
 #include <cuda_runtime_api.h>
+
+#include <mutex>
 
 #include "base/result.h"
 
@@ -31,10 +33,34 @@ class DeviceGuard {
   Result status_;
 };
 
-// Copies host memory to the current device and waits for that copy only, on
-// a private non-blocking stream: a plain cudaMemcpy may return before a
-// pageable copy's DMA is done, and the legacy stream would wait behind work
-// on blocking streams (a spinning plan kernel among them).
-Result copyToDeviceNow(void* dst, const void* src, size_t bytes);
+// Copies host memory into device memory and waits for that copy only,
+// through a pinned buffer and a private non-blocking stream made by
+// prepare(). Never from pageable memory: the driver stages pageable copies
+// through buffers the whole process shares, and a copy to pageable memory
+// first waits for its stream. An application thread copying a result back
+// from behind a plan kernel that waits for this rank (a thread rank of the
+// same process, still setting up its FIFOs) then holds this copy, and so the
+// kernel, for ever: seen on an H200. Call prepare() before any kernel of the
+// process may wait for this thread (cudaHostAlloc may wait for the device);
+// copy() prepares on first use otherwise.
+class PinnedUpload {
+ public:
+  static constexpr size_t kChunkBytes = size_t(256) << 10;
+
+  PinnedUpload() = default;
+  ~PinnedUpload();
+  PinnedUpload(const PinnedUpload&) = delete;
+  PinnedUpload& operator=(const PinnedUpload&) = delete;
+
+  // On the current device, once.
+  Result prepare();
+  // `dst` on the device current at prepare(); `bytes` of any size, in chunks.
+  Result copy(void* dst, const void* src, size_t bytes);
+
+ private:
+  std::mutex mu_;
+  char* pinned_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
 
 }  // namespace braid

@@ -59,6 +59,22 @@ bool validCopy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
   return kind >= cudaMemcpyHostToHost && kind <= cudaMemcpyDefault;
 }
 
+// Whether a copy of `kind` reads or writes host memory that no CUDA call
+// made (pageable: the driver stages it, recorder.cc).
+bool throughPageable(void* dst, const void* src, cudaMemcpyKind kind) {
+  const auto pageable = [](const void* p) {
+    uintptr_t base = 0;
+    Allocation a;
+    return p != nullptr && !dev().find(p, &base, &a);
+  };
+  switch (kind) {
+    case cudaMemcpyHostToDevice: return pageable(src);
+    case cudaMemcpyDeviceToHost: return pageable(dst);
+    case cudaMemcpyDeviceToDevice: return false;
+    default: return pageable(src) || pageable(dst);  // host to host, or inferred
+  }
+}
+
 struct Handles {
   std::mutex mu;
   std::set<Event*> events;
@@ -384,6 +400,8 @@ cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count, cudaM
                               (kind == cudaMemcpyDefault && fakecuda::addressable(dst, count) &&
                                fakecuda::addressable(src, count));
   checkSync("cudaMemcpy", __builtin_return_address(0), !deviceToDevice);
+  if (fakecuda::throughPageable(dst, src, kind))
+    checkSync("cudaMemcpy through pageable host memory", __builtin_return_address(0), false, true);
   if (const cudaError_t unsafe = fakecuda::unsafeDuringCapture(); unsafe != cudaSuccess) return result(unsafe);
   if (!fakecuda::validCopy(dst, src, count, kind)) return result(cudaErrorInvalidValue);
   fakecuda::runOnLegacyAndWait([=] { std::memmove(dst, src, count); });
@@ -393,6 +411,8 @@ cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count, cudaM
 cudaError_t CUDARTAPI cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
                                       cudaStream_t stream) {
   FAKECUDA_LEGACY(stream, "cudaMemcpyAsync");
+  if (fakecuda::throughPageable(dst, src, kind))
+    checkSync("cudaMemcpyAsync through pageable host memory", __builtin_return_address(0), false, true);
   if (!fakecuda::validCopy(dst, src, count, kind)) return result(cudaErrorInvalidValue);
   return result(fakecuda::enqueueOn(stream, [=] { std::memmove(dst, src, count); }));
 }
@@ -401,6 +421,8 @@ cudaError_t CUDARTAPI cudaMemcpyAsync(void* dst, const void* src, size_t count, 
 cudaError_t CUDARTAPI cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                                         size_t height, cudaMemcpyKind kind, cudaStream_t stream) {
   FAKECUDA_LEGACY(stream, "cudaMemcpy2DAsync");
+  if (fakecuda::throughPageable(dst, src, kind))
+    checkSync("cudaMemcpy2DAsync through pageable host memory", __builtin_return_address(0), false, true);
   if (width > dpitch || width > spitch) return result(cudaErrorInvalidPitchValue);
   for (size_t row = 0; row < height; ++row)
     if (!fakecuda::validCopy(static_cast<char*>(dst) + row * dpitch, static_cast<const char*>(src) + row * spitch,

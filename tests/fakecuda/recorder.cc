@@ -21,9 +21,19 @@
 //  - cudaIpcOpenMemHandle, cudaIpcCloseMemHandle: they map and unmap memory
 //    in the context, which the driver may do only with the device quiet;
 //    treated as synchronising.
+//  - a copy (cudaMemcpy, cudaMemcpyAsync, cudaMemcpy2DAsync) to or from
+//    pageable host memory, on any stream: the driver stages it through
+//    buffers every pageable copy of the process shares, and a copy to
+//    pageable memory first waits for its stream. An application copying a
+//    result back from behind a spinning kernel then holds braid's pageable
+//    copy, and so the kernel, for ever (an H200, two thread ranks of a
+//    process, one still setting up FIFOs while the other's kernel waited for
+//    it). Counted when braid makes it: the application's waits for the work
+//    it chose.
 //
-// Not counted: cudaEventQuery, cudaStreamQuery, cudaMemcpyAsync and
-// cudaMallocAsync/cudaFreeAsync on a stream other than the legacy one,
+// Not counted: cudaEventQuery, cudaStreamQuery, cudaMemcpyAsync between
+// device and pinned memory and cudaMallocAsync/cudaFreeAsync on a stream
+// other than the legacy one,
 // cudaEventRecord, cudaStreamWaitEvent, cudaLaunchHostFunc, attribute and
 // pointer queries, cudaStreamSynchronize / cudaEventSynchronize (they wait
 // for one stream, which the caller chose), cudaStreamCreate/Destroy.
@@ -178,7 +188,7 @@ bool launchesOutstanding() {
   return !s.launches.empty();
 }
 
-bool checkSync(const char* call, const void* returnAddress, bool onlyBlocking) {
+bool checkSync(const char* call, const void* returnAddress, bool onlyBlocking, bool braidsOnly) {
   State& s = state();
   Violation v;
   std::function<void(const Violation&)> hook;
@@ -194,6 +204,7 @@ bool checkSync(const char* call, const void* returnAddress, bool onlyBlocking) {
     expected = s.expecting > 0;
   }
   v.caller = callerOf(returnAddress);
+  if (braidsOnly && v.caller.rfind("braid", 0) != 0 && !expected && !appCallsFail()) return false;
   v.backtrace = backtraceHere();
   const bool fails = !expected && (v.caller.rfind("braid", 0) == 0 || appCallsFail());
   v.expected = !fails;

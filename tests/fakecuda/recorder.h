@@ -14,8 +14,11 @@ namespace fakecuda {
 // that called: braid's library or the application. Returns whether kernels
 // were outstanding (a violation was recorded). `onlyBlocking`: count only
 // kernels on blocking streams (work on the legacy default stream waits for
-// those, not for kernels on non-blocking streams).
-bool checkSync(const char* call, const void* returnAddress, bool onlyBlocking = false);
+// those, not for kernels on non-blocking streams). `braidsOnly`: a call the
+// application may make (it waits for work the application chose) counts
+// only when braid makes it, or while an ExpectViolations lives (the
+// recorder's self-test), or under BRAID_FAKECUDA_APP_CALLS=fail.
+bool checkSync(const char* call, const void* returnAddress, bool onlyBlocking = false, bool braidsOnly = false);
 
 // Whether any tracked kernel is outstanding (for cudaFree's choice to keep
 // memory rather than free it under a running kernel).

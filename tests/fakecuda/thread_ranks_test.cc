@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "fakecuda.h"
+
 namespace {
 
 constexpr int kRanks = 4;
@@ -204,6 +206,86 @@ TEST_P(ThreadRanks, GatherAndScatterThenEachThreadDestroys) {
         ASSERT_EQ(gathered[r][s * kCount + i], int32_t(s * 1000003 + i)) << "rank " << r << " from " << s;
     for (size_t i = 0; i < kCount; i += 997)
       ASSERT_EQ(scattered[r][i], int32_t(lastRoot * 1000003 + r * kCount + i)) << "rank " << r;
+    cudaFree(send[r]);
+    cudaFree(recv[r]);
+    cudaStreamDestroy(streams[r]);
+  }
+}
+
+// One rank sets up a FIFO with a third while its peer's plan kernel already
+// waits for it (the peer needed no new FIFO): the FIFO's image and its Port
+// go to the device from pinned memory. From pageable memory they waited, on
+// an H200, behind the application's copy back from the peer's stream (the
+// driver's staging buffers are the process's), so for ever: two thread ranks
+// per process, their peers on another host (bridged_fifos_test.cc). The
+// recorder counts braid's pageable copies while a kernel is outstanding.
+TEST(ThreadRanksConnecting, ARankMakesFifosWhileItsPeersKernelWaitsForItWithoutPageableCopies) {
+  constexpr int kThree = 3;
+  constexpr size_t kCount = 4099;
+  setenv("BRAID_DEVICE_ENGINE", "kernels", 1);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  ncclComm_t comms[kThree] = {};
+  int devs[kThree] = {};
+  ASSERT_EQ(ncclCommInitAll(comms, kThree, devs), ncclSuccess) << ncclGetLastError(nullptr);
+  unsetenv("BRAID_DEVICE_ENGINE");
+  std::vector<float*> send(kThree), recv(kThree);
+  std::vector<cudaStream_t> streams(kThree);
+  for (int r = 0; r < kThree; ++r) {
+    ASSERT_EQ(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&send[r], kCount * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&recv[r], kCount * sizeof(float)), cudaSuccess);
+    const std::vector<float> mine(kCount, float(r + 1));
+    ASSERT_EQ(cudaMemcpy(send[r], mine.data(), kCount * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  // Each call from a thread of its own: a group spanning both ranks would
+  // read the buffer in place and make no FIFO.
+  auto onThread = [](auto work) { std::thread(work).join(); };
+  std::string errors[kThree];
+  std::thread sender([&] {
+    if (ncclSend(send[0], kCount, ncclFloat32, 1, comms[0], streams[0]) != ncclSuccess)
+      errors[0] = ncclGetLastError(comms[0]);
+  });
+  onThread([&] {
+    if (ncclRecv(recv[1], kCount, ncclFloat32, 0, comms[1], streams[1]) != ncclSuccess)
+      errors[1] = ncclGetLastError(comms[1]);
+  });
+  sender.join();
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(cudaStreamSynchronize(streams[r]), cudaSuccess);
+  ASSERT_EQ(errors[0] + errors[1], "");
+
+  // Rank 1 waits for rank 0, over the FIFO made above: no set-up.
+  const uint64_t launched = fakecuda::launchesTracked();
+  const size_t violationsBefore = fakecuda::violationCount();
+  onThread([&] {
+    if (ncclRecv(recv[1], kCount, ncclFloat32, 0, comms[1], streams[1]) != ncclSuccess)
+      errors[1] = ncclGetLastError(comms[1]);
+  });
+  ASSERT_EQ(errors[1], "");
+  ASSERT_GT(fakecuda::launchesTracked(), launched) << "rank 1's plan kernel was not launched";
+  ASSERT_EQ(cudaStreamQuery(streams[1]), cudaErrorNotReady) << "rank 1's kernel must wait for rank 0";
+  // Rank 0 now makes its FIFO from rank 2, then forwards rank 2's data to rank 1.
+  std::thread third([&] {
+    if (ncclSend(send[2], kCount, ncclFloat32, 0, comms[2], streams[2]) != ncclSuccess)
+      errors[2] = ncclGetLastError(comms[2]);
+  });
+  onThread([&] {
+    if (ncclRecv(recv[0], kCount, ncclFloat32, 2, comms[0], streams[0]) != ncclSuccess ||
+        ncclSend(recv[0], kCount, ncclFloat32, 1, comms[0], streams[0]) != ncclSuccess)
+      errors[0] = ncclGetLastError(comms[0]);
+  });
+  third.join();
+  for (int r = 0; r < kThree; ++r) ASSERT_EQ(cudaStreamSynchronize(streams[r]), cudaSuccess) << "rank " << r;
+  for (int r = 0; r < kThree; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  size_t braids = 0;
+  const std::vector<fakecuda::Violation> seen = fakecuda::violations();
+  for (size_t i = violationsBefore; i < seen.size(); ++i) braids += !seen[i].expected;
+  EXPECT_EQ(braids, 0u) << "braid made a synchronising call (a pageable copy, say) while rank 1's kernel waited";
+  std::vector<float> got(kCount);
+  ASSERT_EQ(cudaMemcpy(got.data(), recv[1], kCount * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(got.front(), 3.0f);
+  EXPECT_EQ(got.back(), 3.0f);
+  for (int r = 0; r < kThree; ++r) {
+    EXPECT_EQ(ncclCommDestroy(comms[r]), ncclSuccess);
     cudaFree(send[r]);
     cudaFree(recv[r]);
     cudaStreamDestroy(streams[r]);

@@ -62,11 +62,11 @@ class OpenedFifo : public transports::FifoMemory {
 
 // Writes the initial image and waits for it: the peer must never see the
 // FIFO before its counters and flags are set.
-Result uploadImage(char* dst, uint64_t bytes, const transports::FifoImageWriter& writeImage) {
+Result uploadImage(PinnedUpload& upload, char* dst, uint64_t bytes, const transports::FifoImageWriter& writeImage) {
   // operator new's alignment (16) satisfies the image's 8-byte words.
   std::vector<char> image(bytes);
   writeImage(image.data());
-  return copyToDeviceNow(dst, image.data(), image.size());
+  return upload.copy(dst, image.data(), image.size());
 }
 
 // Lets `device` address `peer`'s memory (same process, different GPUs).
@@ -114,7 +114,7 @@ class CudaFifoProvider : public transports::FifoMemoryProvider {
     void* raw = nullptr;
     BRAID_CUDA_TRY(cudaMalloc(&raw, bytes));
     auto fifo = std::make_unique<CreatedFifo>(device_, static_cast<char*>(raw));
-    BRAID_TRY(uploadImage(fifo->base(), bytes, writeImage));
+    BRAID_TRY(uploadImage(upload_, fifo->base(), bytes, writeImage));
 
     CudaFifoBlob b;
     b.pid = cudaFifoPid();
@@ -173,6 +173,7 @@ class CudaFifoProvider : public transports::FifoMemoryProvider {
   }
 
   int device_;
+  PinnedUpload upload_;  // prepared with the first FIFO, next to its cudaMalloc
 };
 
 // A FIFO carved from the arena: freed with the arena.
@@ -203,7 +204,7 @@ class CudaArenaFifoProvider : public transports::FifoMemoryProvider {
     BRAID_CUDA_TRY(cudaMalloc(&raw, bytes));
     arena_ = static_cast<char*>(raw);
     capacity_ = bytes;
-    return Result::success();
+    return upload_.prepare();
   }
 
   const char* name() const override { return "cuda"; }
@@ -214,7 +215,9 @@ class CudaArenaFifoProvider : public transports::FifoMemoryProvider {
     if (bytes == 0 || used_ + need > capacity_) return fallback_.create(bytes, writeImage, out);
     char* ptr = arena_ + used_;
     used_ += need;
-    Result r = uploadImage(ptr, bytes, writeImage);
+    const DeviceGuard guard(device_);
+    Result r = guard.status();
+    if (r.ok()) r = uploadImage(upload_, ptr, bytes, writeImage);
     if (!r.ok()) {
       if (r.code() == ncclUnhandledCudaError) cudaGetLastError();
       return r.context(deviceContext("creating", bytes, device_));
@@ -240,6 +243,7 @@ class CudaArenaFifoProvider : public transports::FifoMemoryProvider {
   char* arena_ = nullptr;
   uint64_t capacity_ = 0;
   uint64_t used_ = 0;
+  PinnedUpload upload_;  // prepared with the arena, before any kernel runs
 };
 
 }  // namespace

@@ -54,7 +54,7 @@ class CudaLaneMemory : public lanes::LaneMemory {
     BRAID_CUDA_TRY(cudaMalloc(&p, kPortsPerSlab * sizeof(executor::Port)));
     slabs_.push_back(p);
     used_ = 0;
-    return Result::success();
+    return upload_.prepare();  // with the first slab: before any kernel runs
   }
 
   Result makePort(const executor::FifoView& fifo, executor::Port** out) override {
@@ -64,8 +64,8 @@ class CudaLaneMemory : public lanes::LaneMemory {
     executor::Port* at = static_cast<executor::Port*>(slabs_.back()) + used_;
     executor::Port port;
     port.fifo = fifo;
-    // On a stream of its own: no wait for the device's other work.
-    BRAID_TRY(copyToDeviceNow(at, &port, sizeof(port)));
+    // Pinned, on a stream of its own: no wait for the device's other work.
+    BRAID_TRY(upload_.copy(at, &port, sizeof(port)));
     ++used_;
     *out = at;
     return Result::success();
@@ -78,6 +78,7 @@ class CudaLaneMemory : public lanes::LaneMemory {
   std::unique_ptr<transports::FifoMemoryProvider> mapped_;  // bridged FIFOs
   std::vector<void*> slabs_;
   size_t used_ = 0;  // Ports taken from the last slab
+  PinnedUpload upload_;
 };
 
 }  // namespace
