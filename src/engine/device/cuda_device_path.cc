@@ -480,21 +480,24 @@ Result submitDeviceGroup(const std::vector<engine::Task>& tasks, const StagedRun
               return t.comm->settings.bridgedKernels;
             }));
   // A captured group runs as plan kernels under BRAID_GRAPH_ENGINE=kernels
-  // when one capture takes all of it (its launches join its streams) and
-  // every rank is on this host (a graph's launches happen without braid, so
-  // nothing would start the pump of FIFOs bridged to other hosts); else it
-  // is staged, which graphs replay.
+  // when one capture takes all of it (its launches join its streams), and,
+  // where ranks are on other hosts, it is one communicator's (each launch's
+  // watch starts the pump of the FIFOs bridged to them: a graph's launches
+  // happen without braid); else it is staged, which graphs replay.
   GroupCapture capture;
   if (kernels) BRAID_TRY(groupCaptureOf(tasks, &capture));
   const bool graphKernels = std::all_of(tasks.begin(), tasks.end(),
                                         [](const engine::Task& t) { return t.comm->settings.graphKernels; });
-  if (capture.any && (!graphKernels || !capture.whole || !oneHost))
+  const bool oneComm = std::all_of(tasks.begin(), tasks.end(),
+                                   [&](const engine::Task& t) { return t.comm == tasks.front().comm; });
+  const bool capturedKernels = graphKernels && capture.whole && (oneHost || oneComm);
+  if (capture.any && !capturedKernels)
     BRAID_INFO(kLogColl, "rank %d: a CUDA graph captures this group's device calls: staged through pinned host "
                "memory (%s)", tasks.front().comm->rank,
                !graphKernels     ? "BRAID_GRAPH_ENGINE=staged"
                : !capture.whole ? "its streams are not all in one capture"
-                                : "its ranks span hosts");
-  if (kernels && (!capture.any || (graphKernels && capture.whole && oneHost))) return launchDeviceLanes(tasks);
+                                : "it drives several communicators whose ranks span hosts");
+  if (kernels && (!capture.any || capturedKernels)) return launchDeviceLanes(tasks);
   // Pinned allocations and event queries below are no stream work: they must
   // not fail (nor invalidate) a graph capture of this thread or another.
   CaptureModeRelaxed relaxed;

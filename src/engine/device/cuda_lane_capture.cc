@@ -1,6 +1,7 @@
 #include "engine/device/cuda_lane_capture.h"
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -19,6 +20,36 @@ namespace {
 // no longer counted outstanding.
 void launchEnded(CapturedLanes& l) {
   if (l.running.exchange(false)) addOutstandingKernels(-1);
+}
+
+// Whether every lane's beacon says ended; `anyRunning` set when one says not.
+bool lanesEndedOf(const CapturedLanes& l, bool* anyRunning) {
+  // The beacons the launch-mark kernel zeroes: the lanes', then the failure word's.
+  const size_t lanes = size_t(l.zeroedWords) * sizeof(uint64_t) / sizeof(executor::LaneBeacon) - 1;
+  bool all = true;
+  for (size_t i = 0; i < lanes; ++i)
+    if (executor::loadAcquire(&l.firstBeacon[i].ended) == 0) all = false;
+  *anyRunning = *anyRunning || !all;
+  return all;
+}
+
+// How long after a launch is seen counted its lanes' beacons surely are
+// zeroed: the launch-mark kernel counts the launch, then zeroes them (a
+// time slice of another process may fall in between).
+constexpr auto kMarkGrace = std::chrono::milliseconds(50);
+
+// A launch's end as the bridge pump sees it (a graph's launch happens without
+// braid, so its watch starts the pump): a later launch is counted (the same
+// stream ran this one's kernel first), the graph is gone, or every lane ended
+// once its beacons were zeroed (seen running, or kMarkGrace after the count).
+std::function<bool()> launchEndOf(std::shared_ptr<CapturedJob> job, uint64_t launch) {
+  auto seenRunning = std::make_shared<bool>(false);  // one pump thread calls it
+  return [job = std::move(job), launch, seenRunning, since = std::chrono::steady_clock::now()] {
+    const CapturedLanes& l = *job->lanes;
+    if (job->released.load() || __atomic_load_n(l.launchCount, __ATOMIC_ACQUIRE) != launch) return true;
+    if (!lanesEndedOf(l, seenRunning.get())) return false;
+    return *seenRunning || std::chrono::steady_clock::now() - since > kMarkGrace;
+  };
 }
 
 // Every launch of a captured plan-kernel launch's graph, watched from the
@@ -46,6 +77,7 @@ class GraphLaunchWatch : public lanes::Watch {
       if (communicatorsLive()) {
         if (!l.running.exchange(true)) addOutstandingKernels(1);
         current_ = l.watchOf(launch, job_);
+        job_->port->pumpUntil(launchEndOf(job_, launch));
       }
     }
     if (current_ && !current_->poll()) current_.reset();
@@ -69,15 +101,9 @@ class GraphLaunchWatch : public lanes::Watch {
     if (job_->released.load() || __atomic_load_n(l.launchCount, __ATOMIC_ACQUIRE) == 0) return;
     if (!l.running.exchange(true)) addOutstandingKernels(1);
     const auto until = std::chrono::steady_clock::now() + kEndWait;
-    while (!lanesEnded(l) && std::chrono::steady_clock::now() < until)
+    bool anyRunning = false;
+    while (!lanesEndedOf(l, &anyRunning) && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  static bool lanesEnded(const CapturedLanes& l) {
-    // The beacons the launch-mark kernel zeroes: the lanes', then the failure word's.
-    const size_t lanes = size_t(l.zeroedWords) * sizeof(uint64_t) / sizeof(executor::LaneBeacon) - 1;
-    for (size_t i = 0; i < lanes; ++i)
-      if (executor::loadAcquire(&l.firstBeacon[i].ended) == 0) return false;
-    return true;
   }
 
   static constexpr auto kEndWait = std::chrono::seconds(5);
@@ -155,6 +181,9 @@ Result captureOnDevice(const Launch& launch, const std::vector<CommLaunch*>& gro
   ImageOfLaunch im = imageOf(group);
   std::shared_ptr<CapturedJob> job;
   BRAID_TRY(captureJob(group, graph, &im, &job));
+  // Made now, on this thread: each launch's watch has it pump FIFOs bridged
+  // to other hosts (a group spanning hosts has one communicator).
+  first->bridgePump();
   char* block = static_cast<char*>(job->lanes->block);
   BRAID_TRY(joinStreams(first->events(), stream, launch.joined));
   BRAID_TRY(writeImage(group, block, job->blocks.front(), &im, stream));

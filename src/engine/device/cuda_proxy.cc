@@ -91,6 +91,12 @@ void LaunchPort::submit(CapturedJob& job) {
   if (proxy_) proxy_->submitLaunch(job);
 }
 
+void LaunchPort::pumpUntil(std::function<bool()> ended) {
+  std::lock_guard<std::mutex> lock(mu_);  // the proxy closes the port before its pump goes
+  if (proxy_ == nullptr) return;
+  if (lanes::BridgePump* pump = proxy_->madeBridgePump()) pump->add(std::move(ended));
+}
+
 bool LaunchPort::open() {
   std::lock_guard<std::mutex> lock(mu_);
   return proxy_ != nullptr;

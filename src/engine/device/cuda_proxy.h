@@ -220,6 +220,9 @@ class DeviceProxy {
   // The thread that pumps those FIFOs' network bridge while plan kernels run
   // (lanes/bridge_pump.h); null while no FIFO is bridged.
   lanes::BridgePump* bridgePump();
+  // The pump bridgePump() made, without making one (other threads than the
+  // launching ones).
+  lanes::BridgePump* madeBridgePump() const { return bridgePump_.get(); }
   // BRAID_DEVICE_ENGINE=kernels: this communicator's launches kept per shape.
   LaunchCache& launchCache() { return *launchCache_; }
   Result orderLaneKernel(cudaStream_t stream);
@@ -282,6 +285,10 @@ class LaunchPort {
   explicit LaunchPort(DeviceProxy* proxy) : proxy_(proxy) {}
   // From a CUDA host function: takes two mutexes, makes no CUDA call.
   void submit(CapturedJob& job);
+  // From a graph launch's watch: the proxy's bridge pump, if it has one,
+  // pumps until `ended` says true (lanes/bridge_pump.h); nothing once the
+  // proxy is gone.
+  void pumpUntil(std::function<bool()> ended);
   void close();
   bool open();  // the proxy lives
 
