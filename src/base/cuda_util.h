@@ -35,14 +35,13 @@ class DeviceGuard {
 
 // Copies host memory into device memory and waits for that copy only,
 // through a pinned buffer and a private non-blocking stream made by
-// prepare(). Never from pageable memory: the driver stages pageable copies
-// through buffers the whole process shares, and a copy to pageable memory
-// first waits for its stream. An application thread copying a result back
-// from behind a plan kernel that waits for this rank (a thread rank of the
-// same process, still setting up its FIFOs) then holds this copy, and so the
-// kernel, for ever: seen on an H200. Call prepare() before any kernel of the
-// process may wait for this thread (cudaHostAlloc may wait for the device);
-// copy() prepares on first use otherwise.
+// prepare(). Never from pageable memory, which the driver stages itself:
+// on an H200, a thread rank copying its new Port from pageable memory waited
+// inside the driver, for ever, while the other thread rank's application
+// thread copied a result back to pageable memory from behind a kernel that
+// waited for this rank; from pinned memory it did not. Call prepare() before
+// any kernel of the process may wait for this thread (cudaHostAlloc may wait
+// for the device); copy() prepares on first use otherwise.
 class PinnedUpload {
  public:
   static constexpr size_t kChunkBytes = size_t(256) << 10;

@@ -22,14 +22,12 @@
 //    in the context, which the driver may do only with the device quiet;
 //    treated as synchronising.
 //  - a copy (cudaMemcpy, cudaMemcpyAsync, cudaMemcpy2DAsync) to or from
-//    pageable host memory, on any stream: the driver stages it through
-//    buffers every pageable copy of the process shares, and a copy to
-//    pageable memory first waits for its stream. An application copying a
-//    result back from behind a spinning kernel then holds braid's pageable
-//    copy, and so the kernel, for ever (an H200, two thread ranks of a
-//    process, one still setting up FIFOs while the other's kernel waited for
-//    it). Counted when braid makes it: the application's waits for the work
-//    it chose.
+//    pageable host memory, on any stream: the driver stages it itself, and
+//    on an H200 one of braid's waited inside the driver for ever while the
+//    application's copy back to pageable memory waited, behind a kernel
+//    that waited for braid's thread (two thread ranks of a process, one
+//    still setting up FIFOs). Counted when braid makes it: the application's
+//    waits for the work it chose.
 //
 // Not counted: cudaEventQuery, cudaStreamQuery, cudaMemcpyAsync between
 // device and pinned memory and cudaMallocAsync/cudaFreeAsync on a stream
