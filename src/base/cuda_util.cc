@@ -31,8 +31,23 @@ PinnedUpload::~PinnedUpload() {
   freeHostWhenQuiet(pinned_);  // cudaFreeHost waits for the device
 }
 
+namespace {
+
+// A failed CUDA call's error, taken off the thread so that it does not
+// surface at a later launch's error check.
+Result cleared(Result r) {
+  if (r.code() == ncclUnhandledCudaError) cudaGetLastError();
+  return r;
+}
+
+}  // namespace
+
 Result PinnedUpload::prepare() {
   std::lock_guard<std::mutex> lock(mu_);
+  return cleared(prepareLocked());
+}
+
+Result PinnedUpload::prepareLocked() {
   if (pinned_ != nullptr) return Result::success();
   void* p = nullptr;
   BRAID_CUDA_TRY(cudaHostAlloc(&p, kChunkBytes, cudaHostAllocPortable));
@@ -47,8 +62,12 @@ Result PinnedUpload::prepare() {
 }
 
 Result PinnedUpload::copy(void* dst, const void* src, size_t bytes) {
-  BRAID_TRY(prepare());
   std::lock_guard<std::mutex> lock(mu_);
+  return cleared(copyLocked(dst, src, bytes));
+}
+
+Result PinnedUpload::copyLocked(void* dst, const void* src, size_t bytes) {
+  BRAID_TRY(prepareLocked());
   for (size_t done = 0; done < bytes;) {
     const size_t n = std::min(kChunkBytes, bytes - done);
     std::memcpy(pinned_, static_cast<const char*>(src) + done, n);

@@ -57,6 +57,9 @@ class PinnedUpload {
   Result copy(void* dst, const void* src, size_t bytes);
 
  private:
+  Result prepareLocked();
+  Result copyLocked(void* dst, const void* src, size_t bytes);
+
   std::mutex mu_;
   char* pinned_ = nullptr;
   cudaStream_t stream_ = nullptr;
