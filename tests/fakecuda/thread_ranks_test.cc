@@ -214,11 +214,11 @@ TEST_P(ThreadRanks, GatherAndScatterThenEachThreadDestroys) {
 
 // One rank sets up a FIFO with a third while its peer's plan kernel already
 // waits for it (the peer needed no new FIFO): the FIFO's image and its Port
-// go to the device from pinned memory. From pageable memory they waited, on
-// an H200, behind the application's copy back from the peer's stream (the
-// driver's staging buffers are the process's), so for ever: two thread ranks
-// per process, their peers on another host (bridged_fifos_test.cc). The
-// recorder counts braid's pageable copies while a kernel is outstanding.
+// go to the device from pinned memory. From pageable memory the Port's copy
+// waited inside the driver for ever, on an H200, while the application
+// copied a result back from the peer's stream: two thread ranks per process,
+// their peers on another host (bridged_fifos_test.cc). The recorder counts
+// braid's pageable copies while a kernel is outstanding.
 TEST(ThreadRanksConnecting, ARankMakesFifosWhileItsPeersKernelWaitsForItWithoutPageableCopies) {
   constexpr int kThree = 3;
   constexpr size_t kCount = 4099;
