@@ -138,6 +138,35 @@ void collectives(ncclComm_t comm, int rank, int nranks, size_t count, RankBuffer
   MP_EXPECT(async == ncclSuccess, "rank %d: asynchronous error %d: %s", rank, int(async), ncclGetLastError(comm));
 }
 
+// An allreduce captured in a CUDA graph (BRAID_GRAPH_ENGINE=kernels), the
+// graph launched three times with new inputs: captured as a plan kernel, its
+// FIFOs bridged; braid makes no call at the launches, and each launch's watch
+// starts the communicator's pump (without it the lanes wait for ever).
+void capturedAllReduces(ncclComm_t comm, int rank, int nranks, RankBuffers& b) {
+  constexpr size_t kCount = 4099;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  MP_CHECK(cudaStreamBeginCapture(b.stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "begin capture");
+  MP_NCCL_CHECK(ncclAllReduce(b.in, b.out, kCount, ncclFloat32, ncclSum, comm, b.stream));
+  MP_CHECK(cudaStreamEndCapture(b.stream, &graph) == cudaSuccess, "end capture");
+  MP_CHECK(cudaGraphInstantiateWithFlags(&exec, graph, 0) == cudaSuccess, "instantiate");
+  for (int launch = 1; launch <= 3; ++launch) {
+    std::vector<float> mine(kCount);
+    for (size_t i = 0; i < kCount; ++i) mine[i] = valueOf(rank, i) * float(launch);
+    b.toDevice(b.in, mine);
+    MP_CHECK(cudaGraphLaunch(exec, b.stream) == cudaSuccess, "launch");
+    const std::vector<float> got = b.fromDevice(b.out, kCount);
+    for (size_t i = 0; i < kCount; ++i)
+      MP_EXPECT(got[i] == sumOf(nranks, i) * float(launch), "rank %d, launch %d: element %zu is %g, want %g", rank,
+                launch, i, got[i], sumOf(nranks, i) * float(launch));
+  }
+  ncclResult_t async = ncclSuccess;
+  MP_NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
+  MP_EXPECT(async == ncclSuccess, "rank %d: asynchronous error %d: %s", rank, int(async), ncclGetLastError(comm));
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
 mptest::RankOptions optionsLoggingTo(const std::string& dir) {
   mptest::RankOptions o;
   o.timeoutSeconds = 120;
@@ -204,11 +233,14 @@ TEST(BridgedDeviceFifos, RanksOnThreeHostsRunCollectivesAsPlanKernels) {
 }
 
 // Two hosts of two ranks each, a thread per rank: FIFOs within a process are
-// device memory, those between the hosts bridged.
+// device memory, those between the hosts bridged; then each rank's captured
+// allreduce (BRAID_GRAPH_ENGINE=kernels), its graph launched three times.
 TEST(BridgedDeviceFifos, TwoHostsOfTwoRanksMixDeviceAndBridgedFifos) {
   GPU_REQUIRE_OR_SKIP(gputest::noGpuReasonForked());  // this process stays free of CUDA
   const std::string dir = mptest::makeLogDir("braid_bridged_fifos_");
   ASSERT_FALSE(dir.empty());
+  mptest::RankOptions o = optionsLoggingTo(dir);
+  o.env.push_back({"BRAID_GRAPH_ENGINE", "kernels"});
   constexpr int kPerHost = 2;
   mptest::runRanks(
       2,
@@ -226,6 +258,9 @@ TEST(BridgedDeviceFifos, TwoHostsOfTwoRanksMixDeviceAndBridgedFifos) {
             MP_NCCL_CHECK(ncclCommInitRank(&comm, hosts * kPerHost, id, rank));
             for (size_t count : {size_t(4099), size_t(100000)})
               collectives(comm, rank, hosts * kPerHost, count, bufs[k]);
+            // Each thread rank captures its own stream: a group of one
+            // communicator, its FIFOs in device memory and bridged.
+            capturedAllReduces(comm, rank, hosts * kPerHost, bufs[k]);
             MP_NCCL_CHECK(ncclCommDestroy(comm));
           });
         for (std::thread& t : threads) t.join();
@@ -235,43 +270,13 @@ TEST(BridgedDeviceFifos, TwoHostsOfTwoRanksMixDeviceAndBridgedFifos) {
         // waits would be one (on a GPU it may wait for that kernel).
         MP_EXPECT(unexpectedViolations() == 0, "host %d: braid made a synchronising call", host);
       },
-      optionsLoggingTo(dir));
+      o);
   const std::vector<std::string> lines = mptest::readLogLines(dir);
   EXPECT_GT(countContaining(lines, "bulk slots in mapped pinned host memory"), 0u) << "no FIFO was bridged";
   EXPECT_GT(countContaining(lines, "(cuda arena)") + countContaining(lines, "(cuda)"), 0u)
       << "no FIFO within a host was in device memory";
-}
-
-// An allreduce captured in a CUDA graph (BRAID_GRAPH_ENGINE=kernels), the
-// graph launched three times with new inputs: captured as a plan kernel, its
-// FIFOs bridged; braid makes no call at the launches, and each launch's watch
-// starts the communicator's pump (without it the lanes wait for ever).
-void capturedAllReduces(ncclComm_t comm, int rank, int nranks) {
-  constexpr size_t kCount = 4099;
-  RankBuffers b;
-  b.make(nranks);
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  MP_CHECK(cudaStreamBeginCapture(b.stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "begin capture");
-  MP_NCCL_CHECK(ncclAllReduce(b.in, b.out, kCount, ncclFloat32, ncclSum, comm, b.stream));
-  MP_CHECK(cudaStreamEndCapture(b.stream, &graph) == cudaSuccess, "end capture");
-  MP_CHECK(cudaGraphInstantiateWithFlags(&exec, graph, 0) == cudaSuccess, "instantiate");
-  for (int launch = 1; launch <= 3; ++launch) {
-    std::vector<float> mine(kCount);
-    for (size_t i = 0; i < kCount; ++i) mine[i] = valueOf(rank, i) * float(launch);
-    b.toDevice(b.in, mine);
-    MP_CHECK(cudaGraphLaunch(exec, b.stream) == cudaSuccess, "launch");
-    const std::vector<float> got = b.fromDevice(b.out, kCount);
-    for (size_t i = 0; i < kCount; ++i)
-      MP_EXPECT(got[i] == sumOf(nranks, i) * float(launch), "rank %d, launch %d: element %zu is %g, want %g", rank,
-                launch, i, got[i], sumOf(nranks, i) * float(launch));
-  }
-  ncclResult_t async = ncclSuccess;
-  MP_NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
-  MP_EXPECT(async == ncclSuccess, "rank %d: asynchronous error %d: %s", rank, int(async), ncclGetLastError(comm));
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  b.release();
+  EXPECT_EQ(countContaining(lines, "a CUDA graph captures this group's device calls: staged"), 0u)
+      << "the captured calls were staged";
 }
 
 TEST(BridgedDeviceFifos, CapturedCallsOnThreeHostsRunAsPlanKernels) {
@@ -284,9 +289,12 @@ TEST(BridgedDeviceFifos, CapturedCallsOnThreeHostsRunAsPlanKernels) {
       3,
       [](int rank, int nranks, const ncclUniqueId& id) {
         ncclComm_t comm = joinOnHost("captured-host-" + std::to_string(rank), rank, nranks, id);
-        capturedAllReduces(comm, rank, nranks);
+        RankBuffers b;
+        b.make(nranks);
+        capturedAllReduces(comm, rank, nranks, b);
         MP_EXPECT(planKernelsRan(), "rank %d: no plan kernel was captured", rank);
         MP_NCCL_CHECK(ncclCommDestroy(comm));
+        b.release();
         MP_EXPECT(unexpectedViolations() == 0, "rank %d: braid made a synchronising call", rank);
       },
       o);

@@ -149,9 +149,9 @@ Result captureJob(const std::vector<CommLaunch*>& group, cudaGraph_t graph, Imag
   PinnedBlock staging;
   BRAID_TRY(first->stagingBlock(im->imageBytes, &staging));
   job->blocks.push_back(staging);
-  if (const cudaError_t err = cudaMalloc(&l.block, im->blockBytes()); err != cudaSuccess) {
+  if (Result r = first->launchCache().allocateNow(im->blockBytes(), &l.block); !r.ok()) {
     first->pool().release(staging);
-    return cudaFailure("cudaMalloc", err);
+    return r;
   }
   l.blockBytes = im->blockBytes();
   // From here the proxies own the memory (released at once if the graph

@@ -6,7 +6,27 @@ namespace braid::device {
 
 Result LaunchCache::start() {
   if (freeStream_ == nullptr) BRAID_CUDA_TRY(cudaStreamCreateWithFlags(&freeStream_, cudaStreamNonBlocking));
+  if (allocStream_ == nullptr) BRAID_CUDA_TRY(cudaStreamCreateWithFlags(&allocStream_, cudaStreamNonBlocking));
   return Result::success();
+}
+
+Result LaunchCache::allocateNow(size_t bytes, void** out) {
+  BRAID_TRY(start());
+  BRAID_CUDA_TRY(cudaMallocAsync(out, bytes, allocStream_));
+  // Only allocations and frees are on this stream: no wait for a kernel.
+  const cudaError_t err = cudaStreamSynchronize(allocStream_);
+  if (err != cudaSuccess) {
+    if (cudaFreeAsync(*out, allocStream_) != cudaSuccess) cudaGetLastError();
+    *out = nullptr;
+    return cudaFailure("cudaStreamSynchronize", err);
+  }
+  return Result::success();
+}
+
+bool LaunchCache::freeAllocated(void* block) {
+  if (allocStream_ == nullptr) return false;
+  if (cudaFreeAsync(block, allocStream_) != cudaSuccess) cudaGetLastError();
+  return true;
 }
 
 CachedLaunch* LaunchCache::find(cudaStream_t stream, bool peerAccess, const std::vector<const engine::Task*>& tasks) {
@@ -44,10 +64,11 @@ Result LaunchCache::blockFor(CachedLaunch* e, size_t bytes) {
 
 void LaunchCache::release() {
   entries_.clear([this](CachedLaunch& e) { drop(e); });
-  if (freeStream_ != nullptr) {
-    cudaStreamDestroy(freeStream_);  // its frees still run
-    freeStream_ = nullptr;
-  }
+  for (cudaStream_t* s : {&freeStream_, &allocStream_})
+    if (*s != nullptr) {
+      cudaStreamDestroy(*s);  // its frees still run
+      *s = nullptr;
+    }
 }
 
 }  // namespace braid::device

@@ -56,13 +56,21 @@ class LaunchCache {
   // or a new one in stream order on its stream (the old one freed after its
   // last launch).
   Result blockFor(CachedLaunch* entry, size_t bytes);
-  // Once every launch has ended: frees the blocks and the stream.
+  // A block for a launch a graph captures (the graph's for its life), from
+  // the stream-ordered pool on a stream nothing else uses, ready when this
+  // returns: a cudaMalloc may wait for the device, another thread rank's
+  // waiting kernel included.
+  Result allocateNow(size_t bytes, void** out);
+  // Frees such a block once no launch can use it; false after release().
+  bool freeAllocated(void* block);
+  // Once every launch has ended: frees the blocks and the streams.
   void release();
 
  private:
   void drop(CachedLaunch& entry);
 
   cudaStream_t freeStream_ = nullptr;
+  cudaStream_t allocStream_ = nullptr;  // allocateNow's and freeAllocated's only
   lanes::GroupCache<CachedLaunch> entries_;
 };
 

@@ -422,7 +422,8 @@ void DeviceProxy::reclaimCapturedLocked() {
         continue;
       }
       if (job.lanes) {  // its beacons go with the job, which its watch keeps
-        if (job.lanes->block) freeDeviceWhenQuiet(job.lanes->block, device_);
+        if (job.lanes->block && !launchCache_->freeAllocated(job.lanes->block))
+          freeDeviceWhenQuiet(job.lanes->block, device_);
         job.lanes->block = nullptr;
       }
       for (const PinnedBlock& b : job.blocks) pool_.release(b);
