@@ -155,6 +155,7 @@ Result DeviceProxy::start() {
   BRAID_TRY(guard.status());
   BRAID_TRY(words_.allocate());
   BRAID_TRY(beacons_.allocate(comm_->settings.laneBeacons));
+  BRAID_TRY(tickets_.reserve());  // the tickets of staged groups CUDA graphs capture
   // The kernels' code, before any launch can load it behind a spinning kernel.
   BRAID_TRY(kernels::loadStreamWaitKernels());
   BRAID_TRY(kernels::loadMarkLaunchKernel());

@@ -148,22 +148,30 @@ MappedSlots::~MappedSlots() {
   for (void* chunk : chunks_) freeHostWhenQuiet(chunk);
 }
 
+Result MappedSlots::reserve() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return free_.empty() ? addChunkLocked() : Result::success();
+}
+
+Result MappedSlots::addChunkLocked() {
+  void* p = nullptr;
+  BRAID_CUDA_TRY(cudaHostAlloc(&p, kSlotChunkBytes, cudaHostAllocMapped | cudaHostAllocPortable));
+  void* dev = nullptr;
+  const cudaError_t err = cudaHostGetDevicePointer(&dev, p, 0);
+  if (err != cudaSuccess) {
+    cudaFreeHost(p);
+    return cudaFailure("cudaHostGetDevicePointer", err);
+  }
+  chunks_.push_back(p);
+  auto* host = static_cast<uint64_t*>(p);
+  auto* device = static_cast<const volatile uint64_t*>(dev);
+  for (size_t i = kSlotChunkBytes / sizeof(uint64_t); i-- > 0;) free_.push_back({host + i, device + i});
+  return Result::success();
+}
+
 Result MappedSlots::acquire(MappedSlot* out) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (free_.empty()) {
-    void* p = nullptr;
-    BRAID_CUDA_TRY(cudaHostAlloc(&p, kSlotChunkBytes, cudaHostAllocMapped | cudaHostAllocPortable));
-    void* dev = nullptr;
-    const cudaError_t err = cudaHostGetDevicePointer(&dev, p, 0);
-    if (err != cudaSuccess) {
-      cudaFreeHost(p);
-      return cudaFailure("cudaHostGetDevicePointer", err);
-    }
-    chunks_.push_back(p);
-    auto* host = static_cast<uint64_t*>(p);
-    auto* device = static_cast<const volatile uint64_t*>(dev);
-    for (size_t i = kSlotChunkBytes / sizeof(uint64_t); i-- > 0;) free_.push_back({host + i, device + i});
-  }
+  if (free_.empty()) BRAID_TRY(addChunkLocked());
   *out = free_.back();
   free_.pop_back();
   __atomic_store_n(out->host, uint64_t(0), __ATOMIC_SEQ_CST);

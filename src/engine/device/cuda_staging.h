@@ -111,6 +111,9 @@ class MappedSlots {
   MappedSlots(const MappedSlots&) = delete;
   MappedSlots& operator=(const MappedSlots&) = delete;
 
+  // A first chunk of slots (512), made before any kernel may wait: a later
+  // chunk's cudaHostAlloc may wait for the device.
+  Result reserve();
   // A slot holding 0.
   Result acquire(MappedSlot* out);
   // Only once no kernel and no graph launch may use it any more.
@@ -119,6 +122,8 @@ class MappedSlots {
   void leak();
 
  private:
+  Result addChunkLocked();
+
   std::mutex mu_;
   std::vector<void*> chunks_;  // freed at destruction
   std::vector<MappedSlot> free_;
