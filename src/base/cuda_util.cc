@@ -26,6 +26,21 @@ DeviceGuard::~DeviceGuard() {
   if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
 }
 
+Result allocateMappedAtHostAddress(size_t bytes, const char* what, char** out) {
+  void* host = nullptr;
+  BRAID_CUDA_TRY(cudaHostAlloc(&host, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+  void* device = nullptr;
+  const cudaError_t err = cudaHostGetDevicePointer(&device, host, 0);
+  if (err != cudaSuccess || device != host) {
+    freeHostWhenQuiet(host);
+    if (err != cudaSuccess) return cudaFailure("cudaHostGetDevicePointer", err);
+    return fail(ncclSystemError, "pinned host memory is mapped at another device address (%p, host %p): %s "
+                "need unified addressing", device, host, what);
+  }
+  *out = static_cast<char*>(host);
+  return Result::success();
+}
+
 PinnedUpload::~PinnedUpload() {
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
   freeHostWhenQuiet(pinned_);  // cudaFreeHost waits for the device

@@ -33,6 +33,11 @@ class DeviceGuard {
   Result status_;
 };
 
+// `bytes` of mapped pinned host memory that the device addresses at the
+// host's pointer (unified addressing): plan kernels and host threads follow
+// the same pointers in it. `what` names its use in the error.
+Result allocateMappedAtHostAddress(size_t bytes, const char* what, char** out);
+
 // Copies host memory into device memory and waits for that copy only,
 // through a pinned buffer and a private non-blocking stream made by
 // prepare(). Never from pageable memory, which the driver stages itself:

@@ -14,18 +14,7 @@ namespace {
 // address on the device: the lanes' Ports carry the pointers the bridge
 // follows too.
 Result allocateMapped(uint64_t bytes, char** out) {
-  void* host = nullptr;
-  BRAID_CUDA_TRY(cudaHostAlloc(&host, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
-  void* device = nullptr;
-  const cudaError_t err = cudaHostGetDevicePointer(&device, host, 0);
-  if (err != cudaSuccess || device != host) {
-    freeHostWhenQuiet(host);
-    if (err != cudaSuccess) return cudaFailure("cudaHostGetDevicePointer", err);
-    return fail(ncclSystemError, "pinned host memory is mapped at another device address (%p, host %p): plan "
-                "kernels need unified addressing to bridge FIFOs to other hosts", device, host);
-  }
-  *out = static_cast<char*>(host);
-  return Result::success();
+  return allocateMappedAtHostAddress(bytes, "plan kernels bridging FIFOs to other hosts", out);
 }
 
 // A FIFO of its own allocation (owned), or carved from the reserve.

@@ -195,18 +195,9 @@ MappedBeacons::~MappedBeacons() {
 }
 
 Result MappedBeacons::allocate(size_t capacity) {
-  void* p = nullptr;
-  BRAID_CUDA_TRY(
-      cudaHostAlloc(&p, capacity * sizeof(executor::LaneBeacon), cudaHostAllocMapped | cudaHostAllocPortable));
-  void* dev = nullptr;
-  const cudaError_t err = cudaHostGetDevicePointer(&dev, p, 0);
-  if (err != cudaSuccess || dev != p) {
-    cudaFreeHost(p);
-    return err != cudaSuccess ? cudaFailure("cudaHostGetDevicePointer", err)
-                              : fail(ncclSystemError, "mapped pinned memory is not at the same address on the "
-                                                      "device (no unified addressing): plan kernels need it");
-  }
-  block_ = static_cast<char*>(p);
+  char* p = nullptr;
+  BRAID_TRY(allocateMappedAtHostAddress(capacity * sizeof(executor::LaneBeacon), "plan kernels' lane beacons", &p));
+  block_ = p;
   capacity_ = capacity;
   slots_->busy.assign(capacity, false);
   return Result::success();
