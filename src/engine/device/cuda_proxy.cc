@@ -327,6 +327,9 @@ Result DeviceProxy::enqueueLaunch(CapturedJob* job, cudaStream_t stream) {
 // The ticket reaches the job's word before the host function returns, so
 // before the launch's stream-wait kernel starts. The job is queued before the
 // ticket is taken, so an allocation failure leaves no ticket unpublished.
+// That kernel counts as outstanding from here until its ticket is published
+// (base/cuda_quiet_free.h): braid does not see the graph's launch itself, and
+// after the publication the kernel waits for nothing of the host's.
 void DeviceProxy::submitLaunch(CapturedJob& captured) noexcept {
   try {
     DeviceJob job;
@@ -339,6 +342,7 @@ void DeviceProxy::submitLaunch(CapturedJob& captured) noexcept {
       job.ticket = lastTicket_ + 1;
       launches_.push_back(std::move(job));
       lastTicket_ = launches_.back().ticket;
+      addOutstandingKernels(1);
       __atomic_store_n(captured.ticket.host, lastTicket_, __ATOMIC_SEQ_CST);
       captured.lastTicket.store(lastTicket_);
     }
@@ -561,6 +565,7 @@ void DeviceProxy::runJob(DeviceJob& job) {
   }
   if (job.captured) {
     words_.publishLaunch(job.ticket);
+    addOutstandingKernels(-1);  // counted when the launch submitted it
   } else {
     words_.publish(job.waitValue);
   }
