@@ -29,6 +29,10 @@ struct Task {
   uint64_t callNumber = 0;
   int root = 0;  // or the peer of Send/Recv
   cudaStream_t stream = nullptr;
+  // The CUDA device of the buffers it uses, set by device::classifyGroup in
+  // a group on device buffers (-1: none used), so that a call queries each
+  // buffer's attributes once.
+  int device = -1;
   // The format of its messages (CommSettings::wireType where it applies,
   // engine/task_plan.h wireTypeFor), fixed when the call is recorded.
   reduce::WireType wire = reduce::WireType::None;

@@ -175,6 +175,9 @@ std::atomic<uint64_t> pinnedFreeCount{0};
 std::atomic<uint64_t> hostFunctionCount{0};
 std::atomic<uint64_t> eventCreateCount{0};
 std::atomic<uint64_t> eventRecordCount{0};
+std::atomic<uint64_t> pointerQueryCount{0};
+std::atomic<uint64_t> streamWaitCount{0};
+std::atomic<uint64_t> asyncCopyCount{0};
 
 std::atomic<uint32_t> mostPlanLanes{0};
 
@@ -192,6 +195,9 @@ uint64_t pinnedFrees() { return pinnedFreeCount.load(); }
 uint64_t hostFunctionsLaunched() { return hostFunctionCount.load(); }
 uint64_t eventsCreated() { return eventCreateCount.load(); }
 uint64_t eventRecords() { return eventRecordCount.load(); }
+uint64_t pointerQueries() { return pointerQueryCount.load(); }
+uint64_t streamWaits() { return streamWaitCount.load(); }
+uint64_t asyncCopies() { return asyncCopyCount.load(); }
 uint64_t deviceBytesInUse() { return dev().bytesInUse(MemKind::Device); }
 
 }  // namespace fakecuda
@@ -349,6 +355,7 @@ cudaError_t CUDARTAPI cudaHostGetDevicePointer(void** pDevice, void* pHost, unsi
 
 cudaError_t CUDARTAPI cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr) {
   if (attributes == nullptr) return result(cudaErrorInvalidValue);
+  fakecuda::pointerQueryCount.fetch_add(1);
   *attributes = cudaPointerAttributes{};
   uintptr_t base = 0;
   fakecuda::Allocation a;
@@ -411,6 +418,7 @@ cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count, cudaM
 cudaError_t CUDARTAPI cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
                                       cudaStream_t stream) {
   FAKECUDA_LEGACY(stream, "cudaMemcpyAsync");
+  fakecuda::asyncCopyCount.fetch_add(1);
   if (fakecuda::throughPageable(dst, src, kind))
     checkSync("cudaMemcpyAsync through pageable host memory", __builtin_return_address(0), false, true);
   if (!fakecuda::validCopy(dst, src, count, kind)) return result(cudaErrorInvalidValue);
@@ -421,6 +429,7 @@ cudaError_t CUDARTAPI cudaMemcpyAsync(void* dst, const void* src, size_t count, 
 cudaError_t CUDARTAPI cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                                         size_t height, cudaMemcpyKind kind, cudaStream_t stream) {
   FAKECUDA_LEGACY(stream, "cudaMemcpy2DAsync");
+  fakecuda::asyncCopyCount.fetch_add(1);
   if (fakecuda::throughPageable(dst, src, kind))
     checkSync("cudaMemcpy2DAsync through pageable host memory", __builtin_return_address(0), false, true);
   if (width > dpitch || width > spitch) return result(cudaErrorInvalidPitchValue);
@@ -553,6 +562,7 @@ cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event) {
 
 cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
   FAKECUDA_LEGACY(stream, "cudaStreamWaitEvent");
+  fakecuda::streamWaitCount.fetch_add(1);
   fakecuda::Event* e = fakecuda::eventOf(event);
   if (e == nullptr) return result(cudaErrorInvalidResourceHandle);
   bool known = false;

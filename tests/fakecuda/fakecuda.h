@@ -54,6 +54,11 @@ uint64_t hostFunctionsLaunched();
 // How many events were made (cudaEventCreate*) and recorded so far.
 uint64_t eventsCreated();
 uint64_t eventRecords();
+// How many cudaPointerGetAttributes, cudaStreamWaitEvent and cudaMemcpyAsync
+// (or 2D) calls were made so far.
+uint64_t pointerQueries();
+uint64_t streamWaits();
+uint64_t asyncCopies();
 // Bytes of device memory allocated and not yet freed (cudaMalloc, cudaMallocAsync).
 uint64_t deviceBytesInUse();
 

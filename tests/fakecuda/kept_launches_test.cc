@@ -104,12 +104,15 @@ TEST(KeptLaunches, RepeatedCallsAllocateNothingAndLaunchNoHostFunction) {
   const uint64_t allocations = fakecuda::streamOrderedAllocations();
   const uint64_t hostFunctions = fakecuda::hostFunctionsLaunched();
   const uint64_t records = fakecuda::eventRecords();
+  const uint64_t queries = fakecuda::pointerQueries();
   constexpr int kRounds = 5;
   for (const std::string& e : ranks.run(kRounds)) ASSERT_EQ(e, "");
   EXPECT_EQ(fakecuda::streamOrderedAllocations(), allocations) << "repeated calls allocated device memory";
   EXPECT_EQ(fakecuda::hostFunctionsLaunched(), hostFunctions) << "repeated calls launched host functions";
   // Each rank's call is its own launch on its own stream: one record, its end.
   EXPECT_EQ(fakecuda::eventRecords() - records, uint64_t(kRounds * kCounts.size() * kRanks));
+  // In place: one buffer, one attribute query per call.
+  EXPECT_EQ(fakecuda::pointerQueries() - queries, uint64_t(kRounds * kCounts.size() * kRanks));
   ASSERT_NO_FATAL_FAILURE(ranks.expectRounds(kRounds));
   // The events of ended launches are used again: a launch at a time per rank
   // needs no new one (many in flight need as many as they are, once).
@@ -147,6 +150,10 @@ TEST(KeptLaunches, OneThreadsGroupsOverEveryRankAllocateNothingAfterTheFirst) {
   const uint64_t allocations = fakecuda::streamOrderedAllocations();
   const uint64_t hostFunctions = fakecuda::hostFunctionsLaunched();
   const uint64_t records = fakecuda::eventRecords();
+  const uint64_t queries = fakecuda::pointerQueries();
+  const uint64_t waits = fakecuda::streamWaits();
+  const uint64_t copies = fakecuda::asyncCopies();
+  const uint64_t kernels = fakecuda::launchesTracked();
   constexpr int kRounds = 4;
   ASSERT_NO_FATAL_FAILURE(rounds(kRounds));
   EXPECT_EQ(fakecuda::streamOrderedAllocations(), allocations) << "repeated groups allocated device memory";
@@ -154,6 +161,15 @@ TEST(KeptLaunches, OneThreadsGroupsOverEveryRankAllocateNothingAfterTheFirst) {
   // A group is one launch on rank 0's stream: one record per other rank's
   // stream it joins, one for its end (the joined streams wait on that one).
   EXPECT_EQ(fakecuda::eventRecords() - records, uint64_t(kRounds * kCounts.size() * kRanks));
+  EXPECT_EQ(fakecuda::pointerQueries() - queries, uint64_t(kRounds * kCounts.size() * kRanks))
+      << "a call queries its one buffer's attributes more than once";
+  // What else a group's launch costs on the host (an 8 B group's time on a
+  // GPU is mostly these calls, docs/performance.md): rank 0's stream waits
+  // for the other three and they for its end, and for the kept block's last
+  // launch; one upload of the launch's image.
+  EXPECT_EQ(fakecuda::streamWaits() - waits, uint64_t(kRounds * kCounts.size() * (2 * (kRanks - 1) + 1)));
+  EXPECT_EQ(fakecuda::asyncCopies() - copies, uint64_t(kRounds * kCounts.size()));
+  EXPECT_EQ(fakecuda::launchesTracked() - kernels, uint64_t(kRounds * kCounts.size()));
   ASSERT_NO_FATAL_FAILURE(ranks.expectRounds(kRounds));
   // One group at a time: no new event.
   ASSERT_NO_FATAL_FAILURE(ranks.fill(1));

@@ -40,18 +40,13 @@ void DeviceProxyDeleter::operator()(DeviceProxy* proxy) const {
 Result deviceOfCalls(const std::vector<engine::Task>& tasks, const std::vector<size_t>& mine, int* device) {
   *device = -1;
   for (size_t i : mine) {
-    const engine::Task& t = tasks[i];
-    const StageSpan span = stageSpanOf(t, t.comm->rank, t.comm->nranks);
-    for (const void* p : {span.inBytes ? t.sendbuff : nullptr,
-                          span.outBytes ? static_cast<const void*>(t.recvbuff) : nullptr}) {
-      if (p == nullptr) continue;
-      const int d = deviceOfPointer(p);
-      if (*device < 0) *device = d;
-      if (d != *device)
-        return fail(ncclInvalidArgument, "%s: rank %d's buffer %p is on device %d, but its other "
-                    "buffers in this group are on device %d", collectiveName(t.coll), t.comm->rank, p,
-                    d, *device);
-    }
+    const engine::Task& t = tasks[i];  // t.device: classifyGroup's
+    if (t.device < 0) continue;
+    if (*device < 0) *device = t.device;
+    if (t.device != *device)
+      return fail(ncclInvalidArgument, "%s: rank %d's buffers %p and %p are on device %d, but its other "
+                  "buffers in this group are on device %d", collectiveName(t.coll), t.comm->rank, t.sendbuff,
+                  t.recvbuff, t.device, *device);
   }
   return Result::success();
 }

@@ -9,12 +9,9 @@
 
 namespace braid::device {
 
-// The device that holds `ptr` (device or managed memory), or -1.
-int deviceOfPointer(const void* ptr);
-
-// The device of the calls tasks[mine] (one communicator's): that of their
-// first device buffer (-1 when they have none); every other buffer must be on
-// it too.
+// The device of the calls tasks[mine] (one communicator's), from each call's
+// Task::device (classifyGroup's): that of the first call with buffers (-1
+// when none has any); every other call's must be it too.
 Result deviceOfCalls(const std::vector<engine::Task>& tasks, const std::vector<size_t>& mine, int* device);
 
 // The communicator's proxy (made by its first device call) on `device`.

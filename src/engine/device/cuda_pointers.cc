@@ -57,23 +57,39 @@ bool attributesOf(const void* ptr, cudaPointerAttributes* attr) {
 
 enum class Side { None, Host, Device };
 
-Side sideOf(const void* ptr) {
-  if (ptr == nullptr) return Side::None;
-  return isDeviceMemory(ptr) ? Side::Device : Side::Host;
+// A buffer's side and, on the device side, its device.
+struct Where {
+  Side side = Side::None;
+  int device = -1;
+};
+
+Where whereIs(const void* ptr) {
+  if (ptr == nullptr) return {};
+  cudaPointerAttributes attr{};
+  if (!attributesOf(ptr, &attr)) return {Side::Host, -1};
+  return {Side::Device, attr.device};
 }
 
-// The side of one call's buffers (None when it passes none that it uses).
-Result taskSide(const engine::Task& t, Side* side) {
+// The side of one call's buffers (None when it passes none that it uses),
+// and their device into t.device: one attribute query per distinct buffer
+// (a launch costs a few microseconds, each query a fraction of one).
+Result taskSide(engine::Task& t, Side* side) {
   const StageSpan span = stageSpanOf(t, t.comm->rank, t.comm->nranks);
-  const Side in = span.inBytes ? sideOf(t.sendbuff) : Side::None;
-  const Side out = span.outBytes ? sideOf(t.recvbuff) : Side::None;
-  if (in != Side::None && out != Side::None && in != out)
+  const Where in = span.inBytes ? whereIs(t.sendbuff) : Where{};
+  const Where out = !span.outBytes ? Where{}
+                    : span.inBytes && t.recvbuff == t.sendbuff ? in
+                                                               : whereIs(t.recvbuff);
+  if (in.side != Side::None && out.side != Side::None && in.side != out.side)
     return fail(ncclInvalidArgument,
                 "%s: rank %d's send buffer %p is %s memory but its receive buffer %p is %s memory; "
                 "both must be device memory or both host memory",
-                collectiveName(t.coll), t.comm->rank, t.sendbuff, in == Side::Device ? "device" : "host",
-                t.recvbuff, out == Side::Device ? "device" : "host");
-  *side = in != Side::None ? in : out;
+                collectiveName(t.coll), t.comm->rank, t.sendbuff, in.side == Side::Device ? "device" : "host",
+                t.recvbuff, out.side == Side::Device ? "device" : "host");
+  if (in.side == Side::Device && out.side == Side::Device && in.device != out.device)
+    return fail(ncclInvalidArgument, "%s: rank %d's send buffer %p is on device %d but its receive buffer %p is on "
+                "device %d", collectiveName(t.coll), t.comm->rank, t.sendbuff, in.device, t.recvbuff, out.device);
+  *side = in.side != Side::None ? in.side : out.side;
+  t.device = in.side == Side::Device ? in.device : out.device;
   return Result::success();
 }
 
@@ -103,11 +119,6 @@ Result checkCaptures(const std::vector<engine::Task>& tasks) {
 }
 
 }  // namespace
-
-int deviceOfPointer(const void* ptr) {
-  cudaPointerAttributes attr{};
-  return attributesOf(ptr, &attr) ? attr.device : -1;
-}
 
 int currentGpuBusId() {
   if (!cudaDriverLoaded() || !deviceBuffersSupported()) return -1;
@@ -178,13 +189,13 @@ Result freeCommMemory(void* ptr) {
   return Result::success();
 }
 
-Result classifyGroup(const std::vector<engine::Task>& tasks, bool* device) {
+Result classifyGroup(std::vector<engine::Task>& tasks, bool* device) {
   *device = false;
   if (!cudaInUse()) return Result::success();  // the host path's cost: one load
   // Pointer queries are no stream work: never an error under a graph capture.
   CaptureModeRelaxed relaxed;
   bool host = false;
-  for (const engine::Task& t : tasks) {
+  for (engine::Task& t : tasks) {
     Side side = Side::None;
     BRAID_TRY(taskSide(t, &side));
     *device |= side == Side::Device;

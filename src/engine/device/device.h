@@ -51,7 +51,7 @@ Result freeCommMemory(void* ptr);
 // without CUDA; with ncclInvalidUsage when a communicator's device calls are
 // captured in a CUDA graph on more than one stream or only in part, or a
 // stream's capture was invalidated.
-Result classifyGroup(const std::vector<engine::Task>& tasks, bool* device);
+Result classifyGroup(std::vector<engine::Task>& tasks, bool* device);
 
 // Runs host work on the staged copies of one communicator's tasks (called on
 // that communicator's proxy thread).

@@ -62,7 +62,7 @@ Result freeCommMemory(void* ptr) {
   return Result::success();
 }
 
-Result classifyGroup(const std::vector<engine::Task>& tasks, bool* device) {
+Result classifyGroup(std::vector<engine::Task>& tasks, bool* device) {
   *device = false;
   for (const engine::Task& t : tasks) {
     if (t.count == 0) continue;
