@@ -1,6 +1,7 @@
 #include "fake_device.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -15,8 +16,13 @@ bool Position::reached() const {
   return stream->completed_ >= count;
 }
 
+namespace {
+std::atomic<uint64_t> gNextStreamId{1};
+}  // namespace
+
 Stream::Stream(int device, bool blocking, bool legacy)
-    : device_(device), blocking_(blocking), legacy_(legacy), worker_([this] { serve(); }) {}
+    : device_(device), id_(gNextStreamId.fetch_add(1)), blocking_(blocking), legacy_(legacy),
+      worker_([this] { serve(); }) {}
 
 // Never runs in practice (the device keeps its streams for the process's
 // life); a worker is joined only if it could end.

@@ -44,6 +44,7 @@ class Stream {
   void retire();                  // cudaStreamDestroy: the worker ends once the queue is empty
 
   int device() const { return device_; }
+  uint64_t id() const { return id_; }  // cudaStreamGetId: never reused in the process
   bool blocking() const { return blocking_; }
   bool legacy() const { return legacy_; }
 
@@ -56,6 +57,7 @@ class Stream {
   friend struct Position;
 
   const int device_;
+  const uint64_t id_;
   const bool blocking_;
   const bool legacy_;
   std::mutex mu_;

@@ -477,6 +477,14 @@ cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
   return cudaSuccess;
 }
 
+cudaError_t CUDARTAPI cudaStreamGetId(cudaStream_t stream, unsigned long long* streamId) {
+  bool known = false;
+  fakecuda::Stream* s = dev().lookup(stream, &known);
+  if (!known || streamId == nullptr) return result(cudaErrorInvalidResourceHandle);
+  *streamId = s->id();
+  return cudaSuccess;
+}
+
 cudaError_t CUDARTAPI cudaStreamQuery(cudaStream_t stream) {
   bool known = false;
   fakecuda::Stream* s = dev().lookup(stream, &known);

@@ -207,12 +207,19 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   CachedLaunch* kept = group.front()->cached;
   if (kept && kept->stream != stream) kept = nullptr;
   char* block = nullptr;
+  unsigned long long streamId = 0;
   if (kept) {
     BRAID_TRY(first->launchCache().blockFor(kept, im.blockBytes()));
     block = kept->block;
-    // Its last launch was on this stream handle; the stream may have been
-    // destroyed and the handle reused since: wait for that launch anyway.
-    if (kept->done) BRAID_CUDA_TRY(cudaStreamWaitEvent(stream, kept->done->get(), 0));
+    // Its last launch was on this stream handle, but the stream may have been
+    // destroyed and the handle reused since: then this launch waits for that
+    // one. A stream's id is never reused; on the same stream, stream order
+    // suffices, and a wait would cost the call a driver call.
+#if CUDART_VERSION >= 12000
+    BRAID_CUDA_TRY(cudaStreamGetId(stream, &streamId));
+#endif
+    if (kept->done && (streamId == 0 || kept->doneStream != streamId))
+      BRAID_CUDA_TRY(cudaStreamWaitEvent(stream, kept->done->get(), 0));
   } else {
     BRAID_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void**>(&block), im.blockBytes(), stream));
   }
@@ -251,7 +258,10 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   SharedEvent done;
   const Result recorded = first->events().record(stream, &done);
   if (r.ok()) r = recorded;
-  if (kept && done) kept->done = done;
+  if (kept && done) {
+    kept->done = done;
+    kept->doneStream = streamId;
+  }
   if (bridged) bridged->settle(done);  // no event: the launch failed first
   if (r.ok())
     for (const CommLaunch* c : group) c->proxy->noteLaneKernel(stream, done);

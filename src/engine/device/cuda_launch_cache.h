@@ -31,6 +31,7 @@ struct CachedLaunch {
   char* block = nullptr;  // device memory for the image and scratch, or null before the first launch
   size_t blockBytes = 0;
   SharedEvent done;       // the end of the last launch that used the block (null: none yet)
+  unsigned long long doneStream = 0;  // cudaStreamGetId of that launch's stream (0: unknown)
   bool connected = false;  // its FIFOs were made (connect succeeded once)
 };
 
