@@ -71,8 +71,8 @@ Where whereIs(const void* ptr) {
 }
 
 // The side of one call's buffers (None when it passes none that it uses),
-// and their device into t.device: one attribute query per distinct buffer
-// (a launch costs a few microseconds, each query a fraction of one).
+// and their device into t.device: one attribute query (a driver call on
+// every call's path) per distinct buffer.
 Result taskSide(engine::Task& t, Side* side) {
   const StageSpan span = stageSpanOf(t, t.comm->rank, t.comm->nranks);
   const Where in = span.inBytes ? whereIs(t.sendbuff) : Where{};
