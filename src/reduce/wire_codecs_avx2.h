@@ -206,11 +206,14 @@ BRAID_WIRE_AVX2_STEP bool encodeFp8Group(const float* v, uint8_t* codes, uint8_t
   return true;
 }
 
-// Whether float16 holds every code of F, read as a finite value: fewer
-// exponent bits than float16's five (e4m3; e5m2's top exponent would read as
-// float16's infinities and NaN, where decodeFinite reads finite values).
+// Whether float16 holds every value of F's codes: no more exponent bits than
+// float16's five. With five (e5m2), codes of the top exponent would read as
+// float16's infinities and NaN, where decodeFinite reads finite values: a
+// group holding one (only a damaged message does) takes the other steps.
 template <class F>
-constexpr bool kFp8ViaHalf = F::kBits == 8 && F::kBias < 15;
+constexpr bool kFp8ViaHalf = F::kBits == 8 && F::kBias <= 15;
+template <class F>
+constexpr bool kFp8TopExponentIsHalfs = F::kBias == 15;
 
 // 16 fp8 codes (16-bit lanes) as the float16 bits of their values times
 // 2^(kBias - 15): the sign to bit 15 and the magnitude's exponent and
@@ -224,7 +227,7 @@ BRAID_WIRE_AVX2_STEP __m256i fp8AsHalfBits(__m256i c) {
   return _mm256_or_si256(sign, mag);
 }
 
-// 32 e4m3 codes widened and times 2^(rescale - 15 + kBias), through float16
+// 32 fp8 codes widened and times 2^(rescale - 15 + kBias), through float16
 // (F16C): each code's value times 2^(kBias - 15) is exact, and one multiply
 // by 2^rescale (a normal float) rounds the exact product once, as
 // decodeFinite8's value times 2^s does: the same bits, in fewer steps than
@@ -246,7 +249,13 @@ template <class F>
 BRAID_WIRE_AVX2_STEP void decodeFp8Values(const uint8_t* codes, int s, __m256 x[4]) {
   if constexpr (kFp8ViaHalf<F>) {
     const int rescale = 15 - F::kBias + s;
-    if (rescale >= -126 && rescale <= 127) return decodeFp8ViaHalf<F>(codes, rescale, x);
+    bool viaHalf = rescale >= -126 && rescale <= 127;
+    if constexpr (kFp8TopExponentIsHalfs<F>) {
+      const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes));
+      const __m256i top = _mm256_set1_epi8(char(F::kExpMask));
+      viaHalf = viaHalf && _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_and_si256(c, top), top)) == 0;
+    }
+    if (viaHalf) return decodeFp8ViaHalf<F>(codes, rescale, x);
   }
   for (int q = 0; q < 4; ++q) {
     const __m128i c = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + 8 * q));
