@@ -213,7 +213,7 @@ BRAID_WIRE_AVX2_STEP bool encodeFp8Group(const float* v, uint8_t* codes, uint8_t
 template <class F>
 constexpr bool kFp8ViaHalf = F::kBits == 8 && F::kBias <= 15;
 template <class F>
-constexpr bool kFp8TopExponentIsHalfs = F::kBias == 15;
+constexpr bool kFp8TopExponentReadsInfinite = F::kBias == 15;
 
 // 16 fp8 codes (16-bit lanes) as the float16 bits of their values times
 // 2^(kBias - 15): the sign to bit 15 and the magnitude's exponent and
@@ -250,7 +250,7 @@ BRAID_WIRE_AVX2_STEP void decodeFp8Values(const uint8_t* codes, int s, __m256 x[
   if constexpr (kFp8ViaHalf<F>) {
     const int rescale = 15 - F::kBias + s;
     bool viaHalf = rescale >= -126 && rescale <= 127;
-    if constexpr (kFp8TopExponentIsHalfs<F>) {
+    if constexpr (kFp8TopExponentReadsInfinite<F>) {
       const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes));
       const __m256i top = _mm256_set1_epi8(char(F::kExpMask));
       viaHalf = viaHalf && _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_and_si256(c, top), top)) == 0;
