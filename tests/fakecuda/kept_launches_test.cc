@@ -95,29 +95,36 @@ struct Ranks {
   }
 };
 
+// The fake's counts of the CUDA work calls make, at one moment.
+struct CudaWork {
+  uint64_t allocations = fakecuda::streamOrderedAllocations();
+  uint64_t hostFunctions = fakecuda::hostFunctionsLaunched();
+  uint64_t records = fakecuda::eventRecords();
+  uint64_t queries = fakecuda::pointerQueries();
+  uint64_t waits = fakecuda::streamWaits();
+  uint64_t copies = fakecuda::asyncCopies();
+  uint64_t kernels = fakecuda::launchesTracked();
+};
+
 TEST(KeptLaunches, RepeatedCallsAllocateNothingAndLaunchNoHostFunction) {
   Ranks ranks;
   ASSERT_NO_FATAL_FAILURE(ranks.init());
   ASSERT_NO_FATAL_FAILURE(ranks.fill(1));
   for (const std::string& e : ranks.run(1)) ASSERT_EQ(e, "");  // the first call of each shape plans it
   ASSERT_NO_FATAL_FAILURE(ranks.fill(1));
-  const uint64_t allocations = fakecuda::streamOrderedAllocations();
-  const uint64_t hostFunctions = fakecuda::hostFunctionsLaunched();
-  const uint64_t records = fakecuda::eventRecords();
-  const uint64_t queries = fakecuda::pointerQueries();
-  const uint64_t waits = fakecuda::streamWaits();
-  const uint64_t copies = fakecuda::asyncCopies();
+  const CudaWork before;
   constexpr int kRounds = 5;
   for (const std::string& e : ranks.run(kRounds)) ASSERT_EQ(e, "");
-  EXPECT_EQ(fakecuda::streamOrderedAllocations(), allocations) << "repeated calls allocated device memory";
-  EXPECT_EQ(fakecuda::hostFunctionsLaunched(), hostFunctions) << "repeated calls launched host functions";
+  const CudaWork after;
+  EXPECT_EQ(after.allocations, before.allocations) << "repeated calls allocated device memory";
+  EXPECT_EQ(after.hostFunctions, before.hostFunctions) << "repeated calls launched host functions";
   // Each rank's call is its own launch on its own stream: one record, its end.
-  EXPECT_EQ(fakecuda::eventRecords() - records, uint64_t(kRounds * kCounts.size() * kRanks));
+  EXPECT_EQ(after.records - before.records, uint64_t(kRounds * kCounts.size() * kRanks));
   // In place: one buffer, one attribute query per call.
-  EXPECT_EQ(fakecuda::pointerQueries() - queries, uint64_t(kRounds * kCounts.size() * kRanks));
+  EXPECT_EQ(after.queries - before.queries, uint64_t(kRounds * kCounts.size() * kRanks));
   // A rank's launches on its one stream follow each other in stream order.
-  EXPECT_EQ(fakecuda::streamWaits(), waits) << "a rank's calls on one stream waited for events";
-  EXPECT_EQ(fakecuda::asyncCopies() - copies, uint64_t(kRounds * kCounts.size() * kRanks));  // its image
+  EXPECT_EQ(after.waits, before.waits) << "a rank's calls on one stream waited for events";
+  EXPECT_EQ(after.copies - before.copies, uint64_t(kRounds * kCounts.size() * kRanks));  // its image
   ASSERT_NO_FATAL_FAILURE(ranks.expectRounds(kRounds));
   // The events of ended launches are used again: a launch at a time per rank
   // needs no new one (many in flight need as many as they are, once).
@@ -152,29 +159,24 @@ TEST(KeptLaunches, OneThreadsGroupsOverEveryRankAllocateNothingAfterTheFirst) {
   };
   ASSERT_NO_FATAL_FAILURE(rounds(1));
   ASSERT_NO_FATAL_FAILURE(ranks.fill(1));
-  const uint64_t allocations = fakecuda::streamOrderedAllocations();
-  const uint64_t hostFunctions = fakecuda::hostFunctionsLaunched();
-  const uint64_t records = fakecuda::eventRecords();
-  const uint64_t queries = fakecuda::pointerQueries();
-  const uint64_t waits = fakecuda::streamWaits();
-  const uint64_t copies = fakecuda::asyncCopies();
-  const uint64_t kernels = fakecuda::launchesTracked();
+  const CudaWork before;
   constexpr int kRounds = 4;
   ASSERT_NO_FATAL_FAILURE(rounds(kRounds));
-  EXPECT_EQ(fakecuda::streamOrderedAllocations(), allocations) << "repeated groups allocated device memory";
-  EXPECT_EQ(fakecuda::hostFunctionsLaunched(), hostFunctions) << "repeated groups launched host functions";
+  const CudaWork after;
+  EXPECT_EQ(after.allocations, before.allocations) << "repeated groups allocated device memory";
+  EXPECT_EQ(after.hostFunctions, before.hostFunctions) << "repeated groups launched host functions";
   // A group is one launch on rank 0's stream: one record per other rank's
   // stream it joins, one for its end (the joined streams wait on that one).
-  EXPECT_EQ(fakecuda::eventRecords() - records, uint64_t(kRounds * kCounts.size() * kRanks));
-  EXPECT_EQ(fakecuda::pointerQueries() - queries, uint64_t(kRounds * kCounts.size() * kRanks))
+  EXPECT_EQ(after.records - before.records, uint64_t(kRounds * kCounts.size() * kRanks));
+  EXPECT_EQ(after.queries - before.queries, uint64_t(kRounds * kCounts.size() * kRanks))
       << "a call queries its one buffer's attributes more than once";
   // What else a group's launch costs on the host (part of an 8 B group's
   // time on a GPU, docs/performance.md): rank 0's stream waits for the other
   // three and they for its end (none for the kept block's last launch, on
   // the same stream); one upload of the launch's image.
-  EXPECT_EQ(fakecuda::streamWaits() - waits, uint64_t(kRounds * kCounts.size() * 2 * (kRanks - 1)));
-  EXPECT_EQ(fakecuda::asyncCopies() - copies, uint64_t(kRounds * kCounts.size()));
-  EXPECT_EQ(fakecuda::launchesTracked() - kernels, uint64_t(kRounds * kCounts.size()));
+  EXPECT_EQ(after.waits - before.waits, uint64_t(kRounds * kCounts.size() * 2 * (kRanks - 1)));
+  EXPECT_EQ(after.copies - before.copies, uint64_t(kRounds * kCounts.size()));
+  EXPECT_EQ(after.kernels - before.kernels, uint64_t(kRounds * kCounts.size()));
   ASSERT_NO_FATAL_FAILURE(ranks.expectRounds(kRounds));
   // One group at a time: no new event.
   ASSERT_NO_FATAL_FAILURE(ranks.fill(1));
