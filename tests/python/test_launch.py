@@ -10,10 +10,22 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, "..", "..", "examples", "pytorch_ddp", "train_ddp.py")
 
 
+def gloo_aborted_in_teardown(backend, out):
+    # PyTorch's own Gloo group sometimes aborts in destroy_process_group after
+    # the run has finished and printed everything ("terminate called without
+    # an active exception"; about one run in six on the 2-core CI guest, with
+    # braid not loaded in the process): the reference run is repeated then.
+    return (backend == "gloo" and out.returncode != 0 and "same weights on every rank" in out.stdout
+            and "terminate called without an active exception" in out.stderr)
+
+
 def torchrun(backend):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
            EXAMPLE, "--backend", backend]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    for _ in range(3):
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+        if not gloo_aborted_in_teardown(backend, out):
+            break
     assert out.returncode == 0, f"{backend}: exit {out.returncode}\n{out.stdout}\n{out.stderr[-4000:]}"
     lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if line.startswith(("BACKEND", "WEIGHTS")))
     return lines
