@@ -26,6 +26,9 @@
 #if !defined(__CUDA_ARCH__)
 #include "reduce/fixed_point.h"
 #endif
+#if defined(__CUDACC__)
+#include "reduce/wire_codecs_packed.h"
+#endif
 
 namespace braid::executor {
 
@@ -47,17 +50,21 @@ BRAID_HD reduce::RedOp floatComputedOp(const reduce::RedOp& op) {
 
 #if defined(__CUDACC__)
 // A block thread's share of a piece (p.firstGroup, p.stride), with the
-// loops as a block builds them (reduce::kBlockLoops). bfloat16 values travel
-// only as fp8 (engine/task_plan.cc wireTypeFor): no loops for the other
-// codecs. tests/gpu's gpu_wire_loops_test holds it to the host's bits.
+// loops as a block builds them (reduce::kBlockLoops) and the scaled formats'
+// packed codecs (reduce/wire_codecs_packed.h: the GPU's paired conversions
+// from sm_89, the same bits as the portable codecs; on older GPUs CUDA's
+// headers convert in software). bfloat16 values travel only as fp8
+// (engine/task_plan.cc wireTypeFor): no loops for the other codecs.
+// tests/gpu's gpu_wire_loops_test holds it to the host's bits.
 template <class Data>
 __device__ BRAID_INLINE void runWirePieceInBlock(const reduce::WirePiece& p) {
   if constexpr (std::is_same<Data, float>::value) {
-    withWireCodec(p.wire, [&](auto codec) { reduce::runWirePieceAs<decltype(codec), Data>(p); });
+    reduce::withWireCodec<reduce::WireF16Packed, reduce::WireE4M3Packed, reduce::WireE5M2Packed>(
+        p.wire, [&](auto codec) { reduce::runWirePieceAs<decltype(codec), Data>(p); });
   } else if (p.wire == reduce::WireType::Fp8E5M2) {
-    reduce::runWirePieceAs<reduce::WireE5M2, Data>(p);
+    reduce::runWirePieceAs<reduce::WireE5M2Packed, Data>(p);
   } else {
-    reduce::runWirePieceAs<reduce::WireE4M3, Data>(p);
+    reduce::runWirePieceAs<reduce::WireE4M3Packed, Data>(p);
   }
 }
 #endif

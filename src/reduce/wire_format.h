@@ -297,13 +297,15 @@ struct WireE4M3 {
   }
 };
 
-// apply(Codec()) for the wire type's codec (None: bfloat16's, never used).
-template <class Apply>
+// apply(Codec()) for the wire type's codec (None: bfloat16's, never used);
+// F16, E4M3 and E5M2 name other codecs of the scaled formats with these bits
+// (a plan kernel's: wire_codecs_packed.h).
+template <class F16 = WireF16, class E4M3 = WireE4M3, class E5M2 = WireE5M2, class Apply>
 BRAID_HD BRAID_INLINE void withWireCodec(WireType w, Apply apply) {
   switch (w) {
-    case WireType::Float16: return apply(WireF16());
-    case WireType::Fp8E4M3: return apply(WireE4M3());
-    case WireType::Fp8E5M2: return apply(WireE5M2());
+    case WireType::Float16: return apply(F16());
+    case WireType::Fp8E4M3: return apply(E4M3());
+    case WireType::Fp8E5M2: return apply(E5M2());
     default: return apply(WireBf16());
   }
 }
