@@ -178,6 +178,7 @@ std::atomic<uint64_t> eventRecordCount{0};
 std::atomic<uint64_t> pointerQueryCount{0};
 std::atomic<uint64_t> streamWaitCount{0};
 std::atomic<uint64_t> asyncCopyCount{0};
+std::atomic<uint64_t> asyncCopyByteCount{0};
 
 std::atomic<uint32_t> mostPlanLanes{0};
 
@@ -198,6 +199,7 @@ uint64_t eventRecords() { return eventRecordCount.load(); }
 uint64_t pointerQueries() { return pointerQueryCount.load(); }
 uint64_t streamWaits() { return streamWaitCount.load(); }
 uint64_t asyncCopies() { return asyncCopyCount.load(); }
+uint64_t asyncCopyBytes() { return asyncCopyByteCount.load(); }
 uint64_t deviceBytesInUse() { return dev().bytesInUse(MemKind::Device); }
 
 }  // namespace fakecuda
@@ -419,6 +421,7 @@ cudaError_t CUDARTAPI cudaMemcpyAsync(void* dst, const void* src, size_t count, 
                                       cudaStream_t stream) {
   FAKECUDA_LEGACY(stream, "cudaMemcpyAsync");
   fakecuda::asyncCopyCount.fetch_add(1);
+  fakecuda::asyncCopyByteCount.fetch_add(count);
   if (fakecuda::throughPageable(dst, src, kind))
     checkSync("cudaMemcpyAsync through pageable host memory", __builtin_return_address(0), false, true);
   if (!fakecuda::validCopy(dst, src, count, kind)) return result(cudaErrorInvalidValue);
@@ -430,6 +433,7 @@ cudaError_t CUDARTAPI cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* sr
                                         size_t height, cudaMemcpyKind kind, cudaStream_t stream) {
   FAKECUDA_LEGACY(stream, "cudaMemcpy2DAsync");
   fakecuda::asyncCopyCount.fetch_add(1);
+  fakecuda::asyncCopyByteCount.fetch_add(width * height);
   if (fakecuda::throughPageable(dst, src, kind))
     checkSync("cudaMemcpy2DAsync through pageable host memory", __builtin_return_address(0), false, true);
   if (width > dpitch || width > spitch) return result(cudaErrorInvalidPitchValue);

@@ -59,6 +59,8 @@ uint64_t eventRecords();
 uint64_t pointerQueries();
 uint64_t streamWaits();
 uint64_t asyncCopies();
+// Bytes those copies moved.
+uint64_t asyncCopyBytes();
 // Bytes of device memory allocated and not yet freed (cudaMalloc, cudaMallocAsync).
 uint64_t deviceBytesInUse();
 

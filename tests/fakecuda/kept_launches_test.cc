@@ -103,8 +103,20 @@ struct CudaWork {
   uint64_t queries = fakecuda::pointerQueries();
   uint64_t waits = fakecuda::streamWaits();
   uint64_t copies = fakecuda::asyncCopies();
+  uint64_t copyBytes = fakecuda::asyncCopyBytes();
   uint64_t kernels = fakecuda::launchesTracked();
 };
+
+// Each launch uploads its image, a few KiB for these calls' lanes, not the
+// LL lanes' staging (two buffers of the LL payload, 64 KiB, per lane), which
+// the lanes write before they read: on a GPU host every byte of it is a
+// memset and a PCIe transfer on the call's critical path.
+void expectSmallImages(const CudaWork& before, const CudaWork& after) {
+  const uint64_t copies = after.copies - before.copies;
+  ASSERT_GT(copies, 0u);
+  EXPECT_LT((after.copyBytes - before.copyBytes) / copies, uint64_t(16 * 1024))
+      << "bytes copied per launch's image upload";
+}
 
 TEST(KeptLaunches, RepeatedCallsAllocateNothingAndLaunchNoHostFunction) {
   Ranks ranks;
@@ -125,6 +137,7 @@ TEST(KeptLaunches, RepeatedCallsAllocateNothingAndLaunchNoHostFunction) {
   // A rank's launches on its one stream follow each other in stream order.
   EXPECT_EQ(after.waits, before.waits) << "a rank's calls on one stream waited for events";
   EXPECT_EQ(after.copies - before.copies, uint64_t(kRounds * kCounts.size() * kRanks));  // its image
+  expectSmallImages(before, after);
   ASSERT_NO_FATAL_FAILURE(ranks.expectRounds(kRounds));
   // The events of ended launches are used again: a launch at a time per rank
   // needs no new one (many in flight need as many as they are, once).
@@ -176,6 +189,7 @@ TEST(KeptLaunches, OneThreadsGroupsOverEveryRankAllocateNothingAfterTheFirst) {
   // the same stream); one upload of the launch's image.
   EXPECT_EQ(after.waits - before.waits, uint64_t(kRounds * kCounts.size() * 2 * (kRanks - 1)));
   EXPECT_EQ(after.copies - before.copies, uint64_t(kRounds * kCounts.size()));
+  expectSmallImages(before, after);
   EXPECT_EQ(after.kernels - before.kernels, uint64_t(kRounds * kCounts.size()));
   ASSERT_NO_FATAL_FAILURE(ranks.expectRounds(kRounds));
   // One group at a time: no new event.

@@ -44,10 +44,10 @@ void fillPeerTables(const std::vector<CommLaunch*>& group, uint64_t stage, uintp
 // Copies the image to the device block, then each device-resident PreMulSum
 // scalar into its operation's RedOp: the kernel uses the value the stream had
 // at this point, as NCCL's kernels read it when they run.
-Result enqueueImage(char* block, const PinnedBlock& staging, size_t imageBytes,
+Result enqueueImage(char* block, const PinnedBlock& staging, size_t writtenBytes,
                     const std::vector<lanes::ImagePart>& parts, uint64_t stage,
                     const std::vector<CommLaunch*>& group, cudaStream_t stream) {
-  BRAID_CUDA_TRY(cudaMemcpyAsync(block, staging.data, imageBytes, cudaMemcpyHostToDevice, stream));
+  BRAID_CUDA_TRY(cudaMemcpyAsync(block, staging.data, writtenBytes, cudaMemcpyHostToDevice, stream));
   for (size_t p = 0; p < group.size(); ++p)
     for (size_t i = 0; i < group[p]->tasks.size(); ++i) {
       const engine::Task& t = *group[p]->tasks[i];
@@ -141,6 +141,7 @@ void setBeacons(DeviceProxy* first, const BeaconLease* beacons, ImageOfLaunch* i
 void sizeImage(const std::vector<CommLaunch*>& group, ImageOfLaunch* im) {
   addPeerTables(group, &im->parts);
   im->imageBytes = lanes::laneImageBytes(im->parts, im->stage);
+  im->writtenBytes = lanes::laneImageWrittenBytes(im->parts, im->stage);
   im->scratchAt = align(im->imageBytes, 256);
 }
 
@@ -153,7 +154,7 @@ Result writeImage(const std::vector<CommLaunch*>& group, char* block, const Pinn
   }
   fillPeerTables(group, im->stage, reinterpret_cast<uintptr_t>(block), &im->parts);
   BRAID_TRY(lanes::writeLaneImage(im->parts, im->stage, reinterpret_cast<uintptr_t>(block), staging.data));
-  return enqueueImage(block, staging, im->imageBytes, im->parts, im->stage, group, stream);
+  return enqueueImage(block, staging, im->writtenBytes, im->parts, im->stage, group, stream);
 }
 
 

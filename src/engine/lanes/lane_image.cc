@@ -33,6 +33,7 @@ struct PartLayout {
 };
 
 struct ImageLayout {
+  size_t written = 0;  // what writeLaneImage writes: everything but the LL staging
   size_t bytes = 0;
   std::vector<PartLayout> parts;
 };
@@ -57,14 +58,19 @@ ImageLayout layoutOf(const std::vector<ImagePart>& parts, uint64_t llStageBytes)
       p.steps = layout.take(lane.bound.steps.size() * sizeof(executor::ExecStep));
       p.sendPorts = layout.take(lane.bound.sendPeers.size() * sizeof(executor::Port*));
       p.recvPorts = layout.take(lane.bound.recvPeers.size() * sizeof(executor::Port*));
-      if (lane.anyLL) {
-        p.recvStage = layout.take(llStageBytes);
-        p.sendStage = layout.take(llStageBytes);
-      }
       pl.lanes.push_back(p);
     }
     l.parts.push_back(std::move(pl));
   }
+  // The LL staging last: scratch that a lane writes before it reads, so a
+  // copied image (a plan kernel's, uploaded at every launch) leaves it out.
+  l.written = layout.used();
+  for (size_t p = 0; p < parts.size(); ++p)
+    for (size_t i = 0; i < parts[p].program->lanes.size(); ++i)
+      if (parts[p].program->lanes[i].anyLL) {
+        l.parts[p].lanes[i].recvStage = layout.take(llStageBytes);
+        l.parts[p].lanes[i].sendStage = layout.take(llStageBytes);
+      }
   l.bytes = layout.used();
   return l;
 }
@@ -127,6 +133,10 @@ size_t laneImageBytes(const std::vector<ImagePart>& parts, uint64_t llStageBytes
   return layoutOf(parts, llStageBytes).bytes;
 }
 
+size_t laneImageWrittenBytes(const std::vector<ImagePart>& parts, uint64_t llStageBytes) {
+  return layoutOf(parts, llStageBytes).written;
+}
+
 size_t opBuffersOffset(const std::vector<ImagePart>& parts, uint64_t llStageBytes, size_t part, size_t op) {
   return layoutOf(parts, llStageBytes).parts[part].ops + op * sizeof(executor::OpBuffers);
 }
@@ -141,7 +151,7 @@ Result writeLaneImage(const std::vector<ImagePart>& parts, uint64_t llStageBytes
                     k.send ? "to" : "from", k.peer, k.channel);
   const ImageLayout l = layoutOf(parts, llStageBytes);
   char* host = static_cast<char*>(dst);
-  memset(host, 0, l.bytes);  // stage counters start at zero
+  memset(host, 0, l.written);  // stage counters start at zero
   auto* lanes = reinterpret_cast<executor::LaneExec*>(host);
   size_t next = 0;
   for (size_t p = 0; p < parts.size(); ++p) {

@@ -1,7 +1,7 @@
 // The lanes of a group as one relocatable block of memory: the LaneExec
 // array of every part (a communicator's program), then each part's
-// operations' table and stage counters, and each lane's steps, port-pointer
-// arrays and LL staging. It is built on the host with every pointer computed
+// operations' table and stage counters, and each lane's steps and
+// port-pointer arrays; last, the LL lanes' staging (scratch, never copied). It is built on the host with every pointer computed
 // for the address where the block will be used, so host threads run it in
 // place and a CUDA kernel runs it after one copy to device memory: both
 // executors run the same bytes, and one launch runs the lanes of every
@@ -40,16 +40,20 @@ struct ImagePart {
 
 // Bytes of the block of `parts`.
 size_t laneImageBytes(const std::vector<ImagePart>& parts, uint64_t llStageBytes);
+// Bytes of its start that writeLaneImage writes: all of it but the LL lanes'
+// staging, which the lanes write before they read (a few KiB, where the
+// staging is two buffers of llStageBytes per LL lane).
+size_t laneImageWrittenBytes(const std::vector<ImagePart>& parts, uint64_t llStageBytes);
 
 // Where, in the block, part `part`'s OpBuffers of operation `op` is (a device
 // PreMulSum scalar is copied into its RedOp on the stream).
 size_t opBuffersOffset(const std::vector<ImagePart>& parts, uint64_t llStageBytes, size_t part, size_t op);
 
-// Writes the block into `dst` (laneImageBytes, 8-byte aligned) for use at
-// `base` (dst itself, or where it will be copied). The LaneExec array of all
-// parts' lanes, in part order, is at its start. LL lanes get two staging
-// buffers of llStageBytes (a multiple of 8, at least the LL payload); the
-// stage counters start at zero.
+// Writes the block's first laneImageWrittenBytes into `dst` (8-byte aligned)
+// for use at `base` (dst itself, or where it will be copied). The LaneExec
+// array of all parts' lanes, in part order, is at its start. LL lanes get two
+// staging buffers of llStageBytes (a multiple of 8, at least the LL payload)
+// after that, not written; the stage counters start at zero.
 Result writeLaneImage(const std::vector<ImagePart>& parts, uint64_t llStageBytes, uintptr_t base, void* dst);
 
 }  // namespace braid::lanes
