@@ -386,5 +386,42 @@ TEST_F(BeaconWatchTest, OnlyABeatingBeaconCountsAsWaitingOnALostPeer) {
   b.ended = 1 + uint64_t(executor::ExecStatus::Aborted);  // as the lane would, after the abort word
 }
 
+// A watch that ends once its flag is set, counting its polls.
+class FlagWatch : public lanes::Watch {
+ public:
+  FlagWatch(std::atomic<bool>* done, std::atomic<int>* polls) : done_(done), polls_(polls) {}
+  bool poll() override {
+    polls_->fetch_add(1);
+    return !done_->load();
+  }
+
+ private:
+  std::atomic<bool>* done_;
+  std::atomic<int>* polls_;
+};
+
+// The thread polls a watch added while it polls others (it does not wake for
+// it: it takes it at its next look) and one added once it went idle (woken
+// for it): each is polled and ended, none waits for another add.
+TEST(WatchThread, TakesWatchesAddedWhilePollingAndWhileIdle) {
+  lanes::WatchThread thread;
+  std::atomic<bool> firstDone{false}, secondDone{false}, thirdDone{true};
+  std::atomic<int> firstPolls{0}, secondPolls{0}, thirdPolls{0};
+  thread.add(std::make_unique<FlagWatch>(&firstDone, &firstPolls));
+  while (firstPolls.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  thread.add(std::make_unique<FlagWatch>(&secondDone, &secondPolls));  // the thread is polling
+  const auto until = Clock::now() + std::chrono::seconds(10);
+  while (secondPolls.load() == 0 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_GT(secondPolls.load(), 0) << "a watch added while the thread polled was never polled";
+  firstDone = true;
+  secondDone = true;
+  thread.drain();  // both ended: after its next look (kLookEvery, 2 ms) the thread waits, idle
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  thread.add(std::make_unique<FlagWatch>(&thirdDone, &thirdPolls));
+  while (thirdPolls.load() == 0 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(thirdPolls.load(), 1) << "a watch added to the idle thread was not polled";
+  if (thirdPolls.load() == 1) thread.drain();  // else destruction stops the thread
+}
+
 }  // namespace
 }  // namespace braid

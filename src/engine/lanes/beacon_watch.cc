@@ -109,7 +109,10 @@ void WatchThread::add(std::unique_ptr<Watch> watch) {
   std::lock_guard<std::mutex> lock(mu_);
   watches_.push_back(std::move(watch));
   if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
-  cv_.notify_all();
+  // A polling thread takes it at its next look (kLookEvery): waking it now
+  // would cost this launch a system call and the thread a switch, for
+  // nothing (its wait ends on stop_ only).
+  if (idle_) cv_.notify_all();
 }
 
 void WatchThread::drain() {
@@ -126,7 +129,9 @@ void WatchThread::loop() {
     watches_.clear();
     if (stop_) return;
     if (active.empty()) {
+      idle_ = true;
       cv_.wait(lock, [this] { return stop_ || !watches_.empty(); });
+      idle_ = false;
       continue;
     }
     lock.unlock();

@@ -104,6 +104,7 @@ class WatchThread {
   std::condition_variable cv_;
   std::vector<std::unique_ptr<Watch>> watches_;
   size_t polling_ = 0;  // watches the thread took and has not finished
+  bool idle_ = false;   // the thread waits for a watch (else it polls, and looks again soon)
   bool stop_ = false;
   std::thread thread_;
 };
