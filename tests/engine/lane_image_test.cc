@@ -99,7 +99,7 @@ TEST(LaneImage, ACopyLaidOutForItsNewAddressRunsTheGroup) {
     part.portOf = [&fifos, r](const PortKey& k) { return fifos.port(r, k); };
     part.abortWord = &abortWord;
   }
-  const size_t bytes = braid::lanes::laneImageBytes(parts, 4096);
+  const size_t bytes = braid::lanes::laneImageLayout(parts, 4096).bytes;
   std::vector<uint64_t> where(bytes / 8, 0xdeadbeef), written(bytes / 8);
   const uintptr_t base = reinterpret_cast<uintptr_t>(where.data());
   ASSERT_TRUE(writeLaneImage(parts, 4096, base, written.data()).ok());

@@ -147,7 +147,7 @@ Result captureJob(const std::vector<CommLaunch*>& group, cudaGraph_t graph, Imag
   };
   for (size_t p = 1; p < group.size(); ++p) job->otherPorts.push_back(group[p]->proxy->launchPort());
   PinnedBlock staging;
-  BRAID_TRY(first->stagingBlock(im->writtenBytes, &staging));
+  BRAID_TRY(first->stagingBlock(im->layout.written, &staging));
   job->blocks.push_back(staging);
   if (Result r = first->launchCache().allocateNow(im->blockBytes(), &l.block); !r.ok()) {
     first->pool().release(staging);

@@ -30,29 +30,28 @@ void addPeerTables(const std::vector<CommLaunch*>& group, std::vector<lanes::Ima
 }
 
 // Every peer's OpBuffers is in this launch's image at `block`.
-void fillPeerTables(const std::vector<CommLaunch*>& group, uint64_t stage, uintptr_t block,
+void fillPeerTables(const std::vector<CommLaunch*>& group, const lanes::LaneImageLayout& layout, uintptr_t block,
                     std::vector<lanes::ImagePart>* parts) {
   std::map<const ncclComm*, size_t> partOf;
   for (size_t p = 0; p < group.size(); ++p) partOf[group[p]->comm] = p;
   for (size_t p = 0; p < group.size(); ++p) {
     const std::vector<ncclComm*>& ranks = group[p]->peerRanks;
     for (size_t r = 0; r < ranks.size(); ++r)
-      (*parts)[p].peerOps[0][r] = block + lanes::opBuffersOffset(*parts, stage, partOf.at(ranks[r]), 0);
+      (*parts)[p].peerOps[0][r] = block + layout.opBuffersAt(partOf.at(ranks[r]), 0);
   }
 }
 
 // Copies the image to the device block, then each device-resident PreMulSum
 // scalar into its operation's RedOp: the kernel uses the value the stream had
 // at this point, as NCCL's kernels read it when they run.
-Result enqueueImage(char* block, const PinnedBlock& staging, size_t writtenBytes,
-                    const std::vector<lanes::ImagePart>& parts, uint64_t stage,
+Result enqueueImage(char* block, const PinnedBlock& staging, const lanes::LaneImageLayout& layout,
                     const std::vector<CommLaunch*>& group, cudaStream_t stream) {
-  BRAID_CUDA_TRY(cudaMemcpyAsync(block, staging.data, writtenBytes, cudaMemcpyHostToDevice, stream));
+  BRAID_CUDA_TRY(cudaMemcpyAsync(block, staging.data, layout.written, cudaMemcpyHostToDevice, stream));
   for (size_t p = 0; p < group.size(); ++p)
     for (size_t i = 0; i < group[p]->tasks.size(); ++i) {
       const engine::Task& t = *group[p]->tasks[i];
       if (t.deviceScalar == nullptr) continue;
-      char* scalar = block + lanes::opBuffersOffset(parts, stage, p, i) + offsetof(executor::OpBuffers, op) +
+      char* scalar = block + layout.opBuffersAt(p, i) + offsetof(executor::OpBuffers, op) +
                      offsetof(reduce::RedOp, scalar);
       BRAID_CUDA_TRY(
           cudaMemcpyAsync(scalar, t.deviceScalar, reduce::typeSize(t.type), cudaMemcpyDeviceToDevice, stream));
@@ -140,9 +139,8 @@ void setBeacons(DeviceProxy* first, const BeaconLease* beacons, ImageOfLaunch* i
 
 void sizeImage(const std::vector<CommLaunch*>& group, ImageOfLaunch* im) {
   addPeerTables(group, &im->parts);
-  im->imageBytes = lanes::laneImageBytes(im->parts, im->stage);
-  im->writtenBytes = lanes::laneImageWrittenBytes(im->parts, im->stage);
-  im->scratchAt = align(im->imageBytes, 256);
+  im->layout = lanes::laneImageLayout(im->parts, im->stage);
+  im->scratchAt = align(im->layout.bytes, 256);
 }
 
 Result writeImage(const std::vector<CommLaunch*>& group, char* block, const PinnedBlock& staging, ImageOfLaunch* im,
@@ -152,9 +150,9 @@ Result writeImage(const std::vector<CommLaunch*>& group, char* block, const Pinn
     im->parts[p].ops = opsOf(*group[p], block + scratchNext);
     scratchNext += align(group[p]->cp().scratchBytes, 256);
   }
-  fillPeerTables(group, im->stage, reinterpret_cast<uintptr_t>(block), &im->parts);
+  fillPeerTables(group, im->layout, reinterpret_cast<uintptr_t>(block), &im->parts);
   BRAID_TRY(lanes::writeLaneImage(im->parts, im->stage, reinterpret_cast<uintptr_t>(block), staging.data));
-  return enqueueImage(block, staging, im->writtenBytes, im->parts, im->stage, group, stream);
+  return enqueueImage(block, staging, im->layout, group, stream);
 }
 
 

@@ -79,8 +79,10 @@ struct ImageOfLaunch {
   size_t scratchBytes = 0;
   bool anyFp8 = false;
   uint32_t nlanes = 0;
-  size_t imageBytes = 0;  // known once the beacons and peer tables are set (sizeImage)
-  size_t writtenBytes = 0;  // its start, what is written and uploaded: all but the LL staging
+  // Known once the beacons and peer tables are set (sizeImage): its bytes,
+  // those written and uploaded (all but the LL staging), where each part's
+  // operations are.
+  lanes::LaneImageLayout layout;
   size_t scratchAt = 0;
   size_t blockBytes() const { return scratchAt + scratchBytes; }
 };
@@ -94,7 +96,7 @@ ImageOfLaunch imageOf(const std::vector<CommLaunch*>& group);
 void setBeacons(DeviceProxy* first, const BeaconLease* beacons, ImageOfLaunch* im);
 // The image's size and where the scratch starts, once the beacons are set.
 void sizeImage(const std::vector<CommLaunch*>& group, ImageOfLaunch* im);
-// Writes the image for `block` into `staging` (writtenBytes) and enqueues
+// Writes the image for `block` into `staging` (layout.written) and enqueues
 // its copy there (and each device-resident PreMulSum scalar's).
 Result writeImage(const std::vector<CommLaunch*>& group, char* block, const PinnedBlock& staging, ImageOfLaunch* im,
                   cudaStream_t stream);

@@ -224,7 +224,7 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
     BRAID_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void**>(&block), im.blockBytes(), stream));
   }
   PinnedBlock staging;
-  BRAID_TRY(first->stagingBlock(im.writtenBytes, &staging));
+  BRAID_TRY(first->stagingBlock(im.layout.written, &staging));
   InflightJob inflight;
   inflight.blocks.push_back(staging);
   Result r = writeImage(group, block, staging, &im, stream);

@@ -76,8 +76,9 @@ Result buildImages(std::vector<std::unique_ptr<CommRun>>& comms, const PeerAcces
     for (size_t i = 0; i < c->tasks.size(); ++i) c->ops.push_back(opBuffersOf(*c, i));
     const std::vector<ImagePart> parts = {imagePartOf(*c, peerAccess)};
     const uint64_t stage = llStageBytesOf(c->comm);
-    c->image.assign((laneImageBytes(parts, stage) + 7) / 8, 0);
-    c->opsOffset = opBuffersOffset(parts, stage, 0, 0);
+    const LaneImageLayout layout = laneImageLayout(parts, stage);
+    c->image.assign((layout.bytes + 7) / 8, 0);
+    c->opsOffset = layout.opBuffersAt(0, 0);
     runOf[c->comm] = c.get();
   }
   for (auto& c : comms) {

@@ -32,7 +32,7 @@ struct PartLayout {
   std::vector<LaneParts> lanes;
 };
 
-struct ImageLayout {
+struct BlockLayout {
   size_t written = 0;  // what writeLaneImage writes: everything but the LL staging
   size_t bytes = 0;
   std::vector<PartLayout> parts;
@@ -44,9 +44,9 @@ size_t lanesOf(const std::vector<ImagePart>& parts) {
   return n;
 }
 
-ImageLayout layoutOf(const std::vector<ImagePart>& parts, uint64_t llStageBytes) {
+BlockLayout layoutOf(const std::vector<ImagePart>& parts, uint64_t llStageBytes) {
   Layout layout;
-  ImageLayout l;
+  BlockLayout l;
   layout.take(lanesOf(parts) * sizeof(executor::LaneExec));
   for (const ImagePart& part : parts) {
     PartLayout pl;
@@ -129,16 +129,17 @@ void writePeerTables(const ImagePart& part, const PartLayout& pl, uintptr_t base
 
 }  // namespace
 
-size_t laneImageBytes(const std::vector<ImagePart>& parts, uint64_t llStageBytes) {
-  return layoutOf(parts, llStageBytes).bytes;
+size_t LaneImageLayout::opBuffersAt(size_t part, size_t op) const {
+  return opsAt[part] + op * sizeof(executor::OpBuffers);
 }
 
-size_t laneImageWrittenBytes(const std::vector<ImagePart>& parts, uint64_t llStageBytes) {
-  return layoutOf(parts, llStageBytes).written;
-}
-
-size_t opBuffersOffset(const std::vector<ImagePart>& parts, uint64_t llStageBytes, size_t part, size_t op) {
-  return layoutOf(parts, llStageBytes).parts[part].ops + op * sizeof(executor::OpBuffers);
+LaneImageLayout laneImageLayout(const std::vector<ImagePart>& parts, uint64_t llStageBytes) {
+  const BlockLayout l = layoutOf(parts, llStageBytes);
+  LaneImageLayout out;
+  out.bytes = l.bytes;
+  out.written = l.written;
+  for (const PartLayout& pl : l.parts) out.opsAt.push_back(pl.ops);
+  return out;
 }
 
 Result writeLaneImage(const std::vector<ImagePart>& parts, uint64_t llStageBytes, uintptr_t base, void* dst) {
@@ -149,7 +150,7 @@ Result writeLaneImage(const std::vector<ImagePart>& parts, uint64_t llStageBytes
       if (part.portOf(k) == nullptr)
         return fail(ncclInternalError, "lane image: no port for the FIFO %s rank %d, channel %d",
                     k.send ? "to" : "from", k.peer, k.channel);
-  const ImageLayout l = layoutOf(parts, llStageBytes);
+  const BlockLayout l = layoutOf(parts, llStageBytes);
   char* host = static_cast<char*>(dst);
   memset(host, 0, l.written);  // stage counters start at zero
   auto* lanes = reinterpret_cast<executor::LaneExec*>(host);

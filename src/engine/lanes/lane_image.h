@@ -38,18 +38,23 @@ struct ImagePart {
   std::vector<std::vector<uintptr_t>> peerOps;
 };
 
-// Bytes of the block of `parts`.
-size_t laneImageBytes(const std::vector<ImagePart>& parts, uint64_t llStageBytes);
-// Bytes of its start that writeLaneImage writes: all of it but the LL lanes'
-// staging, which the lanes write before they read (a few KiB, where the
-// staging is two buffers of llStageBytes per LL lane).
-size_t laneImageWrittenBytes(const std::vector<ImagePart>& parts, uint64_t llStageBytes);
+// Where the block of `parts` puts what its users reach from outside, from
+// one pass over the parts.
+struct LaneImageLayout {
+  size_t bytes = 0;  // the whole block
+  // Its start, what writeLaneImage writes: all of it but the LL lanes'
+  // staging, which the lanes write before they read (a few KiB, where the
+  // staging is two buffers of llStageBytes per LL lane).
+  size_t written = 0;
+  std::vector<size_t> opsAt;  // per part: where its OpBuffers table starts
+  // Where part `part`'s OpBuffers of operation `op` is (peer tables point
+  // there; a device PreMulSum scalar is copied into its RedOp on the stream).
+  size_t opBuffersAt(size_t part, size_t op) const;
+};
 
-// Where, in the block, part `part`'s OpBuffers of operation `op` is (a device
-// PreMulSum scalar is copied into its RedOp on the stream).
-size_t opBuffersOffset(const std::vector<ImagePart>& parts, uint64_t llStageBytes, size_t part, size_t op);
+LaneImageLayout laneImageLayout(const std::vector<ImagePart>& parts, uint64_t llStageBytes);
 
-// Writes the block's first laneImageWrittenBytes into `dst` (8-byte aligned)
+// Writes the block's first LaneImageLayout::written bytes into `dst` (8-byte aligned)
 // for use at `base` (dst itself, or where it will be copied). The LaneExec
 // array of all parts' lanes, in part order, is at its start. LL lanes get two
 // staging buffers of llStageBytes (a multiple of 8, at least the LL payload)
