@@ -50,10 +50,10 @@ BRAID_HD BRAID_INLINE Factors decodeFactors(int s) {
           s >= -126 ? 1.0f : bitsFloat(pow2Bits(s + 64))};
 }
 
-// Whether a fast group's codes could not have come from a fast group: codes
-// whose magnitude bits, masked by `mask`, are all of `mask` (e4m3: its NaN
-// code; e5m2 and float16: the top exponent), which the portable decoder reads
-// as finite values and the hardware as NaN or infinity.
+// Whether any code is one that no fast group holds: all the bits of `mask`
+// set (e4m3: its NaN code; e5m2 and float16: the top exponent), which the
+// portable decoder reads as a finite value and the hardware as NaN or
+// infinity. Only a damaged message has one.
 template <class Code>
 BRAID_HD BRAID_INLINE bool anyCodeWithAll(const Code* codes, uint32_t n, uint32_t mask) {
   bool any = false;

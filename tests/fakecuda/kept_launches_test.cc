@@ -109,8 +109,8 @@ struct CudaWork {
 
 // Each launch uploads its image, a few KiB for these calls' lanes, not the
 // LL lanes' staging (two buffers of the LL payload, 64 KiB, per lane), which
-// the lanes write before they read: on a GPU host every byte of it is a
-// memset and a PCIe transfer on the call's critical path.
+// the lanes write before they read: uploading it would put a host memset and
+// a PCIe transfer of every byte on the call's critical path.
 void expectSmallImages(const CudaWork& before, const CudaWork& after) {
   const uint64_t copies = after.copies - before.copies;
   ASSERT_GT(copies, 0u);

@@ -1,9 +1,10 @@
 // The lanes of a group as one relocatable block of memory: the LaneExec
 // array of every part (a communicator's program), then each part's
 // operations' table and stage counters, and each lane's steps and
-// port-pointer arrays; last, the LL lanes' staging (scratch, never copied). It is built on the host with every pointer computed
-// for the address where the block will be used, so host threads run it in
-// place and a CUDA kernel runs it after one copy to device memory: both
+// port-pointer arrays; last, the LL lanes' staging (scratch, never written
+// here). It is built on the host with every pointer computed for the address
+// where the block will be used, so host threads run it in place and a CUDA
+// kernel runs it after one copy of its written part to device memory: both
 // executors run the same bytes, and one launch runs the lanes of every
 // communicator on a stream.
 #pragma once
@@ -43,8 +44,9 @@ struct ImagePart {
 struct LaneImageLayout {
   size_t bytes = 0;  // the whole block
   // Its start, what writeLaneImage writes: all of it but the LL lanes'
-  // staging, which the lanes write before they read (a few KiB, where the
-  // staging is two buffers of llStageBytes per LL lane).
+  // staging (two buffers of llStageBytes per LL lane), which the lanes write
+  // before they read. A few KiB for small groups, where the staging is 128
+  // KiB per LL lane at the default LL payload.
   size_t written = 0;
   std::vector<size_t> opsAt;  // per part: where its OpBuffers table starts
   // Where part `part`'s OpBuffers of operation `op` is (peer tables point
