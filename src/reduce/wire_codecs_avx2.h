@@ -97,13 +97,13 @@ BRAID_WIRE_AVX2_STEP bool scaleFastValues(__m256 x[4], uint8_t* header) {
   const __m256i mv = largestMagnitude(a);
   const uint32_t m = uint32_t(_mm256_cvtsi256_si32(mv));
   if (m >= 0x7f800000u) return false;
-  const int s = m != 0 ? wire::shiftFor<F>(bitsFloat(m)) : 0;
+  const int s = wire::groupShift<F>(m);
   if (s > wire::kFastShiftMax) return false;
   header[0] = uint8_t(int8_t(s));
   header[1] = 0;
   if (m < 0x00800000u || s < -126) {
-    timesPow2(x, s >= -126 ? bitsFloat(pow2Bits(-s)) : bitsFloat(pow2Bits(64)),
-              s >= -126 ? 1.0f : bitsFloat(pow2Bits(-s - 64)));
+    const wire::Pow2Factors k = wire::narrowingFactors(s);
+    timesPow2(x, k.f1, k.f2);
     return true;
   }
   // The common case, a normal largest magnitude and a normal 2^-s: shiftFor
@@ -165,14 +165,6 @@ BRAID_WIRE_AVX2_STEP __m256 decodeFinite8(__m256i h) {
   const __m256i isSub = _mm256_cmpgt_epi32(_mm256_set1_epi32(1 << F::kMant), mag);
   return _mm256_castsi256_ps(_mm256_or_si256(_mm256_blendv_epi8(normal, sub, isSub), sign));
 }
-
-// decodeFastGroup's factors 2^s = f1 * f2.
-struct DecodeScale {
-  float f1, f2;
-  explicit DecodeScale(int s)
-      : f1(s >= -126 ? bitsFloat(pow2Bits(s)) : bitsFloat(pow2Bits(-64))),
-        f2(s >= -126 ? 1.0f : bitsFloat(pow2Bits(s + 64))) {}
-};
 
 // Scaled values x[] (scaleFastValues) as 32 fp8 codes of one byte; in
 // rounded[], each value's narrowing widened again (still scaled, signed).
@@ -261,7 +253,7 @@ BRAID_WIRE_AVX2_STEP void decodeFp8Values(const uint8_t* codes, int s, __m256 x[
     const __m128i c = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + 8 * q));
     x[q] = decodeFinite8<F>(_mm256_cvtepu8_epi32(c));
   }
-  const DecodeScale k(s);
+  const wire::Pow2Factors k = wire::wideningFactors(s);
   timesPow2(x, k.f1, k.f2);
 }
 
@@ -276,7 +268,7 @@ BRAID_WIRE_AVX2_STEP void decodeFp8Group(const uint8_t* codes, int s, float* v) 
 // stored: the fp8 owner's rounding (storeFp8Codes' rounded[], the same bits
 // as decoding the codes it wrote) and float16's widenings.
 BRAID_WIRE_AVX2_STEP void storeWidened(__m256 widened[4], uint8_t shift, float* v) {
-  const DecodeScale k{int(int8_t(shift))};
+  const wire::Pow2Factors k = wire::wideningFactors(int(int8_t(shift)));
   timesPow2(widened, k.f1, k.f2);
   for (int q = 0; q < 4; ++q) _mm256_storeu_ps(v + 8 * q, widened[q]);
 }

@@ -33,23 +33,6 @@ namespace braid::reduce {
 
 namespace wire_packed {
 
-using numeric::bitsFloat;
-using numeric::pow2Bits;
-
-// 2^-s (encode) and 2^s (decode) as the portable fast path multiplies: two
-// factors only past float's normal range.
-struct Factors {
-  float f1, f2;
-};
-BRAID_HD BRAID_INLINE Factors encodeFactors(int s) {
-  return {s >= -126 ? bitsFloat(pow2Bits(-s)) : bitsFloat(pow2Bits(64)),
-          s >= -126 ? 1.0f : bitsFloat(pow2Bits(-s - 64))};
-}
-BRAID_HD BRAID_INLINE Factors decodeFactors(int s) {
-  return {s >= -126 ? bitsFloat(pow2Bits(s)) : bitsFloat(pow2Bits(-64)),
-          s >= -126 ? 1.0f : bitsFloat(pow2Bits(s + 64))};
-}
-
 // Whether any code is one that no fast group holds: all the bits of `mask`
 // set (e4m3: its NaN code; e5m2 and float16: the top exponent), which the
 // portable decoder reads as a finite value and the hardware as NaN or
@@ -66,8 +49,7 @@ BRAID_HD BRAID_INLINE bool anyCodeWithAll(const Code* codes, uint32_t n, uint32_
 template <class F>
 BRAID_HD BRAID_INLINE bool fastScale(const float* v, uint32_t n, int* s) {
   uint32_t special = 0;
-  const uint32_t m = wire::scanGroup(v, n, &special);
-  *s = m != 0 ? wire::shiftFor<F>(bitsFloat(m)) : 0;
+  *s = wire::groupShift<F>(wire::scanGroup(v, n, &special));
   return special == 0 && *s <= wire::kFastShiftMax;
 }
 
@@ -84,7 +66,7 @@ struct WireFp8Packed {
     if (!wire_packed::fastScale<F>(v, n, &s)) return Portable::encode(v, n, codes, header);
     header[0] = uint8_t(int8_t(s));
     header[1] = 0;
-    const wire_packed::Factors k = wire_packed::encodeFactors(s);
+    const wire::Pow2Factors k = wire::narrowingFactors(s);
     uint32_t j = 0;
     for (; j + 1 < n; j += 2) {
       const float2 x = make_float2(v[j] * k.f1 * k.f2, v[j + 1] * k.f1 * k.f2);
@@ -97,7 +79,7 @@ struct WireFp8Packed {
   BRAID_HD BRAID_INLINE_ON_HOST static void decode(const uint8_t* codes, const uint8_t* header, uint32_t n, float* v) {
     if (header[1] != 0 || wire_packed::anyCodeWithAll(codes, n, kNotFast))
       return Portable::decode(codes, header, n, v);
-    const wire_packed::Factors k = wire_packed::decodeFactors(int(int8_t(header[0])));
+    const wire::Pow2Factors k = wire::wideningFactors(int(int8_t(header[0])));
     uint32_t j = 0;
     for (; j + 1 < n; j += 2) {
       const __nv_fp8x2_storage_t c = __nv_fp8x2_storage_t(codes[j] | uint32_t(codes[j + 1]) << 8);
@@ -123,7 +105,7 @@ struct WireF16Packed {
     if (!wire_packed::fastScale<numeric::HalfFormat>(v, n, &s)) return WireF16::encode(v, n, codes, header);
     header[0] = uint8_t(int8_t(s));
     header[1] = 0;
-    const wire_packed::Factors k = wire_packed::encodeFactors(s);
+    const wire::Pow2Factors k = wire::narrowingFactors(s);
     uint16_t* c = reinterpret_cast<uint16_t*>(codes);
     uint32_t j = 0;
     for (; j + 1 < n; j += 2) {
@@ -137,7 +119,7 @@ struct WireF16Packed {
     const uint16_t* c = reinterpret_cast<const uint16_t*>(codes);
     if (header[1] != 0 || wire_packed::anyCodeWithAll(c, n, numeric::HalfFormat::kExpMask))
       return WireF16::decode(codes, header, n, v);
-    const wire_packed::Factors k = wire_packed::decodeFactors(int(int8_t(header[0])));
+    const wire::Pow2Factors k = wire::wideningFactors(int(int8_t(header[0])));
     uint32_t j = 0;
     for (; j + 1 < n; j += 2) {
       __half2_raw h;

@@ -199,13 +199,35 @@ BRAID_HD BRAID_INLINE uint32_t scanGroup(const float* v, uint32_t n, uint32_t* s
 // so no decoded value can pass it.
 constexpr int kFastShiftMax = 100;
 
+// The scale s of a group whose largest finite magnitude has the bits m (0:
+// none).
+template <class F>
+BRAID_HD BRAID_INLINE int groupShift(uint32_t m) {
+  return m != 0 ? shiftFor<F>(bitsFloat(m)) : 0;
+}
+
+// A fast group's 2^-s (narrowing) and 2^s (widening), s in [-128, 100], as
+// the two factors every codec multiplies by in turn: f2 is 1 but past float's
+// normal range, where one power of two would not be a normal float.
+struct Pow2Factors {
+  float f1, f2;
+};
+BRAID_HD BRAID_INLINE Pow2Factors narrowingFactors(int s) {
+  return {s >= -126 ? bitsFloat(pow2Bits(-s)) : bitsFloat(pow2Bits(64)),
+          s >= -126 ? 1.0f : bitsFloat(pow2Bits(-s - 64))};
+}
+BRAID_HD BRAID_INLINE Pow2Factors wideningFactors(int s) {
+  return {s >= -126 ? bitsFloat(pow2Bits(s)) : bitsFloat(pow2Bits(-64)),
+          s >= -126 ? 1.0f : bitsFloat(pow2Bits(s + 64))};
+}
+
 // Narrows a group as format F, given its scan (scanGroup): the fast path
 // when it holds no infinity or NaN and its scale is at most 2^100 (header
 // flags 0), else the converters, flagged kWireGroupSlow | `flags`.
 template <class F, class Code>
 BRAID_HD BRAID_INLINE void encodeScannedGroup(const float* v, uint32_t n, Code* codes, uint8_t* header, uint32_t m,
                                               uint32_t special, uint8_t flags) {
-  const int s = m != 0 ? shiftFor<F>(bitsFloat(m)) : 0;
+  const int s = groupShift<F>(m);
   header[0] = uint8_t(int8_t(s));
   if (special != 0 || s > kFastShiftMax) {
     header[1] = uint8_t(kWireGroupSlow | flags);
@@ -213,17 +235,14 @@ BRAID_HD BRAID_INLINE void encodeScannedGroup(const float* v, uint32_t n, Code* 
     return;
   }
   header[1] = 0;
-  // 2^-s, s in [-128, 100]: one float unless s < -126.
-  const float f1 = s >= -126 ? bitsFloat(pow2Bits(-s)) : bitsFloat(pow2Bits(64));
-  const float f2 = s >= -126 ? 1.0f : bitsFloat(pow2Bits(-s - 64));
-  for (uint32_t j = 0; j < n; ++j) codes[j] = Code(encodeFinite<F>(v[j] * f1 * f2));
+  const Pow2Factors k = narrowingFactors(s);
+  for (uint32_t j = 0; j < n; ++j) codes[j] = Code(encodeFinite<F>(v[j] * k.f1 * k.f2));
 }
 
 template <class F, class Code>
 BRAID_HD BRAID_INLINE void decodeFastGroup(const Code* codes, uint32_t n, float* v, int s) {
-  const float f1 = s >= -126 ? bitsFloat(pow2Bits(s)) : bitsFloat(pow2Bits(-64));
-  const float f2 = s >= -126 ? 1.0f : bitsFloat(pow2Bits(s + 64));
-  for (uint32_t j = 0; j < n; ++j) v[j] = decodeFinite<F>(codes[j]) * f1 * f2;
+  const Pow2Factors k = wideningFactors(s);
+  for (uint32_t j = 0; j < n; ++j) v[j] = decodeFinite<F>(codes[j]) * k.f1 * k.f2;
 }
 
 }  // namespace wire
