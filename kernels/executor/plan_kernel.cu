@@ -11,8 +11,9 @@
 namespace braid::executor {
 namespace {
 
-__global__ void planLaneKernel(executor::LaneExec* lanes, int32_t* statuses) {
+__global__ void planLaneKernel(executor::LaneExec* lanes, int32_t* statuses, const executor::LaunchImage image) {
   const executor::BlockGroup g;
+  executor::takeLaunchImage(g, blockIdx.x, image, reinterpret_cast<uint64_t*>(lanes));
   executor::LaneExec& L = lanes[blockIdx.x];
   const executor::ExecStatus st = executor::runMixedLane(g, L);
   // A failed lane raised L.failure itself (the interpreter).
@@ -62,7 +63,7 @@ Result residentPlanLanes(uint32_t threadsPerLane, uint32_t* lanes) {
 }
 
 Result launchPlanLanes(executor::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane, int32_t* statuses,
-                       bool anyFp8, cudaStream_t stream) {
+                       bool anyFp8, cudaStream_t stream, const LaunchImage* image) {
   if (nlanes == 0) return Result::success();
   BRAID_TRY(kernels::checkThreadsPerLane(threadsPerLane));
   if (anyFp8) BRAID_TRY(checkSm90());
@@ -72,13 +73,16 @@ Result launchPlanLanes(executor::LaneExec* lanes, uint32_t nlanes, uint32_t thre
   int device = 0, cooperative = 0;
   if (cudaGetDevice(&device) == cudaSuccess)
     (void)cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device);
+  // The parameters are copied when the launch is enqueued: `image` may go now.
+  static const LaunchImage kNoImage{};
+  const LaunchImage& carried = image != nullptr ? *image : kNoImage;
   cudaError_t err;
   if (cooperative) {
-    void* args[] = {&lanes, &statuses};
+    void* args[] = {&lanes, &statuses, const_cast<LaunchImage*>(&carried)};
     err = cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(&planLaneKernel), dim3(nlanes),
                                       dim3(threadsPerLane), args, 0, stream);
   } else {
-    planLaneKernel<<<nlanes, threadsPerLane, 0, stream>>>(lanes, statuses);
+    planLaneKernel<<<nlanes, threadsPerLane, 0, stream>>>(lanes, statuses, carried);
     err = cudaGetLastError();
   }
   return err == cudaSuccess ? Result::success() : launchFailure(err);

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "base/result.h"
+#include "kernels/executor/launch_image.h"
 #include "kernels/executor/plan_interpreter.h"
 
 namespace braid::executor {
@@ -28,8 +29,11 @@ bool planKernelSupportsType(ncclDataType_t type);
 // other must be in one launch, of at most residentPlanLanes() lanes: a block
 // spins until its peer's message arrives. Launched cooperatively where the
 // device supports it (every block resident at once, or a launch error).
+// `image` (optional): the first image->words words of `lanes`' block, which
+// the launch carries and block 0 writes there before any lane starts
+// (launch_image.h); it may be reused as soon as this returns.
 Result launchPlanLanes(executor::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane, int32_t* statuses,
-                       bool anyFp8, cudaStream_t stream);
+                       bool anyFp8, cudaStream_t stream, const LaunchImage* image = nullptr);
 
 // Loads the kernel's code on the current device now, so that no launch loads
 // it (kernels/launch_error.h says why).

@@ -64,10 +64,21 @@ void checkLanePorts(const executor::LaneExec& lane, uint32_t b) {
   }
 }
 
+// Under BRAID_FAKECUDA_SLOW_IMAGE=1 block 0 starts late, so that the other
+// blocks reach a carried image's gate (launch_image.h) long before it is
+// open: lanes that read the block before the gate opens read another launch's
+// image, or none.
+bool slowImage() {
+  const char* s = std::getenv("BRAID_FAKECUDA_SLOW_IMAGE");
+  return s != nullptr && s[0] == '1';
+}
+
 // The kernel body: every lane a block of `threads` host threads, all started
-// before any is joined (they spin on each other).
-void runLanes(executor::LaneExec* lanes, uint32_t nlanes, uint32_t threads, int32_t* statuses) {
-  for (uint32_t b = 0; b < nlanes; ++b) checkLanePorts(lanes[b], b);
+// before any is joined (they spin on each other). `image` is the launch's
+// parameter, copied when the launch was enqueued.
+void runLanes(executor::LaneExec* lanes, uint32_t nlanes, uint32_t threads, int32_t* statuses,
+              std::shared_ptr<const executor::LaunchImage> image) {
+  const bool slow = image->words != 0 && slowImage();
   std::vector<std::unique_ptr<emulation::BlockShared>> blocks;
   std::vector<std::thread> workers;
   workers.reserve(size_t(nlanes) * threads);
@@ -76,7 +87,12 @@ void runLanes(executor::LaneExec* lanes, uint32_t nlanes, uint32_t threads, int3
     emulation::BlockShared* block = blocks.back().get();
     for (uint32_t t = 0; t < threads; ++t)
       workers.emplace_back([=] {
-        const executor::ExecStatus st = executor::runMixedLane(emulation::ThreadBlockGroup(block, t), lanes[b]);
+        const emulation::ThreadBlockGroup g(block, t);
+        if (b == 0 && slow) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        executor::takeLaunchImage(g, b, *image, reinterpret_cast<uint64_t*>(lanes));
+        if (t == 0) checkLanePorts(lanes[b], b);
+        g.sync();
+        const executor::ExecStatus st = executor::runMixedLane(g, lanes[b]);
         if (t == 0 && statuses != nullptr) statuses[b] = int32_t(st);
       });
   }
@@ -207,7 +223,7 @@ Result residentPlanLanes(uint32_t threadsPerLane, uint32_t* lanes) {
 }
 
 Result launchPlanLanes(executor::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane, int32_t* statuses,
-                       bool anyFp8, cudaStream_t stream) {
+                       bool anyFp8, cudaStream_t stream, const LaunchImage* image) {
   if (nlanes == 0) return Result::success();
   BRAID_TRY(kernels::checkThreadsPerLane(threadsPerLane));
   BRAID_TRY(kernels::refuseOnPendingError("plan kernel"));
@@ -223,11 +239,24 @@ Result launchPlanLanes(executor::LaneExec* lanes, uint32_t nlanes, uint32_t thre
   if (!fakecuda::deviceAddressable(lanes, sizeof(executor::LaneExec) * nlanes) ||
       (statuses != nullptr && !fakecuda::deviceAddressable(statuses, sizeof(int32_t) * nlanes)))
     return Result(ncclUnhandledCudaError, "plan kernel failed to launch: its lanes or statuses are not device memory");
+  // The parameters as the launch copies them: the caller may reuse `image`
+  // once this returns.
+  auto carried = std::make_shared<executor::LaunchImage>(image != nullptr ? *image : executor::LaunchImage{});
+  if (carried->words != 0) {
+    // The image is written where the lanes are, and its gate is a device word.
+    if (carried->words > executor::LaunchImage::kMaxWords || carried->generation == 0 ||
+        carried->words * sizeof(uint64_t) < sizeof(executor::LaneExec) * nlanes ||
+        !fakecuda::deviceAddressable(lanes, carried->words * sizeof(uint64_t)) ||
+        !fakecuda::deviceAddressable(carried->gate, sizeof(uint64_t)))
+      return Result(ncclUnhandledCudaError, "plan kernel failed to launch: its carried image (" +
+                                                std::to_string(carried->words) + " words) or gate is not valid");
+    fakecuda::noteLaunchImage(carried->words * sizeof(uint64_t));
+  }
   const uint32_t threads = emulatedThreads(threadsPerLane);
   fakecuda::notePlanLaunch(nlanes);
   const std::string what = "plan kernel (" + std::to_string(nlanes) + " lanes" + (anyFp8 ? ", fp8" : "") + ")";
   const cudaError_t err =
-      enqueueKernel(what, stream, [=] { runLanes(lanes, nlanes, threads, statuses); });
+      enqueueKernel(what, stream, [=] { runLanes(lanes, nlanes, threads, statuses, carried); });
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
     return Result(ncclUnhandledCudaError, std::string("plan kernel failed to launch: ") + cudaGetErrorName(err));

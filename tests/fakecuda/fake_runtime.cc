@@ -181,6 +181,8 @@ std::atomic<uint64_t> asyncCopyCount{0};
 std::atomic<uint64_t> asyncCopyByteCount{0};
 
 std::atomic<uint32_t> mostPlanLanes{0};
+std::atomic<uint64_t> launchImageCount{0};
+std::atomic<uint64_t> launchImageByteCount{0};
 
 uint64_t pinnedAllocations() { return pinnedAllocationCount.load(); }
 
@@ -191,6 +193,13 @@ void notePlanLaunch(uint32_t lanes) {
 }
 
 uint32_t takeMostPlanLanes() { return mostPlanLanes.exchange(0); }
+
+void noteLaunchImage(uint64_t bytes) {
+  launchImageCount.fetch_add(1);
+  launchImageByteCount.fetch_add(bytes);
+}
+uint64_t launchImages() { return launchImageCount.load(); }
+uint64_t launchImageBytes() { return launchImageByteCount.load(); }
 uint64_t streamOrderedAllocations() { return streamAllocationCount.load(); }
 uint64_t pinnedFrees() { return pinnedFreeCount.load(); }
 uint64_t hostFunctionsLaunched() { return hostFunctionCount.load(); }

@@ -47,6 +47,11 @@ uint64_t pinnedFrees();  // cudaFreeHost calls
 // The most lanes (blocks) of one plan-kernel launch since the last take.
 void notePlanLaunch(uint32_t lanes);
 uint32_t takeMostPlanLanes();
+// Plan-kernel launches that carried their lane image in their parameters
+// (kernels/executor/launch_image.h), and the image bytes they carried.
+void noteLaunchImage(uint64_t bytes);
+uint64_t launchImages();
+uint64_t launchImageBytes();
 
 // How many cudaMallocAsync and cudaLaunchHostFunc calls were made so far.
 uint64_t streamOrderedAllocations();

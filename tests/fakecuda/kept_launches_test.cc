@@ -4,8 +4,9 @@
 // no host function and no event, and records one event for its end and one
 // per stream it joins (cuda_proxy.h EventPool; cuda_launch_cache.h: the
 // lane program and the device block are kept per stream and shape; a watched
-// launch's failure word is among its beacons). And a lane's failure still
-// ends every rank's call with an error.
+// launch's failure word is among its beacons), its image carried in the
+// launch where it fits. And a lane's failure still ends every rank's call
+// with an error.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -86,6 +87,21 @@ struct Ranks {
         for (size_t e = 0; e < got.size(); e += 61) ASSERT_EQ(got[e], float(want)) << "rank " << r << ", element " << e;
       }
   }
+  // One thread driving every rank: `n` rounds of a group over the four ranks
+  // per size (the PeerAccess launch: one kernel whose lanes address each
+  // other's buffers), then a sync (syncEach: after every group).
+  void groups(int n, bool syncEach = false) {
+    for (int k = 0; k < n; ++k)
+      for (size_t i = 0; i < kCounts.size(); ++i) {
+        ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+        for (int r = 0; r < kRanks; ++r)
+          ASSERT_EQ(ncclAllReduce(bufs[r][i], bufs[r][i], kCounts[i], ncclFloat32, ncclSum, comms[r], streams[r]),
+                    ncclSuccess);
+        ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+        for (int r = 0; syncEach && r < kRanks; ++r) ASSERT_EQ(cudaStreamSynchronize(streams[r]), cudaSuccess);
+      }
+    for (int r = 0; r < kRanks; ++r) ASSERT_EQ(cudaStreamSynchronize(streams[r]), cudaSuccess);
+  }
   void destroy() {
     for (int r = 0; r < kRanks; ++r) {
       ncclCommDestroy(comms[r]);
@@ -105,17 +121,18 @@ struct CudaWork {
   uint64_t copies = fakecuda::asyncCopies();
   uint64_t copyBytes = fakecuda::asyncCopyBytes();
   uint64_t kernels = fakecuda::launchesTracked();
+  uint64_t images = fakecuda::launchImages();  // carried in a launch's parameters
+  uint64_t pinned = fakecuda::pinnedAllocations();
 };
 
-// Each launch uploads its image, a few KiB for these calls' lanes, not the
-// LL lanes' staging (two buffers of the LL payload, 64 KiB, per lane), which
-// the lanes write before they read: uploading it would put a host memset and
-// a PCIe transfer of every byte on the call's critical path.
-void expectSmallImages(const CudaWork& before, const CudaWork& after) {
-  const uint64_t copies = after.copies - before.copies;
-  ASSERT_GT(copies, 0u);
-  EXPECT_LT((after.copyBytes - before.copyBytes) / copies, uint64_t(16 * 1024))
-      << "bytes copied per launch's image upload";
+// Each of `launches` carried its image in its parameters: a few KiB for
+// these calls' lanes, without the LL lanes' staging (two buffers of the LL
+// payload, 64 KiB, per lane), which the lanes write before they read;
+// staging in the image would not fit and would make the launch upload it, a
+// host memset and a PCIe transfer of every byte on the call's critical path.
+void expectCarriedImages(const CudaWork& before, const CudaWork& after, uint64_t launches) {
+  EXPECT_EQ(after.images - before.images, launches) << "launches that carried their image";
+  EXPECT_EQ(after.copies, before.copies) << "images uploaded";
 }
 
 TEST(KeptLaunches, RepeatedCallsAllocateNothingAndLaunchNoHostFunction) {
@@ -136,8 +153,7 @@ TEST(KeptLaunches, RepeatedCallsAllocateNothingAndLaunchNoHostFunction) {
   EXPECT_EQ(after.queries - before.queries, uint64_t(kRounds * kCounts.size() * kRanks));
   // A rank's launches on its one stream follow each other in stream order.
   EXPECT_EQ(after.waits, before.waits) << "a rank's calls on one stream waited for events";
-  EXPECT_EQ(after.copies - before.copies, uint64_t(kRounds * kCounts.size() * kRanks));  // its image
-  expectSmallImages(before, after);
+  expectCarriedImages(before, after, kRounds * kCounts.size() * kRanks);
   ASSERT_NO_FATAL_FAILURE(ranks.expectRounds(kRounds));
   // The events of ended launches are used again: a launch at a time per rank
   // needs no new one (many in flight need as many as they are, once).
@@ -156,25 +172,11 @@ TEST(KeptLaunches, OneThreadsGroupsOverEveryRankAllocateNothingAfterTheFirst) {
   Ranks ranks;
   ASSERT_NO_FATAL_FAILURE(ranks.init());
   ASSERT_NO_FATAL_FAILURE(ranks.fill(1));
-  // syncEach: each group's streams synced before the next group.
-  auto rounds = [&](int n, bool syncEach = false) {
-    for (int k = 0; k < n; ++k)
-      for (size_t i = 0; i < kCounts.size(); ++i) {
-        ASSERT_EQ(ncclGroupStart(), ncclSuccess);
-        for (int r = 0; r < kRanks; ++r)
-          ASSERT_EQ(ncclAllReduce(ranks.bufs[r][i], ranks.bufs[r][i], kCounts[i], ncclFloat32, ncclSum, ranks.comms[r],
-                                  ranks.streams[r]),
-                    ncclSuccess);
-        ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
-        for (int r = 0; syncEach && r < kRanks; ++r) ASSERT_EQ(cudaStreamSynchronize(ranks.streams[r]), cudaSuccess);
-      }
-    for (int r = 0; r < kRanks; ++r) ASSERT_EQ(cudaStreamSynchronize(ranks.streams[r]), cudaSuccess);
-  };
-  ASSERT_NO_FATAL_FAILURE(rounds(1));
+  ASSERT_NO_FATAL_FAILURE(ranks.groups(1));
   ASSERT_NO_FATAL_FAILURE(ranks.fill(1));
   const CudaWork before;
   constexpr int kRounds = 4;
-  ASSERT_NO_FATAL_FAILURE(rounds(kRounds));
+  ASSERT_NO_FATAL_FAILURE(ranks.groups(kRounds));
   const CudaWork after;
   EXPECT_EQ(after.allocations, before.allocations) << "repeated groups allocated device memory";
   EXPECT_EQ(after.hostFunctions, before.hostFunctions) << "repeated groups launched host functions";
@@ -186,18 +188,49 @@ TEST(KeptLaunches, OneThreadsGroupsOverEveryRankAllocateNothingAfterTheFirst) {
   // What else a group's launch costs on the host (part of an 8 B group's
   // time on a GPU, docs/performance.md): rank 0's stream waits for the other
   // three and they for its end (none for the kept block's last launch, on
-  // the same stream); one upload of the launch's image.
+  // the same stream); its image travels in the launch.
   EXPECT_EQ(after.waits - before.waits, uint64_t(kRounds * kCounts.size() * 2 * (kRanks - 1)));
-  EXPECT_EQ(after.copies - before.copies, uint64_t(kRounds * kCounts.size()));
-  expectSmallImages(before, after);
+  expectCarriedImages(before, after, kRounds * kCounts.size());
   EXPECT_EQ(after.kernels - before.kernels, uint64_t(kRounds * kCounts.size()));
   ASSERT_NO_FATAL_FAILURE(ranks.expectRounds(kRounds));
   // One group at a time: no new event.
   ASSERT_NO_FATAL_FAILURE(ranks.fill(1));
   const uint64_t events = fakecuda::eventsCreated();
-  ASSERT_NO_FATAL_FAILURE(rounds(kRounds, true));
+  ASSERT_NO_FATAL_FAILURE(ranks.groups(kRounds, true));
   EXPECT_EQ(fakecuda::eventsCreated(), events) << "repeated groups made events";
   ASSERT_NO_FATAL_FAILURE(ranks.expectRounds(kRounds));
+  ranks.destroy();
+}
+
+// A kept launch carries an image of up to 3968 bytes in its parameters
+// (kernels/executor/launch_image.h): no copy on the stream before its kernel,
+// no pinned staging block. Under BRAID_FAKECUDA_SLOW_IMAGE=1 block 0, which
+// writes the image into the device block, starts 20 ms late, so the other
+// blocks reach the gate first: without its wait they would run the last
+// launch's image, or fresh device memory (0xA5 in the fake; the test process
+// crashed when the wait was taken out).
+TEST(KeptLaunches, SmallImagesTravelInTheLaunch) {
+  Ranks ranks;
+  ASSERT_NO_FATAL_FAILURE(ranks.init());
+  ASSERT_NO_FATAL_FAILURE(ranks.fill(1));
+  // The first call of each shape (a group over every rank, and a rank's
+  // call alone) makes its FIFOs and kept block.
+  ASSERT_NO_FATAL_FAILURE(ranks.groups(1));
+  for (const std::string& e : ranks.run(1)) ASSERT_EQ(e, "");
+  ASSERT_NO_FATAL_FAILURE(ranks.fill(1));
+  setenv("BRAID_FAKECUDA_SLOW_IMAGE", "1", 1);
+  constexpr int kRounds = 3;
+  const CudaWork before;
+  ASSERT_NO_FATAL_FAILURE(ranks.groups(kRounds));
+  for (const std::string& e : ranks.run(kRounds)) ASSERT_EQ(e, "");
+  const CudaWork after;
+  unsetenv("BRAID_FAKECUDA_SLOW_IMAGE");
+  const uint64_t launches = kRounds * kCounts.size() * (1 + kRanks);  // a group's, then each rank's
+  EXPECT_EQ(after.kernels - before.kernels, launches);
+  EXPECT_EQ(after.images - before.images, launches) << "launches that carried their image";
+  EXPECT_EQ(after.copies, before.copies) << "images uploaded";
+  EXPECT_EQ(after.pinned, before.pinned);
+  ASSERT_NO_FATAL_FAILURE(ranks.expectRounds(2 * kRounds));
   ranks.destroy();
 }
 
@@ -258,7 +291,13 @@ uint32_t lanesOfAllReduce(size_t count, const char* nchannels, int maxCtas = 0) 
 // ncclConfig_t::maxCTAs; a small call, or BRAID_NCHANNELS=1, keeps one.
 TEST(DeviceChannels, LargeCallsSpreadOverChannels) {
   const uint32_t small = lanesOfAllReduce(64, nullptr);
+  const CudaWork beforeLarge;
   const uint32_t large = lanesOfAllReduce(size_t(4) << 20, nullptr);
+  const CudaWork afterLarge;
+  // Sixteen lanes' image is more than a launch carries: uploaded (and the
+  // sums are right).
+  EXPECT_EQ(afterLarge.images, beforeLarge.images);
+  EXPECT_GE(afterLarge.copies - beforeLarge.copies, uint64_t(kRanks));
   const uint32_t fixed = lanesOfAllReduce(size_t(4) << 20, "1");
   const uint32_t capped = lanesOfAllReduce(size_t(4) << 20, nullptr, 3);
   EXPECT_GE(small, 1u);

@@ -8,6 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
@@ -62,9 +63,31 @@ class DeviceArena {
   std::vector<DeviceBuffer> buffers_;
 };
 
+// The lanes' array, carried by the launch (launch_image.h) into device
+// memory filled with 0xff: a block that read its lane before block 0 wrote
+// it would run garbage.
+braid::Result launchCarried(const CollCase& c, const std::vector<braid::executor::LaneExec>& lanes, int32_t* dStatus,
+                            DeviceArena* arena) {
+  const size_t bytes = lanes.size() * sizeof(braid::executor::LaneExec);
+  if (bytes > braid::executor::LaunchImage::maxBytes()) return braid::Result(ncclInternalError, "too many lanes to carry");
+  auto* dLanes = arena->alloc<braid::executor::LaneExec>(bytes);
+  auto* gate = arena->alloc<uint64_t>(sizeof(uint64_t));
+  if (dLanes == nullptr || gate == nullptr || cudaMemset(dLanes, 0xff, bytes) != cudaSuccess ||
+      cudaMemset(gate, 0, sizeof(uint64_t)) != cudaSuccess)
+    return braid::Result(ncclInternalError, "device allocation failed");
+  auto image = std::make_unique<braid::executor::LaunchImage>();
+  memcpy(image->data, lanes.data(), bytes);
+  image->words = uint32_t(bytes / sizeof(uint64_t));
+  image->gate = gate;
+  image->generation = 1;
+  const bool fp8 = c.type == ncclFloat8e4m3 || c.type == ncclFloat8e5m2;
+  return braid::executor::launchPlanLanes(dLanes, uint32_t(lanes.size()), 128, dStatus, fp8, nullptr, image.get());
+}
+
 // Runs every rank's plan in one launch, one block per lane; "" or an error.
+// carried: the lanes' array travels in the launch's parameters.
 std::string runOnDevice(const CollCase& c, braid::executor::Protocol proto, uint32_t nslots, const std::vector<braid::schedule::Plan>& plans,
-                        std::vector<RankData>* data) {
+                        std::vector<RankData>* data, bool carried = false) {
   DeviceArena arena;
   const size_t esize = braid::reduce::typeSize(c.type);
   const uint64_t payload = uint64_t(c.chunkElems) * esize;
@@ -119,11 +142,13 @@ std::string runOnDevice(const CollCase& c, braid::executor::Protocol proto, uint
       lanes.push_back(L);
     }
   }
-  braid::executor::LaneExec* dLanes = arena.upload(lanes.data(), lanes.size());
   int32_t* dStatus = arena.alloc<int32_t>(lanes.size() * sizeof(int32_t));
-  if (dLanes == nullptr || dStatus == nullptr) return "device allocation failed";
+  if (dStatus == nullptr) return "device allocation failed";
+  braid::executor::LaneExec* dLanes = carried ? nullptr : arena.upload(lanes.data(), lanes.size());
+  if (!carried && dLanes == nullptr) return "device allocation failed";
   const braid::Result launched =
-      braid::executor::launchPlanLanes(c.type, dLanes, uint32_t(lanes.size()), 128, dStatus, nullptr);
+      carried ? launchCarried(c, lanes, dStatus, &arena)
+              : braid::executor::launchPlanLanes(c.type, dLanes, uint32_t(lanes.size()), 128, dStatus, nullptr);
   if (!launched.ok()) return launched.message();
   cudaError_t err = cudaDeviceSynchronize();
   if (err != cudaSuccess) return std::string("kernel failed: ") + cudaGetErrorString(err);
@@ -155,7 +180,7 @@ CollCase rankPair(braid::schedule::Algorithm algo, ncclDataType_t type, ncclRedO
 }
 
 // Both protocols, ring and tree, each against the host reference.
-void expectRankPairMatchesHost(ncclDataType_t type, ncclRedOp_t op) {
+void expectRankPairMatchesHost(ncclDataType_t type, ncclRedOp_t op, bool carried = false) {
   for (braid::executor::Protocol proto : {braid::executor::Protocol::Bulk, braid::executor::Protocol::LL}) {
     for (braid::schedule::Algorithm algo : {braid::schedule::Algorithm::Ring, braid::schedule::Algorithm::Tree}) {
       const CollCase c = rankPair(algo, type, op);
@@ -163,7 +188,7 @@ void expectRankPairMatchesHost(ncclDataType_t type, ncclRedOp_t op) {
       auto want = makeData(c, plans, 21);
       auto got = want;
       ASSERT_EQ(runReference(c, plans, &want), "");
-      ASSERT_EQ(runOnDevice(c, proto, 2, plans, &got), "") << describe(c) << (proto == braid::executor::Protocol::LL ? " LL" : " bulk");
+      ASSERT_EQ(runOnDevice(c, proto, 2, plans, &got, carried), "") << describe(c) << (proto == braid::executor::Protocol::LL ? " LL" : " bulk");
       EXPECT_EQ(compareOutputs(c, want, got), "") << describe(c) << (proto == braid::executor::Protocol::LL ? " LL" : " bulk");
     }
   }
@@ -191,6 +216,13 @@ TEST(PlanKernel, RankPairAllReduceMatchesHost) {
   GPU_REQUIRE_OR_SKIP(gputest::noGpuReasonHere());
   expectRankPairMatchesHost(ncclFloat32, ncclAvg);
   expectRankPairMatchesHost(ncclInt32, ncclSum);
+}
+
+// The lanes written by block 0 from the launch's parameters, the other
+// blocks waiting at the gate (kernels/executor/launch_image.h).
+TEST(PlanKernel, LanesCarriedByTheLaunchMatchHost) {
+  GPU_REQUIRE_OR_SKIP(gputest::noGpuReasonHere());
+  expectRankPairMatchesHost(ncclFloat32, ncclSum, true);
 }
 
 TEST(PlanKernel, MoreDatatypesMatchHost) {

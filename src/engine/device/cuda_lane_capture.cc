@@ -186,7 +186,8 @@ Result captureOnDevice(const Launch& launch, const std::vector<CommLaunch*>& gro
   first->bridgePump();
   char* block = static_cast<char*>(job->lanes->block);
   BRAID_TRY(joinStreams(first->events(), stream, launch.joined));
-  BRAID_TRY(writeImage(group, block, job->blocks.front(), &im, stream));
+  BRAID_TRY(writeImage(group, block, job->blocks.front().data, &im));
+  BRAID_TRY(uploadImage(group, block, job->blocks.front(), im, stream));
   const CapturedLanes& l = *job->lanes;
   BRAID_TRY(kernels::launchMarkLaunch(l.launchCount, reinterpret_cast<volatile uint64_t*>(l.firstBeacon),
                                       l.zeroedWords, stream));

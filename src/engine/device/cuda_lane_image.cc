@@ -41,24 +41,6 @@ void fillPeerTables(const std::vector<CommLaunch*>& group, const lanes::LaneImag
   }
 }
 
-// Copies the image to the device block, then each device-resident PreMulSum
-// scalar into its operation's RedOp: the kernel uses the value the stream had
-// at this point, as NCCL's kernels read it when they run.
-Result enqueueImage(char* block, const PinnedBlock& staging, const lanes::LaneImageLayout& layout,
-                    const std::vector<CommLaunch*>& group, cudaStream_t stream) {
-  BRAID_CUDA_TRY(cudaMemcpyAsync(block, staging.data, layout.written, cudaMemcpyHostToDevice, stream));
-  for (size_t p = 0; p < group.size(); ++p)
-    for (size_t i = 0; i < group[p]->tasks.size(); ++i) {
-      const engine::Task& t = *group[p]->tasks[i];
-      if (t.deviceScalar == nullptr) continue;
-      char* scalar = block + layout.opBuffersAt(p, i) + offsetof(executor::OpBuffers, op) +
-                     offsetof(reduce::RedOp, scalar);
-      BRAID_CUDA_TRY(
-          cudaMemcpyAsync(scalar, t.deviceScalar, reduce::typeSize(t.type), cudaMemcpyDeviceToDevice, stream));
-    }
-  return Result::success();
-}
-
 }  // namespace
 
 Result joinStreams(EventPool& events, cudaStream_t stream, const std::vector<const void*>& joined) {
@@ -143,17 +125,39 @@ void sizeImage(const std::vector<CommLaunch*>& group, ImageOfLaunch* im) {
   im->scratchAt = align(im->layout.bytes, 256);
 }
 
-Result writeImage(const std::vector<CommLaunch*>& group, char* block, const PinnedBlock& staging, ImageOfLaunch* im,
-                  cudaStream_t stream) {
+Result writeImage(const std::vector<CommLaunch*>& group, char* block, void* dst, ImageOfLaunch* im) {
   size_t scratchNext = im->scratchAt;
   for (size_t p = 0; p < group.size(); ++p) {
     im->parts[p].ops = opsOf(*group[p], block + scratchNext);
     scratchNext += align(group[p]->cp().scratchBytes, 256);
   }
   fillPeerTables(group, im->layout, reinterpret_cast<uintptr_t>(block), &im->parts);
-  BRAID_TRY(lanes::writeLaneImage(im->parts, im->stage, reinterpret_cast<uintptr_t>(block), staging.data));
-  return enqueueImage(block, staging, im->layout, group, stream);
+  return lanes::writeLaneImage(im->parts, im->stage, reinterpret_cast<uintptr_t>(block), dst);
 }
 
+bool readsDeviceScalars(const std::vector<CommLaunch*>& group) {
+  for (const CommLaunch* c : group)
+    for (const engine::Task* t : c->tasks)
+      if (t->deviceScalar != nullptr) return true;
+  return false;
+}
+
+// The image first, then each device-resident PreMulSum scalar into its
+// operation's RedOp: the kernel uses the value the stream had at this point,
+// as NCCL's kernels read it when they run.
+Result uploadImage(const std::vector<CommLaunch*>& group, char* block, const PinnedBlock& staging,
+                   const ImageOfLaunch& im, cudaStream_t stream) {
+  BRAID_CUDA_TRY(cudaMemcpyAsync(block, staging.data, im.layout.written, cudaMemcpyHostToDevice, stream));
+  for (size_t p = 0; p < group.size(); ++p)
+    for (size_t i = 0; i < group[p]->tasks.size(); ++i) {
+      const engine::Task& t = *group[p]->tasks[i];
+      if (t.deviceScalar == nullptr) continue;
+      char* scalar = block + im.layout.opBuffersAt(p, i) + offsetof(executor::OpBuffers, op) +
+                     offsetof(reduce::RedOp, scalar);
+      BRAID_CUDA_TRY(
+          cudaMemcpyAsync(scalar, t.deviceScalar, reduce::typeSize(t.type), cudaMemcpyDeviceToDevice, stream));
+    }
+  return Result::success();
+}
 
 }  // namespace braid::device

@@ -72,7 +72,10 @@ std::unique_ptr<lanes::BeaconWatch> watchOf(WatchedLaunch w, std::shared_ptr<con
                                             lanes::WatchedReplay replay = {});
 
 // The lanes image of a launch: each communicator's part, its LL staging
-// size, and where the scratch starts in the device block.
+// size, and where the scratch starts in the device block. An eager launch
+// carries an image of at most LaunchImage::maxBytes() in its parameters
+// (kernels/executor/launch_image.h); a larger one, one with device scalars,
+// and a graph's (each replay would carry the same generation) are uploaded.
 struct ImageOfLaunch {
   std::vector<lanes::ImagePart> parts;
   uint64_t stage = 8;
@@ -96,9 +99,15 @@ ImageOfLaunch imageOf(const std::vector<CommLaunch*>& group);
 void setBeacons(DeviceProxy* first, const BeaconLease* beacons, ImageOfLaunch* im);
 // The image's size and where the scratch starts, once the beacons are set.
 void sizeImage(const std::vector<CommLaunch*>& group, ImageOfLaunch* im);
-// Writes the image for `block` into `staging` (layout.written) and enqueues
-// its copy there (and each device-resident PreMulSum scalar's).
-Result writeImage(const std::vector<CommLaunch*>& group, char* block, const PinnedBlock& staging, ImageOfLaunch* im,
-                  cudaStream_t stream);
+// Writes the image for `block` into `dst` (layout.written bytes, 8-byte
+// aligned).
+Result writeImage(const std::vector<CommLaunch*>& group, char* block, void* dst, ImageOfLaunch* im);
+// Whether a call of the group reads its PreMulSum scalar from device memory:
+// its launch copies it into the image on the stream, after the image.
+bool readsDeviceScalars(const std::vector<CommLaunch*>& group);
+// Enqueues the copy of the image written in `staging` to `block`, then each
+// device-resident PreMulSum scalar's.
+Result uploadImage(const std::vector<CommLaunch*>& group, char* block, const PinnedBlock& staging,
+                   const ImageOfLaunch& im, cudaStream_t stream);
 
 }  // namespace braid::device

@@ -223,11 +223,25 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   } else {
     BRAID_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void**>(&block), im.blockBytes(), stream));
   }
+  // A kept block's launch carries a small image in its parameters: no copy
+  // before the kernel, no staging block (launch_image.h); else it is uploaded.
+  const bool carry =
+      kept && im.layout.written <= executor::LaunchImage::maxBytes() && !readsDeviceScalars(group);
+  executor::LaunchImage carried;
   PinnedBlock staging;
-  BRAID_TRY(first->stagingBlock(im.layout.written, &staging));
   InflightJob inflight;
-  inflight.blocks.push_back(staging);
-  Result r = writeImage(group, block, staging, &im, stream);
+  Result r;
+  if (carry) {
+    r = writeImage(group, block, carried.data, &im);
+    carried.words = uint32_t(im.layout.written / sizeof(uint64_t));
+    carried.gate = kept->gate;
+    carried.generation = ++kept->generation;
+  } else {
+    BRAID_TRY(first->stagingBlock(im.layout.written, &staging));
+    inflight.blocks.push_back(staging);
+    r = writeImage(group, block, staging.data, &im);
+    if (r.ok()) r = uploadImage(group, block, staging, im, stream);
+  }
   // Under CUDA_LAUNCH_BLOCKING=1 the launch returns only once the kernel has
   // ended: its watch (BRAID_TIMEOUT, a lost peer) must be on before, or a
   // lane waiting for a peer that never comes would hold the launch for ever.
@@ -239,7 +253,7 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   const std::shared_ptr<LaunchEnd> bridged = r.ok() ? pumpBridges(group) : nullptr;
   if (r.ok())
     r = executor::launchPlanLanes(reinterpret_cast<executor::LaneExec*>(block), im.nlanes, kThreadsPerLane, nullptr,
-                                  im.anyFp8, stream);
+                                  im.anyFp8, stream, carry ? &carried : nullptr);
   // Freed in stream order, after the kernel (or at once if it never launched).
   if (!kept && cudaFreeAsync(block, stream) != cudaSuccess && r.ok())
     r = cudaFailure("cudaFreeAsync", cudaGetLastError());
@@ -271,7 +285,7 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   if (done) {
     inflight.done.push_back(std::move(done));
     first->addInflight(std::move(inflight));
-  } else {
+  } else if (!carry) {
     first->pool().abandon(staging);  // no event says when the copy is done
   }
   return r;

@@ -47,18 +47,32 @@ void LaunchCache::drop(CachedLaunch& e) {
   if (e.done && cudaStreamWaitEvent(freeStream_, e.done->get(), 0) != cudaSuccess) {
     cudaGetLastError();
     e.block = nullptr;  // leaked: no safe point to free it
+    e.gate = nullptr;
     return;
   }
   if (cudaFreeAsync(e.block, freeStream_) != cudaSuccess) cudaGetLastError();
   e.block = nullptr;
+  e.gate = nullptr;
 }
 
 Result LaunchCache::blockFor(CachedLaunch* e, size_t bytes) {
   if (e->block != nullptr && e->blockBytes >= bytes) return Result::success();
   BRAID_TRY(start());
   drop(*e);
-  BRAID_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void**>(&e->block), bytes, e->stream));
-  e->blockBytes = bytes;
+  const size_t usable = (bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t) * sizeof(uint64_t);
+  BRAID_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void**>(&e->block), usable + sizeof(uint64_t), e->stream));
+  e->blockBytes = usable;
+  e->gate = reinterpret_cast<uint64_t*>(e->block + usable);
+  e->generation = 0;
+  const cudaError_t err = cudaMemsetAsync(e->gate, 0, sizeof(uint64_t), e->stream);
+  if (err != cudaSuccess) {
+    // A gate not known to be zero must never be used.
+    if (cudaFreeAsync(e->block, e->stream) != cudaSuccess) cudaGetLastError();
+    e->block = nullptr;
+    e->gate = nullptr;
+    e->blockBytes = 0;
+    return cudaFailure("cudaMemsetAsync", err);
+  }
   return Result::success();
 }
 

@@ -3,9 +3,9 @@
 // the same calls on the same stream over and over, and planning them, making
 // a device block for their image and scratch, and freeing it again, is host
 // work on every call's critical path. An entry keeps the lane program and
-// the device block; a repeated call only rebinds its buffers, writes the
-// image and uploads it, in stream order behind the previous launch that used
-// the block (a communicator's plan kernels run one after another:
+// the device block; a repeated call only rebinds its buffers and writes the
+// image, which its launch carries (or, when it is too large to, is uploaded
+// before it), in stream order behind the previous launch that used the block (a communicator's plan kernels run one after another:
 // DeviceProxy::orderLaneKernel). A launch of several communicators' calls
 // (one thread driving several ranks on one device) keeps each one's program
 // in its own cache and uses the first one's block for the whole launch.
@@ -30,6 +30,11 @@ struct CachedLaunch {
   lanes::CommProgram cp;
   char* block = nullptr;  // device memory for the image and scratch, or null before the first launch
   size_t blockBytes = 0;
+  // A device word after the block's bytes, zero when the block was made: the
+  // gate of an image a launch carries (kernels/executor/launch_image.h), and
+  // the generation of the last launch that used the block.
+  uint64_t* gate = nullptr;
+  uint64_t generation = 0;
   SharedEvent done;       // the end of the last launch that used the block (null: none yet)
   unsigned long long doneStream = 0;  // cudaStreamGetId of that launch's stream (0: unknown)
   bool connected = false;  // its FIFOs were made (connect succeeded once)
@@ -55,7 +60,7 @@ class LaunchCache {
   CachedLaunch* insert(const std::vector<const engine::Task*>& tasks, std::unique_ptr<CachedLaunch> entry);
   // A block of at least `bytes` for the entry's next launch: the one it has,
   // or a new one in stream order on its stream (the old one freed after its
-  // last launch).
+  // last launch), its gate zeroed in stream order.
   Result blockFor(CachedLaunch* entry, size_t bytes);
   // A block for a launch a graph captures (the graph's for its life), from
   // the stream-ordered pool on a stream nothing else uses, ready when this
