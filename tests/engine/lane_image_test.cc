@@ -69,36 +69,50 @@ class Fifos {
   std::map<std::tuple<int, int, int, braid::executor::Protocol>, std::unique_ptr<Fifo>> fifos_;
 };
 
-// The lanes of every rank (one part each, as the communicators of one process
-// on one stream) in one block, written for a second buffer and copied there.
-TEST(LaneImage, ACopyLaidOutForItsNewAddressRunsTheGroup) {
+// Every rank's lanes of a group of two allreduces (LL float32, bulk float64),
+// one part each, as the communicators of one process on one stream.
+struct RingGroup {
   LaneLimits limits;
-  limits.llPayloadBytes = 4096;
-  limits.channelPayloadBytes = 1024 * sizeof(double);
-  Fifos fifos(limits);
+  std::unique_ptr<Fifos> fifos;
   uint32_t abortWord = 0;
-  std::vector<std::vector<float>> small(kRanks), smallOut(kRanks);
-  std::vector<std::vector<double>> large(kRanks), largeOut(kRanks);
-  std::vector<LaneProgram> programs(kRanks);
-  std::vector<braid::lanes::ImagePart> parts(kRanks);
-  for (int r = 0; r < kRanks; ++r) {
-    small[r].assign(kSmall, float(r + 1));
-    smallOut[r].assign(kSmall, 0);
-    large[r].resize(kLarge);
-    for (size_t i = 0; i < kLarge; ++i) large[r][i] = double(i) * (r + 1);
-    largeOut[r].assign(kLarge, 0);
-    const std::vector<braid::schedule::Plan> plans = {ringAllReduce(r, kSmall), ringAllReduce(r, kLarge)};
-    ASSERT_TRUE(
-        buildLaneProgram({{ncclFloat32, Protocol::LL}, {ncclFloat64, Protocol::Bulk}}, plans, limits, &programs[r]).ok());
-    braid::lanes::ImagePart& part = parts[size_t(r)];
-    part.program = &programs[r];
-    part.ops = {{reinterpret_cast<const char*>(small[r].data()), reinterpret_cast<char*>(smallOut[r].data()),
-                 nullptr, braid::reduce::makeBuiltinOp(ncclSum, ncclFloat32, kRanks)},
-                {reinterpret_cast<const char*>(large[r].data()), reinterpret_cast<char*>(largeOut[r].data()),
-                 nullptr, braid::reduce::makeBuiltinOp(ncclSum, ncclFloat64, kRanks)}};
-    part.portOf = [&fifos, r](const PortKey& k) { return fifos.port(r, k); };
-    part.abortWord = &abortWord;
+  std::vector<std::vector<float>> small, smallOut;
+  std::vector<std::vector<double>> large, largeOut;
+  std::vector<LaneProgram> programs;
+  std::vector<braid::lanes::ImagePart> parts;
+
+  RingGroup() : small(kRanks), smallOut(kRanks), large(kRanks), largeOut(kRanks), programs(kRanks), parts(kRanks) {
+    limits.llPayloadBytes = 4096;
+    limits.channelPayloadBytes = 1024 * sizeof(double);
+    fifos = std::make_unique<Fifos>(limits);
+    for (int r = 0; r < kRanks; ++r) {
+      small[r].assign(kSmall, float(r + 1));
+      smallOut[r].assign(kSmall, 0);
+      large[r].resize(kLarge);
+      for (size_t i = 0; i < kLarge; ++i) large[r][i] = double(i) * (r + 1);
+      largeOut[r].assign(kLarge, 0);
+      const std::vector<braid::schedule::Plan> plans = {ringAllReduce(r, kSmall), ringAllReduce(r, kLarge)};
+      EXPECT_TRUE(buildLaneProgram({{ncclFloat32, Protocol::LL}, {ncclFloat64, Protocol::Bulk}}, plans, limits,
+                                   &programs[r])
+                      .ok());
+      braid::lanes::ImagePart& part = parts[size_t(r)];
+      part.program = &programs[r];
+      part.ops = {{reinterpret_cast<const char*>(small[r].data()), reinterpret_cast<char*>(smallOut[r].data()),
+                   nullptr, braid::reduce::makeBuiltinOp(ncclSum, ncclFloat32, kRanks)},
+                  {reinterpret_cast<const char*>(large[r].data()), reinterpret_cast<char*>(largeOut[r].data()),
+                   nullptr, braid::reduce::makeBuiltinOp(ncclSum, ncclFloat64, kRanks)}};
+      Fifos* f = fifos.get();
+      part.portOf = [f, r](const PortKey& k) { return f->port(r, k); };
+      part.abortWord = &abortWord;
+    }
   }
+};
+
+// The lanes of every rank in one block, written for a second buffer and
+// copied there.
+TEST(LaneImage, ACopyLaidOutForItsNewAddressRunsTheGroup) {
+  RingGroup g;
+  std::vector<LaneProgram>& programs = g.programs;
+  std::vector<braid::lanes::ImagePart>& parts = g.parts;
   const size_t bytes = braid::lanes::laneImageLayout(parts, 4096).bytes;
   std::vector<uint64_t> where(bytes / 8, 0xdeadbeef), written(bytes / 8);
   const uintptr_t base = reinterpret_cast<uintptr_t>(where.data());
@@ -124,9 +138,48 @@ TEST(LaneImage, ACopyLaidOutForItsNewAddressRunsTheGroup) {
   for (auto& t : threads) t.join();
   for (auto st : status) EXPECT_EQ(st, braid::executor::ExecStatus::Ok) << execStatusName(st);
   for (int r = 0; r < kRanks; ++r) {
-    for (size_t i = 0; i < kSmall; ++i) ASSERT_EQ(smallOut[r][i], 6.0f) << "rank " << r << " small " << i;
-    for (size_t i = 0; i < kLarge; ++i) ASSERT_EQ(largeOut[r][i], 6.0 * double(i)) << "rank " << r << " large " << i;
+    for (size_t i = 0; i < kSmall; ++i) ASSERT_EQ(g.smallOut[r][i], 6.0f) << "rank " << r << " small " << i;
+    for (size_t i = 0; i < kLarge; ++i)
+      ASSERT_EQ(g.largeOut[r][i], 6.0 * double(i)) << "rank " << r << " large " << i;
   }
+}
+
+// An image refreshed for a launch's new buffers, fingerprints, beacons and
+// failure word (refreshLaneImage) is byte for byte the image written afresh
+// for them, peer tables included.
+TEST(LaneImage, ARefreshedImageEqualsOneWrittenAfresh) {
+  RingGroup g;
+  std::vector<braid::executor::LaneBeacon> beacons(64);
+  uint32_t failureA = 0, failureB = 0;
+  std::vector<uintptr_t> peerTable = {0x1000, 0x2000, 0x3000};
+  for (braid::lanes::ImagePart& part : g.parts) {
+    part.beacons = beacons.data();
+    part.failureWord = &failureA;
+    part.peerOps = {peerTable, {}};
+    part.ops[0].fingerprint = 11;
+  }
+  const braid::lanes::LaneImageLayout layout = braid::lanes::laneImageLayout(g.parts, 4096);
+  std::vector<uint64_t> where(layout.bytes / 8);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(where.data());
+  std::vector<uint64_t> refreshed(layout.written / 8), fresh(layout.written / 8);
+  ASSERT_TRUE(writeLaneImage(g.parts, 4096, base, refreshed.data()).ok());
+  // The next launch: other buffers (in place), another call's fingerprints,
+  // other beacons and failure word.
+  size_t lane = 0;
+  for (size_t p = 0; p < g.parts.size(); ++p) {
+    braid::lanes::ImagePart& part = g.parts[p];
+    part.ops[0].input = part.ops[0].output;
+    part.ops[0].fingerprint = 12;
+    part.ops[1].output = reinterpret_cast<char*>(g.large[p].data());
+    part.ops[1].fingerprint = 99;
+    part.beacons = beacons.data() + 32 + lane;
+    lane += part.program->lanes.size();
+    part.failureWord = &failureB;
+  }
+  ASSERT_TRUE(writeLaneImage(g.parts, 4096, base, fresh.data()).ok());
+  ASSERT_NE(refreshed, fresh);
+  braid::lanes::refreshLaneImage(g.parts, layout, refreshed.data());
+  EXPECT_EQ(refreshed, fresh);
 }
 
 }  // namespace

@@ -234,6 +234,56 @@ TEST(KeptLaunches, SmallImagesTravelInTheLaunch) {
   ranks.destroy();
 }
 
+// A kept launch whose block lends itself to launches of other parts: rank 0
+// of communicator A leads both a group over A's ranks and a group over A's
+// and B's, alternately. Each launch must carry the image of its own parts
+// (a kept image is refreshed only for the parts it was written for), so the
+// sums stay right.
+TEST(KeptLaunches, AKeptImageServesOnlyThePartsItWasWrittenFor) {
+  Ranks a, b;
+  ASSERT_NO_FATAL_FAILURE(a.init());
+  ASSERT_NO_FATAL_FAILURE(b.init());
+  ASSERT_NO_FATAL_FAILURE(a.fill(1));
+  ASSERT_NO_FATAL_FAILURE(b.fill(1));
+  const size_t count = kCounts[0];
+  auto group = [&](bool withB) {
+    ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+    for (Ranks* rs : {&a, &b}) {
+      if (rs == &b && !withB) continue;
+      for (int r = 0; r < kRanks; ++r)
+        ASSERT_EQ(ncclAllReduce(rs->bufs[r][0], rs->bufs[r][0], count, ncclFloat32, ncclSum, rs->comms[r],
+                                rs->streams[r]),
+                  ncclSuccess);
+    }
+    ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+  };
+  constexpr int kRounds = 3;
+  const CudaWork before;
+  for (int k = 0; k < kRounds; ++k) {
+    ASSERT_NO_FATAL_FAILURE(group(false));
+    ASSERT_NO_FATAL_FAILURE(group(true));
+  }
+  for (Ranks* rs : {&a, &b})
+    for (int r = 0; r < kRanks; ++r) ASSERT_EQ(cudaStreamSynchronize(rs->streams[r]), cudaSuccess);
+  const CudaWork after;
+  EXPECT_EQ(after.images - before.images, uint64_t(2 * kRounds));
+  // Sums of (1 + 2 + 3 + 4) times 4 for each later allreduce: A had two per
+  // round, B one.
+  auto expect = [&](Ranks& rs, int allreduces) {
+    float want = 10;
+    for (int k = 1; k < allreduces; ++k) want *= kRanks;
+    for (int r = 0; r < kRanks; ++r) {
+      std::vector<float> got(count);
+      ASSERT_EQ(cudaMemcpy(got.data(), rs.bufs[r][0], count * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+      for (size_t e = 0; e < count; ++e) ASSERT_EQ(got[e], want) << "rank " << r << ", element " << e;
+    }
+  };
+  ASSERT_NO_FATAL_FAILURE(expect(a, 2 * kRounds));
+  ASSERT_NO_FATAL_FAILURE(expect(b, kRounds));
+  a.destroy();
+  b.destroy();
+}
+
 // Lanes of one rank's launch of an allreduce of `count` floats, each thread
 // driving its rank; the sums are checked.
 // maxCtas > 0: the communicators are made with ncclConfig_t::maxCTAs.

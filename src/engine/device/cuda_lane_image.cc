@@ -22,6 +22,16 @@ std::vector<executor::OpBuffers> opsOf(const CommLaunch& c, char* scratch) {
   return ops;
 }
 
+// Each part's operations' buffers, its scratch in the device block after the
+// image.
+void setOps(const std::vector<CommLaunch*>& group, char* block, ImageOfLaunch* im) {
+  size_t scratchNext = im->scratchAt;
+  for (size_t p = 0; p < group.size(); ++p) {
+    im->parts[p].ops = opsOf(*group[p], block + scratchNext);
+    scratchNext += align(group[p]->cp().scratchBytes, 256);
+  }
+}
+
 // Sizes the peer table of each call that addresses its peers (its one
 // call's), for the layout; fillPeerTables writes the addresses.
 void addPeerTables(const std::vector<CommLaunch*>& group, std::vector<lanes::ImagePart>* parts) {
@@ -126,13 +136,44 @@ void sizeImage(const std::vector<CommLaunch*>& group, ImageOfLaunch* im) {
 }
 
 Result writeImage(const std::vector<CommLaunch*>& group, char* block, void* dst, ImageOfLaunch* im) {
-  size_t scratchNext = im->scratchAt;
-  for (size_t p = 0; p < group.size(); ++p) {
-    im->parts[p].ops = opsOf(*group[p], block + scratchNext);
-    scratchNext += align(group[p]->cp().scratchBytes, 256);
-  }
+  setOps(group, block, im);
   fillPeerTables(group, im->layout, reinterpret_cast<uintptr_t>(block), &im->parts);
   return lanes::writeLaneImage(im->parts, im->stage, reinterpret_cast<uintptr_t>(block), dst);
+}
+
+KeptImage* keptImageFor(const std::vector<CommLaunch*>& group, CachedLaunch* kept, uint64_t stage) {
+  KeptImage* k = kept->image.get();
+  if (k == nullptr || k->block != kept->block || k->stage != stage || k->parts.size() != group.size()) return nullptr;
+  for (size_t p = 0; p < group.size(); ++p)
+    if (group[p]->cached == nullptr || k->parts[p].lock() != group[p]->cached->alive) return nullptr;
+  return k;
+}
+
+void sizeFromKept(const std::vector<CommLaunch*>& group, const KeptImage& k, ImageOfLaunch* im) {
+  addPeerTables(group, &im->parts);  // an upload writes the image afresh
+  im->layout = k.layout;
+  im->scratchAt = k.scratchAt;
+}
+
+Result keepImage(const std::vector<CommLaunch*>& group, CachedLaunch* kept, ImageOfLaunch* im) {
+  kept->image.reset();
+  auto k = std::make_unique<KeptImage>();
+  for (const CommLaunch* c : group) {
+    if (c->cached == nullptr) return fail(ncclInternalError, "a kept image of a launch whose calls are not kept");
+    k->parts.push_back(c->cached->alive);
+  }
+  k->block = kept->block;
+  k->stage = im->stage;
+  k->layout = im->layout;
+  k->scratchAt = im->scratchAt;
+  BRAID_TRY(writeImage(group, kept->block, k->carried.data, im));
+  kept->image = std::move(k);
+  return Result::success();
+}
+
+void refreshImage(const std::vector<CommLaunch*>& group, KeptImage* k, ImageOfLaunch* im) {
+  setOps(group, const_cast<char*>(k->block), im);
+  lanes::refreshLaneImage(im->parts, im->layout, k->carried.data);
 }
 
 bool readsDeviceScalars(const std::vector<CommLaunch*>& group) {

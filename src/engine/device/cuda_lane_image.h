@@ -102,6 +102,18 @@ void sizeImage(const std::vector<CommLaunch*>& group, ImageOfLaunch* im);
 // Writes the image for `block` into `dst` (layout.written bytes, 8-byte
 // aligned).
 Result writeImage(const std::vector<CommLaunch*>& group, char* block, void* dst, ImageOfLaunch* im);
+// The image `kept` carried last, if it was written for this launch's parts
+// (the same kept launches, in order), `stage` and kept->block; else null.
+KeptImage* keptImageFor(const std::vector<CommLaunch*>& group, CachedLaunch* kept, uint64_t stage);
+// The image's size and where the scratch starts, from a kept image (instead
+// of sizeImage).
+void sizeFromKept(const std::vector<CommLaunch*>& group, const KeptImage& k, ImageOfLaunch* im);
+// Writes the image into a new KeptImage of `kept` (whose block the launch
+// uses), for later launches of the same parts to refresh.
+Result keepImage(const std::vector<CommLaunch*>& group, CachedLaunch* kept, ImageOfLaunch* im);
+// Rewrites what this launch changes in the kept image: the calls' buffers and
+// fingerprints, the lanes' beacons and failure word.
+void refreshImage(const std::vector<CommLaunch*>& group, KeptImage* k, ImageOfLaunch* im);
 // Whether a call of the group reads its PreMulSum scalar from device memory:
 // its launch copies it into the image on the stream, after the image.
 bool readsDeviceScalars(const std::vector<CommLaunch*>& group);

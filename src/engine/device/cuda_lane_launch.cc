@@ -201,11 +201,14 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
                  group.front()->comm->rank, im.nlanes);
   }
   setBeacons(first, beacons.get(), &im);
-  sizeImage(group, &im);
   // The first communicator's kept launch lends its block, reused in stream
-  // order (the launch is on its stream); else one for this launch.
+  // order (the launch is on its stream); else one for this launch. The image
+  // it carried last, if written for these parts, is only refreshed.
   CachedLaunch* kept = group.front()->cached;
   if (kept && kept->stream != stream) kept = nullptr;
+  KeptImage* reuse = kept ? keptImageFor(group, kept, im.stage) : nullptr;
+  if (reuse) sizeFromKept(group, *reuse, &im);
+  else sizeImage(group, &im);
   char* block = nullptr;
   unsigned long long streamId = 0;
   if (kept) {
@@ -227,15 +230,19 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   // before the kernel, no staging block (launch_image.h); else it is uploaded.
   const bool carry =
       kept && im.layout.written <= executor::LaunchImage::maxBytes() && !readsDeviceScalars(group);
-  executor::LaunchImage carried;
+  executor::LaunchImage* carried = nullptr;
   PinnedBlock staging;
   InflightJob inflight;
   Result r;
   if (carry) {
-    r = writeImage(group, block, carried.data, &im);
-    carried.words = uint32_t(im.layout.written / sizeof(uint64_t));
-    carried.gate = kept->gate;
-    carried.generation = ++kept->generation;
+    if (reuse && reuse->block == block) refreshImage(group, reuse, &im);
+    else r = keepImage(group, kept, &im);
+    if (r.ok()) {
+      carried = &kept->image->carried;
+      carried->words = uint32_t(im.layout.written / sizeof(uint64_t));
+      carried->gate = kept->gate;
+      carried->generation = ++kept->generation;
+    }
   } else {
     BRAID_TRY(first->stagingBlock(im.layout.written, &staging));
     inflight.blocks.push_back(staging);
@@ -253,7 +260,7 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   const std::shared_ptr<LaunchEnd> bridged = r.ok() ? pumpBridges(group) : nullptr;
   if (r.ok())
     r = executor::launchPlanLanes(reinterpret_cast<executor::LaneExec*>(block), im.nlanes, kThreadsPerLane, nullptr,
-                                  im.anyFp8, stream, carry ? &carried : nullptr);
+                                  im.anyFp8, stream, carried);
   // Freed in stream order, after the kernel (or at once if it never launched).
   if (!kept && cudaFreeAsync(block, stream) != cudaSuccess && r.ok())
     r = cudaFailure("cudaFreeAsync", cudaGetLastError());

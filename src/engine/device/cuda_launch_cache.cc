@@ -59,6 +59,7 @@ Result LaunchCache::blockFor(CachedLaunch* e, size_t bytes) {
   if (e->block != nullptr && e->blockBytes >= bytes) return Result::success();
   BRAID_TRY(start());
   drop(*e);
+  e->image.reset();
   const size_t usable = (bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t) * sizeof(uint64_t);
   BRAID_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void**>(&e->block), usable + sizeof(uint64_t), e->stream));
   e->blockBytes = usable;

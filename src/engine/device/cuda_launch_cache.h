@@ -20,11 +20,29 @@
 #include "base/result.h"
 #include "engine/device/cuda_proxy.h"
 #include "engine/lanes/comm_program.h"
+#include "engine/lanes/lane_image.h"
 #include "engine/lanes/plan_cache.h"
+#include "kernels/executor/launch_image.h"
 
 namespace braid::device {
 
+// The image a kept launch last carried (kernels/executor/launch_image.h),
+// and what it was written for: a launch of the same parts (each part's kept
+// launch, alive) into the same block only refreshes it
+// (lanes::refreshLaneImage) instead of laying it out and writing it again.
+struct KeptImage {
+  std::vector<std::weak_ptr<const char>> parts;  // each part's CachedLaunch::alive, in order
+  const char* block = nullptr;
+  uint64_t stage = 0;
+  lanes::LaneImageLayout layout;
+  size_t scratchAt = 0;
+  executor::LaunchImage carried;
+};
+
 struct CachedLaunch {
+  // Held by the images that name this entry (KeptImage::parts): an entry
+  // made later, even at this one's address, never passes for it.
+  std::shared_ptr<const char> alive = std::make_shared<const char>(0);
   cudaStream_t stream = nullptr;
   bool peerAccess = false;  // planned to address its ranks' buffers (lanes/peer_access.h)
   lanes::CommProgram cp;
@@ -38,6 +56,7 @@ struct CachedLaunch {
   SharedEvent done;       // the end of the last launch that used the block (null: none yet)
   unsigned long long doneStream = 0;  // cudaStreamGetId of that launch's stream (0: unknown)
   bool connected = false;  // its FIFOs were made (connect succeeded once)
+  std::unique_ptr<KeptImage> image;  // of launches whose block this entry lends
 };
 
 // The communicator's kept launches (lanes::GroupCache: 16, least recently

@@ -1,5 +1,6 @@
 #include "engine/lanes/lane_image.h"
 
+#include <cstddef>
 #include <cstring>
 
 #include "kernels/executor/shared_layout.h"
@@ -166,6 +167,32 @@ Result writeLaneImage(const std::vector<ImagePart>& parts, uint64_t llStageBytes
     }
   }
   return Result::success();
+}
+
+void refreshLaneImage(const std::vector<ImagePart>& parts, const LaneImageLayout& layout, void* dst) {
+  char* host = static_cast<char*>(dst);
+  // Field by field, so every other byte stays as writeLaneImage left it.
+  auto put = [host](size_t at, const auto& value) { memcpy(host + at, &value, sizeof value); };
+  size_t lane = 0;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const ImagePart& part = parts[p];
+    for (size_t i = 0; i < part.ops.size(); ++i) {
+      const size_t at = layout.opBuffersAt(p, i);
+      executor::OpBuffers written;
+      memcpy(&written, host + at, sizeof written);
+      memcpy(host + at, &part.ops[i], sizeof(executor::OpBuffers));
+      put(at + offsetof(executor::OpBuffers, peers), written.peers);  // the peer table stays where it is
+      put(at + offsetof(executor::OpBuffers, npeers), written.npeers);
+    }
+    for (size_t i = 0; i < part.program->lanes.size(); ++i, ++lane) {
+      const size_t at = lane * sizeof(executor::LaneExec);
+      const size_t wait = at + offsetof(executor::LaneExec, wait);
+      put(at + offsetof(executor::LaneExec, failure), part.failureWord);
+      put(wait + offsetof(executor::WaitControl, stopFlag), static_cast<const uint32_t*>(part.failureWord));
+      put(wait + offsetof(executor::WaitControl, beacon),
+          part.beacons ? part.beacons + i : static_cast<executor::LaneBeacon*>(nullptr));
+    }
+  }
 }
 
 }  // namespace braid::lanes

@@ -63,4 +63,11 @@ LaneImageLayout laneImageLayout(const std::vector<ImagePart>& parts, uint64_t ll
 // after that, not written; the stage counters start at zero.
 Result writeLaneImage(const std::vector<ImagePart>& parts, uint64_t llStageBytes, uintptr_t base, void* dst);
 
+// Rewrites in `dst`, an image writeLaneImage wrote for the same programs,
+// ports, peer tables, staging and block, what changes from one launch to the
+// next: each part's operations (buffers, reductions, fingerprints; their peer
+// tables stay) and each lane's beacon and failure word. A kept launch's
+// image is refreshed, not written again.
+void refreshLaneImage(const std::vector<ImagePart>& parts, const LaneImageLayout& layout, void* dst);
+
 }  // namespace braid::lanes
