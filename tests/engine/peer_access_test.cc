@@ -56,6 +56,11 @@ TEST(PeerAccessGroups, OnlyWholeCommunicatorsWithOneMatchingCallEach) {
     for (int k = 0; k < kRanks; ++k) EXPECT_EQ(g.at(a[r])[size_t(k)], a[k]);  // rank order
   }
 
+  std::vector<engine::Task> beside = whole;
+  beside.push_back(allReduceOn(b[0], 100));
+  EXPECT_EQ(groupsOf(beside).size(), size_t(kRanks)) << "a whole communicator beside another's lone call";
+  EXPECT_TRUE(groupsOf({whole[0]}).empty()) << "one call";
+
   std::vector<engine::Task> missing(whole.begin(), whole.end() - 1);
   EXPECT_TRUE(groupsOf(missing).empty()) << "a rank is not in the group";
   std::vector<engine::Task> twice = whole;
@@ -90,8 +95,8 @@ std::vector<schedule::StepKind> stepKinds(const std::vector<engine::Task>& tasks
   std::vector<schedule::StepKind> kinds;
   *ports = 0;
   for (const auto& c : group.comms) {
-    *ports += portsOf(c->program).size();
-    for (const ProgramLane& lane : c->program.lanes)
+    *ports += portsOf(*c->program).size();
+    for (const ProgramLane& lane : c->program->lanes)
       for (const executor::ExecStep& s : lane.bound.steps) kinds.push_back(s.kind);
   }
   return kinds;

@@ -79,7 +79,7 @@ WatchedLaunch watchedLaunchOf(const std::vector<CommLaunch*>& group, const Beaco
     for (const engine::Task* t : c->tasks) wc.tasks.push_back(*t);
     wc.program = c->cp().program;
     wc.beacons = static_cast<const executor::LaneBeacon*>(first->beacons().at(at));
-    at += wc.program.lanes.size();
+    at += wc.program->lanes.size();
     w.comms.push_back(std::move(wc));
     w.proxies.push_back(c->proxy);
   }
@@ -109,7 +109,7 @@ ImageOfLaunch imageOf(const std::vector<CommLaunch*>& group) {
   for (size_t p = 0; p < group.size(); ++p) {
     const CommLaunch* c = group[p];
     lanes::PortTable* ports = &c->proxy->lanePorts();
-    im.parts[p].program = &c->cp().program;
+    im.parts[p].program = c->cp().program.get();
     im.parts[p].ops.resize(c->tasks.size());  // sized for the layout; filled by writeImage
     im.parts[p].portOf = [ports](const lanes::PortKey& k) { return ports->port(k); };
     im.parts[p].abortWord = const_cast<const uint32_t*>(c->proxy->words().deviceAbort());
@@ -145,7 +145,7 @@ KeptImage* keptImageFor(const std::vector<CommLaunch*>& group, CachedLaunch* kep
   KeptImage* k = kept->image.get();
   if (k == nullptr || k->block != kept->block || k->stage != stage || k->parts.size() != group.size()) return nullptr;
   for (size_t p = 0; p < group.size(); ++p)
-    if (group[p]->cached == nullptr || k->parts[p].lock() != group[p]->cached->alive) return nullptr;
+    if (k->parts[p].lock() != group[p]->cp().program) return nullptr;
   return k;
 }
 
@@ -158,10 +158,7 @@ void sizeFromKept(const std::vector<CommLaunch*>& group, const KeptImage& k, Ima
 Result keepImage(const std::vector<CommLaunch*>& group, CachedLaunch* kept, ImageOfLaunch* im) {
   kept->image.reset();
   auto k = std::make_unique<KeptImage>();
-  for (const CommLaunch* c : group) {
-    if (c->cached == nullptr) return fail(ncclInternalError, "a kept image of a launch whose calls are not kept");
-    k->parts.push_back(c->cached->alive);
-  }
+  for (const CommLaunch* c : group) k->parts.push_back(c->cp().program);
   k->block = kept->block;
   k->stage = im->stage;
   k->layout = im->layout;
@@ -172,7 +169,7 @@ Result keepImage(const std::vector<CommLaunch*>& group, CachedLaunch* kept, Imag
 }
 
 void refreshImage(const std::vector<CommLaunch*>& group, KeptImage* k, ImageOfLaunch* im) {
-  setOps(group, const_cast<char*>(k->block), im);
+  setOps(group, k->block, im);
   lanes::refreshLaneImage(im->parts, im->layout, k->carried.data);
 }
 

@@ -53,7 +53,7 @@ struct WatchedComm {
   ncclComm* comm = nullptr;
   lanes::PortTable* ports = nullptr;
   std::vector<engine::Task> tasks;
-  lanes::LaneProgram program;  // a kept launch's stays for the next call: copied
+  std::shared_ptr<const lanes::LaneProgram> program;  // shared with a kept launch
   const executor::LaneBeacon* beacons = nullptr;
 };
 
@@ -63,8 +63,8 @@ struct WatchedLaunch {
 };
 
 // The launch's communicators' calls and lanes as planned, each seen through
-// its beacons from `beacons`' first (a kept launch's program is copied: it
-// stays for the next call).
+// its beacons from `beacons`' first (a kept launch's program is shared: the
+// watch holds it even after the kept launch is replaced).
 WatchedLaunch watchedLaunchOf(const std::vector<CommLaunch*>& group, const BeaconLease& beacons);
 // The watch of one launch (a graph's: `replay`); stopping its lanes raises
 // every communicator's abort word; `keep` keeps the beacons while it reads.

@@ -83,15 +83,15 @@ Result connect(std::vector<CommLaunch>& comms) {
     if (!c.needsConnect()) continue;
     DeviceGuard guard(c.proxy->device());
     BRAID_TRY(guard.status());
-    BRAID_TRY(c.proxy->lanePorts().offer(c.comm, lanes::portsOf(c.cp().program), lanes::limitsOf(c.comm)));
+    BRAID_TRY(c.proxy->lanePorts().offer(c.comm, lanes::portsOf(*c.cp().program), lanes::limitsOf(c.comm)));
   }
   std::vector<engine::ConnectionNeed> needs;
   for (CommLaunch& c : comms) {
     if (!c.needsConnect()) continue;
     DeviceGuard guard(c.proxy->device());
     BRAID_TRY(guard.status());
-    BRAID_TRY(c.proxy->lanePorts().accept(c.comm, lanes::portsOf(c.cp().program), lanes::limitsOf(c.comm)));
-    const auto more = c.proxy->lanePorts().bridgeNeeds(c.comm, lanes::portsOf(c.cp().program));
+    BRAID_TRY(c.proxy->lanePorts().accept(c.comm, lanes::portsOf(*c.cp().program), lanes::limitsOf(c.comm)));
+    const auto more = c.proxy->lanePorts().bridgeNeeds(c.comm, lanes::portsOf(*c.cp().program));
     needs.insert(needs.end(), more.begin(), more.end());
   }
   if (!needs.empty()) BRAID_TRY(engine::connectAll(needs));
@@ -99,7 +99,7 @@ Result connect(std::vector<CommLaunch>& comms) {
     if (!c.needsConnect()) continue;
     DeviceGuard guard(c.proxy->device());
     BRAID_TRY(guard.status());
-    BRAID_TRY(c.proxy->lanePorts().attachBridged(c.comm, lanes::portsOf(c.cp().program), lanes::limitsOf(c.comm)));
+    BRAID_TRY(c.proxy->lanePorts().attachBridged(c.comm, lanes::portsOf(*c.cp().program), lanes::limitsOf(c.comm)));
     if (c.cached) c.cached->connected = true;
   }
   return Result::success();
@@ -326,7 +326,7 @@ Result launchDeviceLanes(const std::vector<engine::Task>& tasks) {
       return fail(ncclInvalidUsage, "ranks %d and %d share a stream but use different CUDA devices", other->comm->rank,
                   c.comm->rank);
     other = &c;
-    parts.push_back({c.comm->rank, c.proxy->device(), c.stream, uint32_t(c.cp().program.lanes.size())});
+    parts.push_back({c.comm->rank, c.proxy->device(), c.stream, uint32_t(c.cp().program->lanes.size())});
     if (resident.count(c.proxy->device())) continue;
     DeviceGuard guard(c.proxy->device());
     BRAID_TRY(guard.status());

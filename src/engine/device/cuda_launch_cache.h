@@ -27,12 +27,13 @@
 namespace braid::device {
 
 // The image a kept launch last carried (kernels/executor/launch_image.h),
-// and what it was written for: a launch of the same parts (each part's kept
-// launch, alive) into the same block only refreshes it
+// and what it was written for: a launch of the same parts (each part's lane
+// program, still alive: a program planned later, even at the same address,
+// never passes for one that is gone) into the same block only refreshes it
 // (lanes::refreshLaneImage) instead of laying it out and writing it again.
 struct KeptImage {
-  std::vector<std::weak_ptr<const char>> parts;  // each part's CachedLaunch::alive, in order
-  const char* block = nullptr;
+  std::vector<std::weak_ptr<const lanes::LaneProgram>> parts;  // each part's program, in order
+  char* block = nullptr;
   uint64_t stage = 0;
   lanes::LaneImageLayout layout;
   size_t scratchAt = 0;
@@ -40,9 +41,6 @@ struct KeptImage {
 };
 
 struct CachedLaunch {
-  // Held by the images that name this entry (KeptImage::parts): an entry
-  // made later, even at this one's address, never passes for it.
-  std::shared_ptr<const char> alive = std::make_shared<const char>(0);
   cudaStream_t stream = nullptr;
   bool peerAccess = false;  // planned to address its ranks' buffers (lanes/peer_access.h)
   lanes::CommProgram cp;

@@ -18,14 +18,14 @@ constexpr auto kLookEvery = std::chrono::milliseconds(2);
 }  // namespace
 
 void watchLanes(LaneGroup* group, ncclComm* comm, PortTable* ports, std::vector<engine::Task> tasks,
-                LaneProgram program, const executor::LaneBeacon* beacons) {
+                std::shared_ptr<const LaneProgram> program, const executor::LaneBeacon* beacons) {
   auto run = std::make_unique<CommRun>();
   run->comm = comm;
   run->ports = ports;
   run->tasks = std::move(tasks);
   run->program = std::move(program);
-  for (size_t i = 0; i < run->program.lanes.size(); ++i)
-    group->runs.push_back({run.get(), &run->program.lanes[i], nullptr, beacons + i});
+  for (size_t i = 0; i < run->program->lanes.size(); ++i)
+    group->runs.push_back({run.get(), &run->program->lanes[i], nullptr, beacons + i});
   group->comms.push_back(std::move(run));
 }
 

@@ -80,7 +80,7 @@ class BeaconWatch : public Watch {
 // Adds one communicator's lanes to a group to watch: lane i of `program`
 // (the program the launch's image was written from) seen through beacons[i].
 void watchLanes(LaneGroup* group, ncclComm* comm, PortTable* ports, std::vector<engine::Task> tasks,
-                LaneProgram program, const executor::LaneBeacon* beacons);
+                std::shared_ptr<const LaneProgram> program, const executor::LaneBeacon* beacons);
 
 // One thread that polls the watches of a communicator's launches (and of
 // its CUDA graphs' launches, for as long as each graph exists), started with

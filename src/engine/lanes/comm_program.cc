@@ -76,7 +76,9 @@ Result commProgramOf(const std::vector<const engine::Task*>& tasks, LaneRunner r
     cp.scratchOffsets.push_back(cp.scratchBytes);
     cp.scratchBytes += (plans.back().scratchElems * reduce::typeSize(t->type) + 63) & ~size_t(63);
   }
-  BRAID_TRY(buildLaneProgram(ops, plans, limits, &cp.program));
+  auto program = std::make_shared<LaneProgram>();
+  BRAID_TRY(buildLaneProgram(ops, plans, limits, program.get()));
+  cp.program = std::move(program);
   *out = std::move(cp);
   return Result::success();
 }

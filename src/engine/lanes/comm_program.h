@@ -3,6 +3,7 @@
 // cuda_lane_launch.cc) both start from.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "base/result.h"
@@ -13,7 +14,10 @@
 namespace braid::lanes {
 
 struct CommProgram {
-  LaneProgram program;
+  // Shared with the watches of launches still running (never changed once
+  // built): a watch keeps the lanes it reads even after the kept launch that
+  // planned them is replaced.
+  std::shared_ptr<const LaneProgram> program;
   std::vector<size_t> scratchOffsets;  // per call: where its Buffer::Scratch starts
   std::vector<uint32_t> shapeFingerprints;  // per call (engine/fingerprint.h)
   size_t scratchBytes = 0;

@@ -38,16 +38,16 @@ executor::OpBuffers opBuffersOf(const CommRun& run, size_t i) {
 // Same-host FIFOs (offer, then accept, for every communicator), then the
 // connections and FIFOs of ranks on other hosts.
 Result connect(std::vector<std::unique_ptr<CommRun>>& comms) {
-  for (auto& c : comms) BRAID_TRY(c->comm->hostLanes->ports.offer(c->comm, portsOf(c->program), limitsOf(c->comm)));
-  for (auto& c : comms) BRAID_TRY(c->comm->hostLanes->ports.accept(c->comm, portsOf(c->program), limitsOf(c->comm)));
+  for (auto& c : comms) BRAID_TRY(c->comm->hostLanes->ports.offer(c->comm, portsOf(*c->program), limitsOf(c->comm)));
+  for (auto& c : comms) BRAID_TRY(c->comm->hostLanes->ports.accept(c->comm, portsOf(*c->program), limitsOf(c->comm)));
   std::vector<engine::ConnectionNeed> needs;
   for (auto& c : comms) {
-    const auto more = c->comm->hostLanes->ports.bridgeNeeds(c->comm, portsOf(c->program));
+    const auto more = c->comm->hostLanes->ports.bridgeNeeds(c->comm, portsOf(*c->program));
     needs.insert(needs.end(), more.begin(), more.end());
   }
   if (!needs.empty()) BRAID_TRY(connectAll(needs));
   for (auto& c : comms)
-    BRAID_TRY(c->comm->hostLanes->ports.attachBridged(c->comm, portsOf(c->program), limitsOf(c->comm)));
+    BRAID_TRY(c->comm->hostLanes->ports.attachBridged(c->comm, portsOf(*c->program), limitsOf(c->comm)));
   return Result::success();
 }
 
@@ -57,7 +57,7 @@ Result connect(std::vector<std::unique_ptr<CommRun>>& comms) {
 ImagePart imagePartOf(CommRun& c, const PeerAccessGroups& peerAccess) {
   const PortTable& ports = c.comm->hostLanes->ports;
   ImagePart part;
-  part.program = &c.program;
+  part.program = c.program.get();
   part.ops = c.ops;
   part.portOf = [&ports](const PortKey& k) { return ports.port(k); };
   part.abortWord = engine::abortWordOf(*c.comm);
@@ -151,8 +151,8 @@ Result prepareLaneGroup(const std::vector<engine::Task>& tasks, LaneGroup* group
   BRAID_TRY(buildImages(group->comms, peerAccess));
   for (auto& c : group->comms) {
     auto* lanes = reinterpret_cast<executor::LaneExec*>(c->image.data());
-    for (size_t i = 0; i < c->program.lanes.size(); ++i)
-      group->runs.push_back({c.get(), &c->program.lanes[i], &lanes[i]});
+    for (size_t i = 0; i < c->program->lanes.size(); ++i)
+      group->runs.push_back({c.get(), &c->program->lanes[i], &lanes[i]});
   }
   return Result::success();
 }

@@ -25,7 +25,7 @@ struct CommRun {
   // Its FIFOs: the host lanes' (hostLanes->ports), or a plan kernel's.
   PortTable* ports = nullptr;
   std::vector<engine::Task> tasks;  // copies: a cached group outlives the calls
-  LaneProgram program;
+  std::shared_ptr<const LaneProgram> program;  // CommProgram::program
   std::vector<size_t> scratchOffsets;  // per call, into the host lanes' scratch
   std::vector<uint32_t> shapeFingerprints;  // per call (engine/fingerprint.h)
   std::vector<executor::OpBuffers> ops;

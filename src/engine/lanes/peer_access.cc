@@ -35,12 +35,16 @@ bool sameCall(const engine::Task& a, const engine::Task& b) {
 
 PeerAccessGroups peerAccessGroups(const std::vector<const engine::Task*>& tasks,
                                   const std::function<bool(const engine::Task&, const engine::Task&)>& sameRunner) {
+  PeerAccessGroups groups;
+  if (tasks.size() < 2) return groups;  // a communicator of two ranks or more
   std::map<const ncclComm*, int> callsOf;
   for (const engine::Task* t : tasks) ++callsOf[t->comm];
-  PeerAccessGroups groups;
   for (const engine::Task* t : tasks) {
     ncclComm* comm = t->comm;
-    if (groups.count(comm) || callsOf[comm] != 1 || comm->nranks < 2 || !collectiveHasPeerAccess(t->coll)) continue;
+    // Fewer calls than ranks (a process or thread per rank) cannot hold them all.
+    if (tasks.size() < size_t(comm->nranks) || groups.count(comm) || callsOf[comm] != 1 || comm->nranks < 2 ||
+        !collectiveHasPeerAccess(t->coll))
+      continue;
     std::vector<const engine::Task*> byRank(size_t(comm->nranks), nullptr);
     bool whole = true;
     for (const engine::Task* u : tasks) {
