@@ -141,8 +141,8 @@ Result writeImage(const std::vector<CommLaunch*>& group, char* block, void* dst,
   return lanes::writeLaneImage(im->parts, im->stage, reinterpret_cast<uintptr_t>(block), dst);
 }
 
-KeptImage* keptImageFor(const std::vector<CommLaunch*>& group, CachedLaunch* kept, uint64_t stage) {
-  KeptImage* k = kept->image.get();
+const KeptImage* keptImageFor(const std::vector<CommLaunch*>& group, const CachedLaunch* kept, uint64_t stage) {
+  const KeptImage* k = kept->image.get();
   if (k == nullptr || k->block != kept->block || k->stage != stage || k->parts.size() != group.size()) return nullptr;
   for (size_t p = 0; p < group.size(); ++p)
     if (k->parts[p].lock() != group[p]->cp().program) return nullptr;

@@ -103,8 +103,8 @@ void sizeImage(const std::vector<CommLaunch*>& group, ImageOfLaunch* im);
 // aligned).
 Result writeImage(const std::vector<CommLaunch*>& group, char* block, void* dst, ImageOfLaunch* im);
 // The image `kept` carried last, if it was written for this launch's parts
-// (the same kept launches, in order), `stage` and kept->block; else null.
-KeptImage* keptImageFor(const std::vector<CommLaunch*>& group, CachedLaunch* kept, uint64_t stage);
+// (the same lane programs, in order), `stage` and kept->block; else null.
+const KeptImage* keptImageFor(const std::vector<CommLaunch*>& group, const CachedLaunch* kept, uint64_t stage);
 // The image's size and where the scratch starts, from a kept image (instead
 // of sizeImage).
 void sizeFromKept(const std::vector<CommLaunch*>& group, const KeptImage& k, ImageOfLaunch* im);

@@ -206,8 +206,9 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   // it carried last, if written for these parts, is only refreshed.
   CachedLaunch* kept = group.front()->cached;
   if (kept && kept->stream != stream) kept = nullptr;
-  KeptImage* reuse = kept ? keptImageFor(group, kept, im.stage) : nullptr;
-  if (reuse) sizeFromKept(group, *reuse, &im);
+  const KeptImage* reuse = kept ? keptImageFor(group, kept, im.stage) : nullptr;
+  const bool refresh = reuse != nullptr;
+  if (refresh) sizeFromKept(group, *reuse, &im);
   else sizeImage(group, &im);
   char* block = nullptr;
   unsigned long long streamId = 0;
@@ -235,7 +236,8 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   InflightJob inflight;
   Result r;
   if (carry) {
-    if (reuse && reuse->block == block) refreshImage(group, reuse, &im);
+    // blockFor drops the kept image with a block it replaces.
+    if (refresh && kept->image != nullptr && kept->image->block == block) refreshImage(group, kept->image.get(), &im);
     else r = keepImage(group, kept, &im);
     if (r.ok()) {
       carried = &kept->image->carried;
