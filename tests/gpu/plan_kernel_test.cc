@@ -69,7 +69,8 @@ class DeviceArena {
 braid::Result launchCarried(const CollCase& c, const std::vector<braid::executor::LaneExec>& lanes, int32_t* dStatus,
                             DeviceArena* arena) {
   const size_t bytes = lanes.size() * sizeof(braid::executor::LaneExec);
-  if (bytes > braid::executor::LaunchImage::maxBytes()) return braid::Result(ncclInternalError, "too many lanes to carry");
+  if (bytes > braid::executor::LaunchImage::maxBytes())
+    return braid::Result(ncclInternalError, "too many lanes to carry");
   auto* dLanes = arena->alloc<braid::executor::LaneExec>(bytes);
   auto* gate = arena->alloc<uint64_t>(sizeof(uint64_t));
   if (dLanes == nullptr || gate == nullptr || cudaMemset(dLanes, 0xff, bytes) != cudaSuccess ||

@@ -2,13 +2,15 @@
 // host runner keeps its groups (lanes/plan_cache.h): a training loop issues
 // the same calls on the same stream over and over, and planning them, making
 // a device block for their image and scratch, and freeing it again, is host
-// work on every call's critical path. An entry keeps the lane program and
-// the device block; a repeated call only rebinds its buffers and writes the
-// image, which its launch carries (or, when it is too large to, is uploaded
-// before it), in stream order behind the previous launch that used the block (a communicator's plan kernels run one after another:
-// DeviceProxy::orderLaneKernel). A launch of several communicators' calls
-// (one thread driving several ranks on one device) keeps each one's program
-// in its own cache and uses the first one's block for the whole launch.
+// work on every call's critical path. An entry keeps the lane program, the
+// device block and the image it last carried; a repeated call only rebinds
+// its buffers in that image, which its launch carries (or, when it is too
+// large to, writes and uploads it before), in stream order behind the
+// previous launch that used the block (a communicator's plan kernels run one
+// after another: DeviceProxy::orderLaneKernel). A launch of several
+// communicators' calls (one thread driving several ranks on one device)
+// keeps each one's program in its own cache and uses the first one's block
+// for the whole launch.
 #pragma once
 
 #include <cuda_runtime_api.h>
