@@ -33,6 +33,15 @@ struct Task {
   // a group on device buffers (-1: none used), so that a call queries each
   // buffer's attributes once.
   int device = -1;
+  // Its stream's CUDA graph capture when the group ran, asked once by
+  // device::classifyGroup (known): the group's later steps ask no stream
+  // again (device::captureOf(const Task&, ...)).
+  struct Capture {
+    bool known = false;
+    bool active = false;
+    unsigned long long id = 0;
+    void* graph = nullptr;  // cudaGraph_t
+  } capture;
   // The format of its messages (CommSettings::wireType where it applies,
   // engine/task_plan.h wireTypeFor), fixed when the call is recorded.
   reduce::WireType wire = reduce::WireType::None;

@@ -323,6 +323,7 @@ cudaError_t CUDARTAPI cudaStreamGetCaptureInfo(cudaStream_t stream, cudaStreamCa
                                                const cudaGraphNode_t** dependencies_out,
                                                const cudaGraphEdgeData** edgeData_out, size_t* numDependencies_out) {
   if (captureStatus_out == nullptr) return recordError(cudaErrorInvalidValue);
+  fakecuda::noteCaptureQuery();
   fakecuda::Stream* s = fakecuda::streamOf(stream);
   if (s == nullptr) return recordError(cudaErrorInvalidResourceHandle);
   fakecuda::State& st = fakecuda::state();

@@ -176,6 +176,7 @@ std::atomic<uint64_t> hostFunctionCount{0};
 std::atomic<uint64_t> eventCreateCount{0};
 std::atomic<uint64_t> eventRecordCount{0};
 std::atomic<uint64_t> pointerQueryCount{0};
+std::atomic<uint64_t> captureQueryCount{0};
 std::atomic<uint64_t> streamWaitCount{0};
 std::atomic<uint64_t> asyncCopyCount{0};
 std::atomic<uint64_t> asyncCopyByteCount{0};
@@ -206,6 +207,8 @@ uint64_t hostFunctionsLaunched() { return hostFunctionCount.load(); }
 uint64_t eventsCreated() { return eventCreateCount.load(); }
 uint64_t eventRecords() { return eventRecordCount.load(); }
 uint64_t pointerQueries() { return pointerQueryCount.load(); }
+void noteCaptureQuery() { captureQueryCount.fetch_add(1); }
+uint64_t captureQueries() { return captureQueryCount.load(); }
 uint64_t streamWaits() { return streamWaitCount.load(); }
 uint64_t asyncCopies() { return asyncCopyCount.load(); }
 uint64_t asyncCopyBytes() { return asyncCopyByteCount.load(); }

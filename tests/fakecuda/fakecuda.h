@@ -62,6 +62,9 @@ uint64_t eventRecords();
 // How many cudaPointerGetAttributes, cudaStreamWaitEvent and cudaMemcpyAsync
 // (or 2D) calls were made so far.
 uint64_t pointerQueries();
+// cudaStreamGetCaptureInfo (and cudaStreamIsCapturing) calls so far.
+void noteCaptureQuery();
+uint64_t captureQueries();
 uint64_t streamWaits();
 uint64_t asyncCopies();
 // Bytes those copies moved.

@@ -117,6 +117,7 @@ struct CudaWork {
   uint64_t hostFunctions = fakecuda::hostFunctionsLaunched();
   uint64_t records = fakecuda::eventRecords();
   uint64_t queries = fakecuda::pointerQueries();
+  uint64_t captureQueries = fakecuda::captureQueries();
   uint64_t waits = fakecuda::streamWaits();
   uint64_t copies = fakecuda::asyncCopies();
   uint64_t copyBytes = fakecuda::asyncCopyBytes();
@@ -149,8 +150,10 @@ TEST(KeptLaunches, RepeatedCallsAllocateNothingAndLaunchNoHostFunction) {
   EXPECT_EQ(after.hostFunctions, before.hostFunctions) << "repeated calls launched host functions";
   // Each rank's call is its own launch on its own stream: one record, its end.
   EXPECT_EQ(after.records - before.records, uint64_t(kRounds * kCounts.size() * kRanks));
-  // In place: one buffer, one attribute query per call.
+  // In place: one buffer, one attribute query per call, and one question
+  // whether its stream captures a graph.
   EXPECT_EQ(after.queries - before.queries, uint64_t(kRounds * kCounts.size() * kRanks));
+  EXPECT_EQ(after.captureQueries - before.captureQueries, uint64_t(kRounds * kCounts.size() * kRanks));
   // A rank's launches on its one stream follow each other in stream order.
   EXPECT_EQ(after.waits, before.waits) << "a rank's calls on one stream waited for events";
   expectCarriedImages(before, after, kRounds * kCounts.size() * kRanks);
@@ -185,6 +188,8 @@ TEST(KeptLaunches, OneThreadsGroupsOverEveryRankAllocateNothingAfterTheFirst) {
   EXPECT_EQ(after.records - before.records, uint64_t(kRounds * kCounts.size() * kRanks));
   EXPECT_EQ(after.queries - before.queries, uint64_t(kRounds * kCounts.size() * kRanks))
       << "a call queries its one buffer's attributes more than once";
+  EXPECT_EQ(after.captureQueries - before.captureQueries, uint64_t(kRounds * kCounts.size() * kRanks))
+      << "a call asks more than once whether its stream captures";
   // What else a group's launch costs on the host (part of an 8 B group's
   // time on a GPU, docs/performance.md): rank 0's stream waits for the other
   // three and they for its end (none for the kept block's last launch, on

@@ -49,6 +49,21 @@ Result captureOf(cudaStream_t stream, StreamCapture* out) {
   return Result::success();
 }
 
+Result captureOf(const engine::Task& t, StreamCapture* out) {
+  if (!t.capture.known) return captureOf(t.stream, out);
+  out->active = t.capture.active;
+  out->id = t.capture.id;
+  out->graph = static_cast<cudaGraph_t>(t.capture.graph);
+  return Result::success();
+}
+
+void rememberCapture(const StreamCapture& c, engine::Task* t) {
+  t->capture.known = true;
+  t->capture.active = c.active;
+  t->capture.id = c.id;
+  t->capture.graph = c.graph;
+}
+
 Result giveToGraph(cudaGraph_t graph, void* owned, cudaHostFn_t release) {
   cudaUserObject_t object = nullptr;
   cudaError_t err = cudaUserObjectCreate(&object, owned, release, 1, cudaUserObjectNoDestructorSync);

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include "base/result.h"
+#include "engine/task.h"
 
 namespace braid::device {
 
@@ -41,6 +42,11 @@ struct StreamCapture {
 // invalidated by an earlier error, or when it is the legacy default stream while
 // a blocking stream captures (the legacy stream cannot be captured).
 Result captureOf(cudaStream_t stream, StreamCapture* out);
+// The capture state of a call's stream as classifyGroup found it
+// (Task::capture), or from the stream where it did not ask.
+Result captureOf(const engine::Task& t, StreamCapture* out);
+// Remembers `c` in the call (Task::capture).
+void rememberCapture(const StreamCapture& c, engine::Task* t);
 
 // Gives `graph` (being captured) a reference to `owned`: `release(owned)` runs
 // once the graph, every executable graph instantiated from it and every launch

@@ -451,7 +451,7 @@ Result groupCaptureOf(const std::vector<engine::Task>& tasks, GroupCapture* out)
     const engine::Task& t = tasks[i];
     if (i > 0 && t.stream == tasks[i - 1].stream) continue;
     StreamCapture capture;
-    BRAID_TRY(captureOf(t.stream, &capture));
+    BRAID_TRY(captureOf(t, &capture));
     if (i == 0) first = capture.active ? capture.id : 0;
     out->any = out->any || capture.active;
     out->whole = out->whole && (capture.active ? capture.id : 0) == first;
@@ -511,7 +511,7 @@ Result submitDeviceGroup(const std::vector<engine::Task>& tasks, const StagedRun
     if (device < 0 && comm->deviceProxy) device = comm->deviceProxy->device();
     if (device < 0) BRAID_CUDA_TRY(cudaGetDevice(&device));  // calls without data
     BRAID_TRY(proxyFor(comm, device, &proxies[comm]));
-    BRAID_TRY(captureOf(tasks[byComm[comm].front()].stream, &captures[comm]));
+    BRAID_TRY(captureOf(tasks[byComm[comm].front()], &captures[comm]));
   }
 
   // Captured communicators: every copy to the host is captured before any

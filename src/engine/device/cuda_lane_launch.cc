@@ -346,8 +346,9 @@ Result launchDeviceLanes(const std::vector<engine::Task>& tasks) {
   for (const Launch& launch : launches) {
     std::vector<CommLaunch*> group;
     for (size_t i : launch.parts) group.push_back(&comms[i]);
+    // The launch is on its first communicator's stream, asked by classifyGroup.
     StreamCapture capture;
-    BRAID_TRY(captureOf(static_cast<cudaStream_t>(const_cast<void*>(launch.stream)), &capture));
+    BRAID_TRY(captureOf(*group.front()->tasks.front(), &capture));
     if (capture.active) {
       BRAID_TRY(captureOnDevice(launch, group, capture.graph));
       continue;

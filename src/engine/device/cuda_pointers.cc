@@ -96,11 +96,12 @@ Result taskSide(engine::Task& t, Side* side) {
 // One host function per communicator submits a captured group's job at each
 // launch of the graph, after the copies on its stream: a communicator's calls
 // of one group are all captured, on one stream, or none is.
-Result checkCaptures(const std::vector<engine::Task>& tasks) {
+Result checkCaptures(std::vector<engine::Task>& tasks) {
   std::map<const ncclComm*, std::pair<cudaStream_t, bool>> first;  // stream, capturing
-  for (const engine::Task& t : tasks) {
+  for (engine::Task& t : tasks) {
     StreamCapture capture;
     BRAID_TRY(captureOf(t.stream, &capture).context(collectiveName(t.coll)));
+    rememberCapture(capture, &t);  // the group's later steps ask no stream again
     const auto [it, added] = first.try_emplace(t.comm, t.stream, capture.active);
     if (added) continue;
     const auto [stream, active] = it->second;
