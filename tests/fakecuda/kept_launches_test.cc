@@ -239,6 +239,61 @@ TEST(KeptLaunches, SmallImagesTravelInTheLaunch) {
   ranks.destroy();
 }
 
+// A PreMulSum whose scalar is in device memory (ncclScalarDevice) reads the
+// value the stream holds when its kernel runs: its launch uploads the image
+// and copies the scalar into it on the stream, never carries the image (the
+// kernel's block 0 would write over the copied scalar). The scalar changes
+// on the stream between two kept launches of the same shape.
+TEST(KeptLaunches, ADeviceScalarIsReadInStreamOrder) {
+  Ranks ranks;
+  ASSERT_NO_FATAL_FAILURE(ranks.init());
+  const size_t count = kCounts[0];
+  std::vector<float*> scalars(kRanks);
+  std::vector<ncclRedOp_t> ops(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_EQ(cudaMalloc(&scalars[r], sizeof(float)), cudaSuccess);
+    ASSERT_EQ(ncclRedOpCreatePreMulSum(&ops[r], scalars[r], ncclFloat32, ncclScalarDevice, ranks.comms[r]),
+              ncclSuccess);
+  }
+  const CudaWork before;
+  std::vector<std::string> errors(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r)
+    threads.emplace_back([&, r] {
+      cudaSetDevice(0);
+      const std::vector<float> ones(count, 1.0f);
+      for (float scalar : {2.0f, 3.0f}) {
+        // Both copies on the stream, behind the last call: stream order alone
+        // decides which value each call reads.
+        if (cudaMemcpyAsync(scalars[r], &scalar, sizeof scalar, cudaMemcpyHostToDevice, ranks.streams[r]) !=
+                cudaSuccess ||
+            cudaMemcpyAsync(ranks.bufs[r][0], ones.data(), count * sizeof(float), cudaMemcpyHostToDevice,
+                            ranks.streams[r]) != cudaSuccess)
+          return void(errors[r] = "cudaMemcpyAsync");
+        if (ncclAllReduce(ranks.bufs[r][0], ranks.bufs[r][0], count, ncclFloat32, ops[r], ranks.comms[r],
+                          ranks.streams[r]) != ncclSuccess)
+          return void(errors[r] = std::string("ncclAllReduce: ") + ncclGetLastError(ranks.comms[r]));
+        std::vector<float> got(count);
+        if (cudaMemcpyAsync(got.data(), ranks.bufs[r][0], count * sizeof(float), cudaMemcpyDeviceToHost,
+                            ranks.streams[r]) != cudaSuccess ||
+            cudaStreamSynchronize(ranks.streams[r]) != cudaSuccess)
+          return void(errors[r] = "copy back");
+        for (size_t e = 0; e < count; ++e)
+          if (got[e] != scalar * kRanks)
+            return void(errors[r] = "scalar " + std::to_string(scalar) + ": element " + std::to_string(e) + " is " +
+                                    std::to_string(got[e]));
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
+  EXPECT_EQ(fakecuda::launchImages(), before.images) << "a launch with a device scalar carried its image";
+  for (int r = 0; r < kRanks; ++r) {
+    ncclRedOpDestroy(ops[r], ranks.comms[r]);
+    cudaFree(scalars[r]);
+  }
+  ranks.destroy();
+}
+
 // A kept launch whose block lends itself to launches of other parts: rank 0
 // of communicator A leads both a group over A's ranks and a group over A's
 // and B's, alternately. Each launch must carry the image of its own parts
