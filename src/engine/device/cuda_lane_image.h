@@ -22,8 +22,6 @@
 
 namespace braid::device {
 
-constexpr uint32_t kThreadsPerLane = 256;
-
 // One communicator's calls of the group.
 struct CommLaunch {
   ncclComm* comm = nullptr;

@@ -329,10 +329,7 @@ Result launchDeviceLanes(const std::vector<engine::Task>& tasks) {
                   c.comm->rank);
     other = &c;
     parts.push_back({c.comm->rank, c.proxy->device(), c.stream, uint32_t(c.cp().program->lanes.size())});
-    if (resident.count(c.proxy->device())) continue;
-    DeviceGuard guard(c.proxy->device());
-    BRAID_TRY(guard.status());
-    BRAID_TRY(executor::residentPlanLanes(kThreadsPerLane, &resident[c.proxy->device()]));
+    resident[c.proxy->device()] = c.proxy->residentPlanLanes();
   }
   std::vector<Launch> launches;
   BRAID_TRY(planLaunches(parts, [&](int device) { return resident[device]; }, &launches));

@@ -29,6 +29,9 @@
 
 namespace braid::device {
 
+// Threads of a plan-kernel lane (one CUDA block).
+constexpr uint32_t kThreadsPerLane = 256;
+
 // An owned CUDA event (timing disabled).
 class CudaEvent {
  public:
@@ -170,6 +173,10 @@ class DeviceProxy {
 
   Result start();
   int device() const { return device_; }
+  // How many plan-kernel lanes its device holds resident at once, asked once
+  // when it starts (the kernel and the device never change): a launch asks
+  // no occupancy.
+  uint32_t residentPlanLanes() const { return residentLanes_; }
   ncclComm* comm() const { return comm_; }
   StagingPool& pool() { return pool_; }
   // A pinned block for a call's staging or a launch's lane image: from the
@@ -247,6 +254,7 @@ class DeviceProxy {
 
   ncclComm* comm_;
   int device_;
+  uint32_t residentLanes_ = 0;
   StagingPool pool_;
   MappedWords words_;
   MappedSlots tickets_;
