@@ -120,7 +120,6 @@ struct CudaWork {
   uint64_t captureQueries = fakecuda::captureQueries();
   uint64_t waits = fakecuda::streamWaits();
   uint64_t copies = fakecuda::asyncCopies();
-  uint64_t copyBytes = fakecuda::asyncCopyBytes();
   uint64_t kernels = fakecuda::launchesTracked();
   uint64_t images = fakecuda::launchImages();  // carried in a launch's parameters
   uint64_t pinned = fakecuda::pinnedAllocations();
