@@ -33,10 +33,12 @@ void setOps(const std::vector<CommLaunch*>& group, char* block, ImageOfLaunch* i
 }
 
 // Sizes the peer table of each call that addresses its peers (its one
-// call's), for the layout; fillPeerTables writes the addresses.
+// call's), for the layout and the image (unless sized already);
+// fillPeerTables writes the addresses.
 void addPeerTables(const std::vector<CommLaunch*>& group, std::vector<lanes::ImagePart>* parts) {
   for (size_t p = 0; p < group.size(); ++p)
-    if (!group[p]->peerRanks.empty()) (*parts)[p].peerOps = {std::vector<uintptr_t>(group[p]->peerRanks.size())};
+    if (!group[p]->peerRanks.empty() && (*parts)[p].peerOps.empty())
+      (*parts)[p].peerOps = {std::vector<uintptr_t>(group[p]->peerRanks.size())};
 }
 
 // Every peer's OpBuffers is in this launch's image at `block`.
@@ -136,6 +138,7 @@ void sizeImage(const std::vector<CommLaunch*>& group, ImageOfLaunch* im) {
 }
 
 Result writeImage(const std::vector<CommLaunch*>& group, char* block, void* dst, ImageOfLaunch* im) {
+  addPeerTables(group, &im->parts);  // sized by sizeImage, not by sizeFromKept
   setOps(group, block, im);
   fillPeerTables(group, im->layout, reinterpret_cast<uintptr_t>(block), &im->parts);
   return lanes::writeLaneImage(im->parts, im->stage, reinterpret_cast<uintptr_t>(block), dst);
@@ -149,8 +152,7 @@ const KeptImage* keptImageFor(const std::vector<CommLaunch*>& group, const Cache
   return k;
 }
 
-void sizeFromKept(const std::vector<CommLaunch*>& group, const KeptImage& k, ImageOfLaunch* im) {
-  addPeerTables(group, &im->parts);  // an upload writes the image afresh
+void sizeFromKept(const KeptImage& k, ImageOfLaunch* im) {
   im->layout = k.layout;
   im->scratchAt = k.scratchAt;
 }

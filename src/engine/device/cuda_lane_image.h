@@ -105,7 +105,7 @@ Result writeImage(const std::vector<CommLaunch*>& group, char* block, void* dst,
 const KeptImage* keptImageFor(const std::vector<CommLaunch*>& group, const CachedLaunch* kept, uint64_t stage);
 // The image's size and where the scratch starts, from a kept image (instead
 // of sizeImage).
-void sizeFromKept(const std::vector<CommLaunch*>& group, const KeptImage& k, ImageOfLaunch* im);
+void sizeFromKept(const KeptImage& k, ImageOfLaunch* im);
 // Writes the image into a new KeptImage of `kept` (whose block the launch
 // uses), for later launches of the same parts to refresh.
 Result keepImage(const std::vector<CommLaunch*>& group, CachedLaunch* kept, ImageOfLaunch* im);

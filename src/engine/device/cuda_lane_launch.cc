@@ -208,7 +208,7 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   if (kept && kept->stream != stream) kept = nullptr;
   const KeptImage* reuse = kept ? keptImageFor(group, kept, im.stage) : nullptr;
   const bool refresh = reuse != nullptr;
-  if (refresh) sizeFromKept(group, *reuse, &im);
+  if (refresh) sizeFromKept(*reuse, &im);
   else sizeImage(group, &im);
   char* block = nullptr;
   unsigned long long streamId = 0;
