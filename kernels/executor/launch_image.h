@@ -24,6 +24,11 @@ struct LaunchImage {
   // Distinct for each launch that uses the block (a launch that finds this
   // value at the gate knows its own image is in place); never 0.
   uint64_t generation = 0;
+  // Or, where set, a word that holds the launch's generation when it starts:
+  // a CUDA graph's kernel node carries the same parameters on every replay,
+  // so its generation is the graph's launch count, which the launch-mark
+  // kernel before it bumps (kernels/launch_mark.h).
+  const uint64_t* generationAt = nullptr;
   uint32_t words = 0;  // 0: no image here (it was uploaded before the launch)
   uint32_t unused = 0;
   uint64_t data[kMaxWords] = {};
@@ -39,13 +44,16 @@ struct LaunchImage {
 template <class Group>
 BRAID_HD BRAID_INLINE void takeLaunchImage(const Group& g, uint32_t block, const LaunchImage& image, uint64_t* dst) {
   if (image.words == 0) return;
+  // Only thread 0 of each block reads or writes the gate.
+  const uint64_t generation =
+      g.tid() != 0 ? 0 : image.generationAt != nullptr ? loadAcquire(image.generationAt) : image.generation;
   if (block == 0) {
     for (uint32_t i = g.tid(); i < image.words; i += g.size()) dst[i] = image.data[i];
     fenceSystem();
     g.sync();
-    if (g.tid() == 0) storeRelease(image.gate, image.generation);
+    if (g.tid() == 0) storeRelease(image.gate, generation);
   } else if (g.tid() == 0) {
-    for (uint64_t polls = 0; loadAcquire(image.gate) != image.generation; ++polls) pauseAfter(polls);
+    for (uint64_t polls = 0; loadAcquire(image.gate) != generation; ++polls) pauseAfter(polls);
   }
   g.sync();
 }

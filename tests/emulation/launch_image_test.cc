@@ -72,6 +72,25 @@ TEST(LaunchImageGate, EveryBlockReadsTheImageOfItsOwnLaunch) {
   }
 }
 
+// A CUDA graph's kernel node carries the same image on every replay: its
+// generation is the graph's launch count, which the launch-mark kernel bumps
+// before each replay. Between replays the lanes change their state in the
+// block; each replay's blocks must read the image again, not that state.
+TEST(LaunchImageGate, AGraphsReplaysTakeTheirGenerationFromTheLaunchCount) {
+  uint64_t gate = 0;
+  uint64_t launchCount = 0;
+  std::vector<uint64_t> dst(LaunchImage::kMaxWords, 0);
+  const auto image = std::make_unique<LaunchImage>(imageOf(300, 1, &gate));
+  image->generation = 0;
+  image->generationAt = &launchCount;
+  for (uint64_t replay = 1; replay <= 20; ++replay) {
+    __atomic_store_n(&launchCount, replay, __ATOMIC_RELEASE);  // the launch-mark kernel
+    ASSERT_EQ(runBlocks(*image, &dst), "") << "replay " << replay;
+    EXPECT_EQ(__atomic_load_n(&gate, __ATOMIC_ACQUIRE), replay);
+    for (uint64_t& w : dst) w = ~w;  // the lanes ran
+  }
+}
+
 TEST(LaunchImageGate, NoImageLeavesTheBlockAlone) {
   uint64_t gate = 0;
   std::vector<uint64_t> dst(8, 7);

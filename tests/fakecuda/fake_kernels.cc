@@ -244,7 +244,11 @@ Result launchPlanLanes(executor::LaneExec* lanes, uint32_t nlanes, uint32_t thre
   auto carried = std::make_shared<executor::LaunchImage>(image != nullptr ? *image : executor::LaunchImage{});
   if (carried->words != 0) {
     // The image is written where the lanes are, and its gate is a device word.
-    if (carried->words > executor::LaunchImage::kMaxWords || carried->generation == 0 ||
+    // Its generation is a parameter, or a device word (a graph's launch count).
+    const bool generation = carried->generationAt != nullptr
+                                ? fakecuda::deviceAddressable(carried->generationAt, sizeof(uint64_t))
+                                : carried->generation != 0;
+    if (carried->words > executor::LaunchImage::kMaxWords || !generation ||
         carried->words * sizeof(uint64_t) < sizeof(executor::LaneExec) * nlanes ||
         !fakecuda::deviceAddressable(lanes, carried->words * sizeof(uint64_t)) ||
         !fakecuda::deviceAddressable(carried->gate, sizeof(uint64_t)))

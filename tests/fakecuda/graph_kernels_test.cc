@@ -20,9 +20,11 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "braid.h"
+#include "common/scoped_env.h"
 #include "gpu_env.h"
 #if !defined(BRAID_GRAPH_KERNELS_ON_GPU)
 #include "fakecuda.h"
@@ -73,11 +75,13 @@ class GraphKernels : public testing::Test {
     ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
     ncclComm_t comms[kRanks] = {};
     int devs[kRanks] = {};
-    setenv("BRAID_DEVICE_ENGINE", "kernels", 1);
-    setenv("BRAID_GRAPH_ENGINE", "kernels", 1);
-    ASSERT_EQ(ncclCommInitAll(comms, kRanks, devs), ncclSuccess) << ncclGetLastError(nullptr);
-    unsetenv("BRAID_DEVICE_ENGINE");
-    unsetenv("BRAID_GRAPH_ENGINE");
+    {
+      std::vector<std::pair<std::string, std::string>> env = {{"BRAID_DEVICE_ENGINE", "kernels"},
+                                                              {"BRAID_GRAPH_ENGINE", "kernels"}};
+      if (channels_ != 0) env.emplace_back("BRAID_NCHANNELS", std::to_string(channels_));
+      const braidtest::ScopedEnv scoped(env);
+      ASSERT_EQ(ncclCommInitAll(comms, kRanks, devs), ncclSuccess) << ncclGetLastError(nullptr);
+    }
     // The application's allocations come first: the recorder judges braid's.
     for (int r = 0; r < kRanks; ++r) {
       Rank& k = ranks_[r];
@@ -125,6 +129,16 @@ class GraphKernels : public testing::Test {
     for (int r = 0; r < kRanks; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
   }
 
+  // Each rank, on its own thread, launches its graph and waits for it.
+  void launchOnEachRank() {
+    const auto errors = onEachRank([this](int r) -> std::string {
+      if (cudaGraphLaunch(ranks_[r].exec, ranks_[r].stream) != cudaSuccess) return "launch";
+      if (!streamFinishes(ranks_[r].stream, std::chrono::seconds(60))) return "the launch never ended";
+      return cudaStreamSynchronize(ranks_[r].stream) == cudaSuccess ? "" : "sync";
+    });
+    for (int r = 0; r < kRanks; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+  }
+
   // Inputs of launch `launch`: rank r's element i is r + launch + i % 7.
   static float input(int r, int launch, size_t i) { return float(r + launch) + float(i % 7); }
 
@@ -159,6 +173,13 @@ class GraphKernels : public testing::Test {
   }
 
   Rank ranks_[kRanks];
+  int channels_ = 0;  // BRAID_NCHANNELS of the communicators (0: the default)
+};
+
+// Calls of two channels: two lanes, two blocks, per plan kernel.
+class GraphKernelsOnTwoChannels : public GraphKernels {
+ protected:
+  GraphKernelsOnTwoChannels() { channels_ = 2; }
 };
 
 // Captured as plan kernels (not staged: a plan launch noted at capture, no
@@ -184,12 +205,7 @@ TEST_F(GraphKernels, EachRanksGraphRunsEveryLaunchOnItsInputs) {
   for (int launch = 0; launch < kLaunches; ++launch) {
     SCOPED_TRACE("launch " + std::to_string(launch));
     ASSERT_NO_FATAL_FAILURE(writeInputs(launch));
-    const auto errors = onEachRank([this](int r) -> std::string {
-      if (cudaGraphLaunch(ranks_[r].exec, ranks_[r].stream) != cudaSuccess) return "launch";
-      if (!streamFinishes(ranks_[r].stream, std::chrono::seconds(60))) return "the launch never ended";
-      return cudaStreamSynchronize(ranks_[r].stream) == cudaSuccess ? "" : "sync";
-    });
-    for (int r = 0; r < kRanks; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+    ASSERT_NO_FATAL_FAILURE(launchOnEachRank());
     ASSERT_NO_FATAL_FAILURE(expectResults(launch));
   }
 #if !defined(BRAID_GRAPH_KERNELS_ON_GPU)
@@ -297,6 +313,41 @@ TEST_F(GraphKernels, WireTypeLaunchesGiveEveryRankTheSameBits) {
       rounded += got[0][i] != want;
     }
     EXPECT_GT(rounded, kCount / 2) << "the sums are float32's: no wire type ran";
+  }
+}
+
+// Each captured plan kernel carries its lane image in its parameters (no
+// copy of it in the graph) and writes it on every replay, gated by the
+// graph's launch count: with block 0 held back (the fake's
+// BRAID_FAKECUDA_SLOW_IMAGE), the lane of block 1 would otherwise run on the
+// state the previous replay left there.
+TEST_F(GraphKernelsOnTwoChannels, EachReplayWritesTheImageItsLaunchCarries) {
+  // The first capture also makes the FIFOs (copies of their own): counted
+  // is the second.
+  ASSERT_NO_FATAL_FAILURE(captureOnEachRank());
+  destroyGraphs();
+#if !defined(BRAID_GRAPH_KERNELS_ON_GPU)
+  const uint64_t images = fakecuda::launchImages();
+  const uint64_t copies = fakecuda::asyncCopies();
+  (void)fakecuda::takeMostPlanLanes();
+#endif
+  ASSERT_NO_FATAL_FAILURE(captureOnEachRank());
+#if !defined(BRAID_GRAPH_KERNELS_ON_GPU)
+  EXPECT_GE(fakecuda::takeMostPlanLanes(), 2u) << "a plan kernel of fewer than two lanes";
+  EXPECT_EQ(fakecuda::launchImages() - images, uint64_t(kRanks * 2)) << "a captured plan kernel uploads its image";
+  EXPECT_EQ(fakecuda::asyncCopies(), copies) << "the graphs copy an image before their plan kernels";
+#endif
+  const braidtest::ScopedEnv slowImage({{std::string("BRAID_FAKECUDA_SLOW_IMAGE"), std::string("1")}});
+  for (int launch = 0; launch < 3; ++launch) {
+    SCOPED_TRACE("launch " + std::to_string(launch));
+    ASSERT_NO_FATAL_FAILURE(writeInputs(launch));
+    ASSERT_NO_FATAL_FAILURE(launchOnEachRank());
+    ASSERT_NO_FATAL_FAILURE(expectResults(launch));
+  }
+  for (const Rank& k : ranks_) {
+    ncclResult_t async = ncclInProgress;
+    ASSERT_EQ(ncclCommGetAsyncError(k.comm, &async), ncclSuccess);
+    EXPECT_EQ(async, ncclSuccess);
   }
 }
 

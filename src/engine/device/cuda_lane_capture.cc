@@ -112,8 +112,9 @@ class GraphLaunchWatch : public lanes::Watch {
   std::unique_ptr<lanes::BeaconWatch> current_;
 };
 
-// The job of a launch a CUDA graph captures: its image in pinned memory and
-// its device block, both the graph's, its beacons (the lanes', the failure
+// The job of a launch a CUDA graph captures: its device block (and, for an
+// image too large to carry, the image in pinned memory), the graph's, its
+// beacons (the lanes', the failure
 // word's, the launch count's) for the graph's life, and how the watch of each
 // launch of the graph is made. The first communicator's proxy adopts it (and
 // frees its memory once the graph is gone); the others keep it too.
@@ -147,10 +148,12 @@ Result captureJob(const std::vector<CommLaunch*>& group, cudaGraph_t graph, Imag
   };
   for (size_t p = 1; p < group.size(); ++p) job->otherPorts.push_back(group[p]->proxy->launchPort());
   PinnedBlock staging;
-  BRAID_TRY(first->stagingBlock(im->layout.written, &staging));
-  job->blocks.push_back(staging);
-  if (Result r = first->launchCache().allocateNow(im->blockBytes(), &l.block); !r.ok()) {
-    first->pool().release(staging);
+  if (!carriesImage(group, *im)) {
+    BRAID_TRY(first->stagingBlock(im->layout.written, &staging));
+    job->blocks.push_back(staging);
+  }
+  if (Result r = first->launchCache().allocateNow(im->blockBytes(), &l.block, &l.gate); !r.ok()) {
+    if (staging.data != nullptr) first->pool().release(staging);
     return r;
   }
   l.blockBytes = im->blockBytes();
@@ -165,12 +168,14 @@ Result captureJob(const std::vector<CommLaunch*>& group, cudaGraph_t graph, Imag
 }  // namespace
 
 // A launch in a graph being captured (BRAID_GRAPH_ENGINE=kernels): the image
-// is written once, and each launch of the graph copies it into the graph's
-// device block (every pointer in it was written for that block; the FIFO
-// positions are the Ports', in device memory, so each launch continues where
-// the last kernel stopped), counts itself for its watch and zeroes the
-// beacons (the launch-mark kernel), then runs the plan kernel: no host
-// function in the graph. Nothing orders it after the communicators' other
+// is written once, and each launch of the graph counts itself for its watch
+// and zeroes the beacons (the launch-mark kernel), then runs the plan kernel,
+// which carries the image in its parameters and writes it into the graph's
+// device block, the launch count its gate's generation (a larger image is
+// copied there before, from pinned memory). Every pointer in it was written
+// for that block; the FIFO positions are the Ports', in device memory, so
+// each launch continues where the last kernel stopped. No host function in
+// the graph. Nothing orders it after the communicators' other
 // kernels: the graph's launches are in the user's stream order, as NCCL's are.
 Result captureOnDevice(const Launch& launch, const std::vector<CommLaunch*>& group, cudaGraph_t graph) {
   DeviceProxy* first = group.front()->proxy;
@@ -186,13 +191,22 @@ Result captureOnDevice(const Launch& launch, const std::vector<CommLaunch*>& gro
   first->bridgePump();
   char* block = static_cast<char*>(job->lanes->block);
   BRAID_TRY(joinStreams(first->events(), stream, launch.joined));
-  BRAID_TRY(writeImage(group, block, job->blocks.front().data, &im));
-  BRAID_TRY(uploadImage(group, block, job->blocks.front(), im, stream));
   const CapturedLanes& l = *job->lanes;
+  std::unique_ptr<executor::LaunchImage> carried;
+  if (job->blocks.empty()) {
+    carried = std::make_unique<executor::LaunchImage>();
+    BRAID_TRY(writeImage(group, block, carried->data, &im));
+    carried->words = uint32_t(im.layout.written / sizeof(uint64_t));
+    carried->gate = l.gate;
+    carried->generationAt = l.launchCount;
+  } else {
+    BRAID_TRY(writeImage(group, block, job->blocks.front().data, &im));
+    BRAID_TRY(uploadImage(group, block, job->blocks.front(), im, stream));
+  }
   BRAID_TRY(kernels::launchMarkLaunch(l.launchCount, reinterpret_cast<volatile uint64_t*>(l.firstBeacon),
                                       l.zeroedWords, stream));
   BRAID_TRY(executor::launchPlanLanes(reinterpret_cast<executor::LaneExec*>(block), im.nlanes, kThreadsPerLane,
-                                      nullptr, im.anyFp8, stream));
+                                      nullptr, im.anyFp8, stream, carried.get()));
   SharedEvent done;
   BRAID_TRY(first->events().record(stream, &done));
   BRAID_TRY(releaseStreams(*done, launch.joined));

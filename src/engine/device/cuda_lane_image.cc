@@ -182,6 +182,10 @@ bool readsDeviceScalars(const std::vector<CommLaunch*>& group) {
   return false;
 }
 
+bool carriesImage(const std::vector<CommLaunch*>& group, const ImageOfLaunch& im) {
+  return im.layout.written <= executor::LaunchImage::maxBytes() && !readsDeviceScalars(group);
+}
+
 // The image first, then each device-resident PreMulSum scalar into its
 // operation's RedOp: the kernel uses the value the stream had at this point,
 // as NCCL's kernels read it when they run.

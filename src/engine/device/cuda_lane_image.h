@@ -72,8 +72,9 @@ std::unique_ptr<lanes::BeaconWatch> watchOf(WatchedLaunch w, std::shared_ptr<con
 // The lanes image of a launch: each communicator's part, its LL staging
 // size, and where the scratch starts in the device block. An eager launch
 // carries an image of at most LaunchImage::maxBytes() in its parameters
-// (kernels/executor/launch_image.h); a larger one, one with device scalars,
-// and a graph's (each replay would carry the same generation) are uploaded.
+// (kernels/executor/launch_image.h), as does a graph's (its generation is the
+// graph's launch count); a larger one and one with device scalars are
+// uploaded.
 struct ImageOfLaunch {
   std::vector<lanes::ImagePart> parts;
   uint64_t stage = 8;
@@ -115,6 +116,10 @@ void refreshImage(const std::vector<CommLaunch*>& group, KeptImage* k, ImageOfLa
 // Whether a call of the group reads its PreMulSum scalar from device memory:
 // its launch copies it into the image on the stream, after the image.
 bool readsDeviceScalars(const std::vector<CommLaunch*>& group);
+// Whether the launch carries its image in its parameters (written, sized):
+// it fits, and no scalar is copied into it on the stream (block 0 would
+// overwrite that copy).
+bool carriesImage(const std::vector<CommLaunch*>& group, const ImageOfLaunch& im);
 // Enqueues the copy of the image written in `staging` to `block`, then each
 // device-resident PreMulSum scalar's.
 Result uploadImage(const std::vector<CommLaunch*>& group, char* block, const PinnedBlock& staging,

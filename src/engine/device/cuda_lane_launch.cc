@@ -229,8 +229,7 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   }
   // A kept block's launch carries a small image in its parameters: no copy
   // before the kernel, no staging block (launch_image.h); else it is uploaded.
-  const bool carry =
-      kept && im.layout.written <= executor::LaunchImage::maxBytes() && !readsDeviceScalars(group);
+  const bool carry = kept && carriesImage(group, im);
   executor::LaunchImage* carried = nullptr;
   PinnedBlock staging;
   InflightJob inflight;

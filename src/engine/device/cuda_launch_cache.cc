@@ -10,15 +10,23 @@ Result LaunchCache::start() {
   return Result::success();
 }
 
-Result LaunchCache::allocateNow(size_t bytes, void** out) {
+Result LaunchCache::allocateNow(size_t bytes, void** out, uint64_t** gate) {
   BRAID_TRY(start());
-  BRAID_CUDA_TRY(cudaMallocAsync(out, bytes, allocStream_));
+  const size_t usable = (bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t) * sizeof(uint64_t);
+  BRAID_CUDA_TRY(cudaMallocAsync(out, usable + sizeof(uint64_t), allocStream_));
+  *gate = reinterpret_cast<uint64_t*>(static_cast<char*>(*out) + usable);
   // Only allocations and frees are on this stream: no wait for a kernel.
-  const cudaError_t err = cudaStreamSynchronize(allocStream_);
+  cudaError_t err = cudaMemsetAsync(*gate, 0, sizeof(uint64_t), allocStream_);
+  const char* what = "cudaMemsetAsync";
+  if (err == cudaSuccess) {
+    err = cudaStreamSynchronize(allocStream_);
+    what = "cudaStreamSynchronize";
+  }
   if (err != cudaSuccess) {
     if (cudaFreeAsync(*out, allocStream_) != cudaSuccess) cudaGetLastError();
     *out = nullptr;
-    return cudaFailure("cudaStreamSynchronize", err);
+    *gate = nullptr;
+    return cudaFailure(what, err);
   }
   return Result::success();
 }

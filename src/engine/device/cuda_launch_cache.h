@@ -84,8 +84,9 @@ class LaunchCache {
   // A block for a launch a graph captures (the graph's for its life), from
   // the stream-ordered pool on a stream nothing else uses, ready when this
   // returns: a cudaMalloc may wait for the device, another thread rank's
-  // waiting kernel included.
-  Result allocateNow(size_t bytes, void** out);
+  // waiting kernel included. A zeroed word after its `bytes` is the gate of
+  // the image each launch carries (kernels/executor/launch_image.h).
+  Result allocateNow(size_t bytes, void** out, uint64_t** gate);
   // Frees such a block once no launch can use it; false after release().
   bool freeAllocated(void* block);
   // Once every launch has ended: frees the blocks and the streams.

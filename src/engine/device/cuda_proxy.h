@@ -124,6 +124,7 @@ struct CapturedLanes {
   DeviceProxy* owner = nullptr;  // the launch's first communicator's: frees `block`
   void* block = nullptr;         // device memory (cudaMalloc) for the image and scratch
   size_t blockBytes = 0;
+  uint64_t* gate = nullptr;      // after the block: of the image each launch carries
   // The lanes', the failure word's and the count's (one beacon each), as long
   // as the job lives: its watches keep it.
   std::shared_ptr<BeaconLease> beacons;
