@@ -112,16 +112,21 @@ class GraphKernels : public testing::Test {
   }
 
   // Each rank, on its own thread, captures an allreduce and an allgather on
-  // its stream (thread-local mode) and instantiates the graph.
-  void captureOnEachRank() {
-    const auto errors = onEachRank([this](int r) -> std::string {
+  // its stream (thread-local mode; or `calls`) and instantiates the graph.
+  void captureOnEachRank(const std::function<ncclResult_t(int r, Rank&)>& calls = {}) {
+    const auto errors = onEachRank([this, &calls](int r) -> std::string {
       Rank& k = ranks_[r];
       if (cudaStreamBeginCapture(k.stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return "begin";
-      const ncclResult_t a = ncclAllReduce(k.sum, k.sum, kCount, ncclFloat32, ncclSum, k.comm, k.stream);
-      const ncclResult_t g = ncclAllGather(k.part, k.gathered, kCount, ncclFloat32, k.comm, k.stream);
+      ncclResult_t a = ncclSuccess;
+      if (calls) {
+        a = calls(r, k);
+      } else {
+        a = ncclAllReduce(k.sum, k.sum, kCount, ncclFloat32, ncclSum, k.comm, k.stream);
+        if (a == ncclSuccess) a = ncclAllGather(k.part, k.gathered, kCount, ncclFloat32, k.comm, k.stream);
+      }
       const std::string message = ncclGetLastError(k.comm);
       const cudaError_t ended = cudaStreamEndCapture(k.stream, &k.graph);
-      if (a != ncclSuccess || g != ncclSuccess) return "capture: " + message;
+      if (a != ncclSuccess) return "capture: " + message;
       if (ended != cudaSuccess) return std::string("end capture: ") + cudaGetErrorName(ended);
       if (cudaGraphInstantiateWithFlags(&k.exec, k.graph, 0) != cudaSuccess) return "instantiate";
       return "";
@@ -181,6 +186,7 @@ class GraphKernelsOnTwoChannels : public GraphKernels {
  protected:
   GraphKernelsOnTwoChannels() { channels_ = 2; }
 };
+
 
 // Captured as plan kernels (not staged: a plan launch noted at capture, no
 // host function in the graph); each launch, from every rank's thread at once,
@@ -348,6 +354,85 @@ TEST_F(GraphKernelsOnTwoChannels, EachReplayWritesTheImageItsLaunchCarries) {
     ncclResult_t async = ncclInProgress;
     ASSERT_EQ(ncclCommGetAsyncError(k.comm, &async), ncclSuccess);
     EXPECT_EQ(async, ncclSuccess);
+  }
+}
+
+// A captured plan kernel whose image is over the 3968 bytes a launch carries
+// (a group of many calls) has it copied into the graph's device block before
+// each replay.
+TEST_F(GraphKernels, AnImageTooLargeToCarryIsCopiedBeforeEachReplay) {
+  // The allreduce in 32 pieces and the allgather, in one group: one launch.
+  constexpr size_t kPieces = 32;
+  constexpr size_t kPiece = (kCount + kPieces - 1) / kPieces;
+  const auto manyCalls = [](int, Rank& k) {
+    (void)ncclGroupStart();
+    for (size_t at = 0; at < kCount; at += kPiece)
+      (void)ncclAllReduce(k.sum + at, k.sum + at, kCount - at < kPiece ? kCount - at : kPiece, ncclFloat32, ncclSum,
+                          k.comm, k.stream);
+    (void)ncclAllGather(k.part, k.gathered, kCount, ncclFloat32, k.comm, k.stream);
+    return ncclGroupEnd();
+  };
+  ASSERT_NO_FATAL_FAILURE(captureOnEachRank(manyCalls));  // also makes the FIFOs
+  destroyGraphs();
+#if !defined(BRAID_GRAPH_KERNELS_ON_GPU)
+  const uint64_t images = fakecuda::launchImages();
+  const uint64_t copies = fakecuda::asyncCopies();
+#endif
+  ASSERT_NO_FATAL_FAILURE(captureOnEachRank(manyCalls));
+#if !defined(BRAID_GRAPH_KERNELS_ON_GPU)
+  EXPECT_EQ(fakecuda::launchImages(), images) << "a captured plan kernel carried an image too large to";
+  EXPECT_EQ(fakecuda::asyncCopies() - copies, uint64_t(kRanks)) << "one image copy per captured launch";
+#endif
+  for (int launch = 0; launch < 3; ++launch) {
+    SCOPED_TRACE("launch " + std::to_string(launch));
+    ASSERT_NO_FATAL_FAILURE(writeInputs(launch));
+    ASSERT_NO_FATAL_FAILURE(launchOnEachRank());
+    ASSERT_NO_FATAL_FAILURE(expectResults(launch));
+  }
+}
+
+// A PreMulSum whose scalar is in device memory (ncclScalarDevice), captured:
+// each replay reads the value the scalar has when it runs, as NCCL's kernels
+// do. Its image is copied before the kernel and the scalar into it after
+// (a carried image, written by block 0, would write over the scalar).
+TEST_F(GraphKernels, ADeviceScalarIsReadAtEachReplay) {
+  float* scalars[kRanks] = {};
+  ncclRedOp_t ops[kRanks] = {};
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_EQ(cudaMalloc(&scalars[r], sizeof(float)), cudaSuccess);
+    ASSERT_EQ(ncclRedOpCreatePreMulSum(&ops[r], scalars[r], ncclFloat32, ncclScalarDevice, ranks_[r].comm),
+              ncclSuccess);
+  }
+#if !defined(BRAID_GRAPH_KERNELS_ON_GPU)
+  const uint64_t images = fakecuda::launchImages();
+#endif
+  ASSERT_NO_FATAL_FAILURE(captureOnEachRank([&ops](int r, Rank& k) {
+    return ncclAllReduce(k.sum, k.sum, kCount, ncclFloat32, ops[r], k.comm, k.stream);
+  }));
+#if !defined(BRAID_GRAPH_KERNELS_ON_GPU)
+  EXPECT_EQ(fakecuda::launchImages(), images) << "a captured launch with a device scalar carried its image";
+#endif
+  int launch = 0;
+  for (const float scalar : {2.0f, 3.0f, 0.5f}) {
+    SCOPED_TRACE("scalar " + std::to_string(scalar));
+    ASSERT_NO_FATAL_FAILURE(writeInputs(launch));
+    for (float* s : scalars) ASSERT_EQ(cudaMemcpy(s, &scalar, sizeof scalar, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_NO_FATAL_FAILURE(launchOnEachRank());
+    for (int r = 0; r < kRanks; ++r) {
+      std::vector<float> sum(kCount);
+      ASSERT_EQ(cudaMemcpy(sum.data(), ranks_[r].sum, kCount * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+      for (size_t i = 0; i < kCount; ++i) {
+        float want = 0;
+        for (int p = 0; p < kRanks; ++p) want += scalar * input(p, launch, i);
+        ASSERT_EQ(sum[i], want) << "rank " << r << " element " << i;
+      }
+    }
+    ++launch;
+  }
+  destroyGraphs();
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(ncclRedOpDestroy(ops[r], ranks_[r].comm), ncclSuccess);
+    cudaFree(scalars[r]);
   }
 }
 
