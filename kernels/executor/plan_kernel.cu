@@ -29,21 +29,11 @@ Result launchFailure(cudaError_t err) {
 }
 
 // fp8 code exists only for sm_90+: refuse clearly rather than fail a step.
-Result checkSm90() {
-  int device = 0;
-  int major = 0;
-  int minor = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-  if (err != cudaSuccess)
-    return Result(ncclUnhandledCudaError, std::string("plan kernel: querying the current device's compute "
-                                                      "capability failed: ") +
-                                              cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
-  if (major < 9)
+Result checkSm90(const PlanDevice& dev) {
+  if (dev.major < 9)
     return Result(ncclInvalidArgument, "plan kernel: fp8 reductions need a GPU of compute capability 9.0 or "
-                                       "newer; device " + std::to_string(device) + " is " +
-                                           std::to_string(major) + "." + std::to_string(minor));
+                                       "newer; device " + std::to_string(dev.device) + " is " +
+                                           std::to_string(dev.major) + "." + std::to_string(dev.minor));
   return Result::success();
 }
 
@@ -58,26 +48,34 @@ Result loadPlanKernel() {
   return kernels::loadResult("plan kernel", cudaFuncGetAttributes(&attr, planLaneKernel));
 }
 
-Result residentPlanLanes(uint32_t threadsPerLane, uint32_t* lanes) {
-  return kernels::residentBlocks(reinterpret_cast<const void*>(&planLaneKernel), threadsPerLane, lanes);
+Result queryPlanDevice(uint32_t threadsPerLane, PlanDevice* out) {
+  PlanDevice dev;
+  int cooperative = 0;
+  cudaError_t err = cudaGetDevice(&dev.device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, dev.device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&dev.major, cudaDevAttrComputeCapabilityMajor, dev.device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&dev.minor, cudaDevAttrComputeCapabilityMinor, dev.device);
+  if (err != cudaSuccess)
+    return Result(ncclUnhandledCudaError, std::string("plan kernel: querying the current device failed: ") +
+                                              cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
+  dev.cooperative = cooperative != 0;
+  BRAID_TRY(kernels::residentBlocks(reinterpret_cast<const void*>(&planLaneKernel), threadsPerLane,
+                                    &dev.residentLanes));
+  *out = dev;
+  return Result::success();
 }
 
-Result launchPlanLanes(executor::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane, int32_t* statuses,
-                       bool anyFp8, cudaStream_t stream, const LaunchImage* image) {
+Result launchPlanLanes(const PlanDevice& dev, executor::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane,
+                       int32_t* statuses, bool anyFp8, cudaStream_t stream, const LaunchImage* image) {
   if (nlanes == 0) return Result::success();
   BRAID_TRY(kernels::checkThreadsPerLane(threadsPerLane));
-  if (anyFp8) BRAID_TRY(checkSm90());
+  if (anyFp8) BRAID_TRY(checkSm90(dev));
   BRAID_TRY(kernels::refuseOnPendingError("plan kernel"));
-  // A cooperative launch guarantees that every block is resident at once (its
-  // lanes spin on each other), or fails instead of hanging.
-  int device = 0, cooperative = 0;
-  if (cudaGetDevice(&device) == cudaSuccess)
-    (void)cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device);
   // The parameters are copied when the launch is enqueued: `image` may go now.
   static const LaunchImage kNoImage{};
   const LaunchImage& carried = image != nullptr ? *image : kNoImage;
   cudaError_t err;
-  if (cooperative) {
+  if (dev.cooperative) {
     void* args[] = {&lanes, &statuses, const_cast<LaunchImage*>(&carried)};
     err = cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(&planLaneKernel), dim3(nlanes),
                                       dim3(threadsPerLane), args, 0, stream);
@@ -92,7 +90,10 @@ Result launchPlanLanes(ncclDataType_t type, executor::LaneExec* lanes, uint32_t 
                        int32_t* statuses, cudaStream_t stream) {
   if (!planKernelSupportsType(type))
     return Result(ncclInvalidArgument, "plan kernel: invalid datatype " + std::to_string(int(type)));
-  return launchPlanLanes(lanes, nlanes, threadsPerLane, statuses, isFp8(type), stream);
+  if (nlanes == 0) return Result::success();
+  PlanDevice dev;
+  BRAID_TRY(queryPlanDevice(threadsPerLane, &dev));
+  return launchPlanLanes(dev, lanes, nlanes, threadsPerLane, statuses, isFp8(type), stream);
 }
 
 }  // namespace braid::executor

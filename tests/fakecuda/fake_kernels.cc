@@ -214,23 +214,35 @@ Result loadPlanKernel() {
   return Result::success();
 }
 
-Result residentPlanLanes(uint32_t threadsPerLane, uint32_t* lanes) {
+// As the real one asks, through the (fake) runtime.
+Result queryPlanDevice(uint32_t threadsPerLane, PlanDevice* out) {
   // The occupancy query reads the kernel's resource use: it loads the code.
   loadOnLaunch(&planKernelLoaded, "plan kernel", __builtin_return_address(0));
+  PlanDevice dev;
+  int cooperative = 0;
+  if (cudaGetDevice(&dev.device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, dev.device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&dev.major, cudaDevAttrComputeCapabilityMajor, dev.device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&dev.minor, cudaDevAttrComputeCapabilityMinor, dev.device) != cudaSuccess)
+    return Result(ncclUnhandledCudaError, "plan kernel: querying the current device failed");
+  dev.cooperative = cooperative != 0;
   // Any non-null function: the emulated occupancy depends on the block size only.
   static const char kernelTag = 0;
-  return kernels::residentBlocks(&kernelTag, threadsPerLane, lanes);
+  BRAID_TRY(kernels::residentBlocks(&kernelTag, threadsPerLane, &dev.residentLanes));
+  *out = dev;
+  return Result::success();
 }
 
-Result launchPlanLanes(executor::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane, int32_t* statuses,
-                       bool anyFp8, cudaStream_t stream, const LaunchImage* image) {
+Result launchPlanLanes(const PlanDevice& dev, executor::LaneExec* lanes, uint32_t nlanes, uint32_t threadsPerLane,
+                       int32_t* statuses, bool anyFp8, cudaStream_t stream, const LaunchImage* image) {
   if (nlanes == 0) return Result::success();
   BRAID_TRY(kernels::checkThreadsPerLane(threadsPerLane));
   BRAID_TRY(kernels::refuseOnPendingError("plan kernel"));
   loadOnLaunch(&planKernelLoaded, "plan kernel", __builtin_return_address(0));
-  // A cooperative launch of more blocks than the device holds at once fails.
-  uint32_t resident = 0;
-  BRAID_TRY(residentPlanLanes(threadsPerLane, &resident));
+  // A cooperative launch of more blocks than the device holds at once fails
+  // (the emulated device's rule, whatever `dev` says).
+  (void)dev;
+  const uint32_t resident = fakecuda::blocksPerMultiprocessor(threadsPerLane) * fakecuda::kMultiProcessors;
   if (nlanes > resident)
     return Result(ncclUnhandledCudaError, "plan kernel failed to launch: cudaErrorCooperativeLaunchTooLarge (" +
                                               std::to_string(nlanes) + " lanes, " + std::to_string(resident) +
@@ -272,8 +284,11 @@ Result launchPlanLanes(ncclDataType_t type, executor::LaneExec* lanes, uint32_t 
                        int32_t* statuses, cudaStream_t stream) {
   if (!planKernelSupportsType(type))
     return Result(ncclInvalidArgument, "plan kernel: invalid datatype " + std::to_string(int(type)));
-  return launchPlanLanes(lanes, nlanes, threadsPerLane, statuses,
-                         type == ncclFloat8e4m3 || type == ncclFloat8e5m2, stream);
+  if (nlanes == 0) return Result::success();
+  PlanDevice dev;
+  BRAID_TRY(queryPlanDevice(threadsPerLane, &dev));
+  return launchPlanLanes(dev, lanes, nlanes, threadsPerLane, statuses, type == ncclFloat8e4m3 || type == ncclFloat8e5m2,
+                         stream);
 }
 
 }  // namespace braid::executor

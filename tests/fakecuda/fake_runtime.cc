@@ -179,6 +179,7 @@ std::atomic<uint64_t> pointerQueryCount{0};
 std::atomic<uint64_t> captureQueryCount{0};
 std::atomic<uint64_t> streamWaitCount{0};
 std::atomic<uint64_t> asyncCopyCount{0};
+std::atomic<uint64_t> deviceQueryCount{0};  // attribute and occupancy queries
 std::atomic<uint64_t> asyncCopyByteCount{0};
 
 std::atomic<uint32_t> mostPlanLanes{0};
@@ -208,6 +209,10 @@ uint64_t eventsCreated() { return eventCreateCount.load(); }
 uint64_t eventRecords() { return eventRecordCount.load(); }
 uint64_t pointerQueries() { return pointerQueryCount.load(); }
 void noteCaptureQuery() { captureQueryCount.fetch_add(1); }
+uint64_t deviceQueries() { return deviceQueryCount.load(); }
+uint32_t blocksPerMultiprocessor(uint32_t threads) {
+  return std::min<uint32_t>(32, uint32_t(kMaxThreadsPerMultiProcessor) / threads);
+}
 uint64_t captureQueries() { return captureQueryCount.load(); }
 uint64_t streamWaits() { return streamWaitCount.load(); }
 uint64_t asyncCopies() { return asyncCopyCount.load(); }
@@ -269,6 +274,7 @@ cudaError_t CUDARTAPI cudaSetDevice(int device) {
 
 // An H100 SXM as far as braid asks.
 cudaError_t CUDARTAPI cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  fakecuda::deviceQueryCount.fetch_add(1);
   if (value == nullptr) return result(cudaErrorInvalidValue);
   if (!fakecuda::validDevice(device)) return result(cudaErrorInvalidDevice);
   switch (attr) {
@@ -293,9 +299,10 @@ cudaError_t CUDARTAPI cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, in
 
 cudaError_t CUDARTAPI cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, const void* func, int blockSize,
                                                                     size_t dynamicSMemSize) {
+  fakecuda::deviceQueryCount.fetch_add(1);
   if (numBlocks == nullptr || func == nullptr || blockSize <= 0 || blockSize > 1024)
     return result(cudaErrorInvalidValue);
-  *numBlocks = std::min(32, fakecuda::kMaxThreadsPerMultiProcessor / blockSize);
+  *numBlocks = int(fakecuda::blocksPerMultiprocessor(uint32_t(blockSize)));
   return cudaSuccess;
 }
 

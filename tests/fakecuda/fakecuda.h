@@ -65,6 +65,8 @@ uint64_t pointerQueries();
 // cudaStreamGetCaptureInfo (and cudaStreamIsCapturing) calls so far.
 void noteCaptureQuery();
 uint64_t captureQueries();
+// cudaDeviceGetAttribute and occupancy calls so far.
+uint64_t deviceQueries();
 uint64_t streamWaits();
 uint64_t asyncCopies();
 // Bytes those copies moved.
@@ -79,6 +81,8 @@ bool deviceAddressable(const void* p, size_t bytes);
 // The emulated device's limits that launches check.
 constexpr int kMultiProcessors = 132;
 constexpr int kMaxThreadsPerMultiProcessor = 2048;
+// Blocks of `threads` (1..1024) threads a multiprocessor holds at once.
+uint32_t blocksPerMultiprocessor(uint32_t threads);
 
 // One synchronising call made while tracked kernels were outstanding.
 struct Violation {

@@ -118,6 +118,7 @@ struct CudaWork {
   uint64_t records = fakecuda::eventRecords();
   uint64_t queries = fakecuda::pointerQueries();
   uint64_t captureQueries = fakecuda::captureQueries();
+  uint64_t deviceQueries = fakecuda::deviceQueries();  // attributes, occupancy
   uint64_t waits = fakecuda::streamWaits();
   uint64_t copies = fakecuda::asyncCopies();
   uint64_t kernels = fakecuda::launchesTracked();
@@ -153,6 +154,8 @@ TEST(KeptLaunches, RepeatedCallsAllocateNothingAndLaunchNoHostFunction) {
   // whether its stream captures a graph.
   EXPECT_EQ(after.queries - before.queries, uint64_t(kRounds * kCounts.size() * kRanks));
   EXPECT_EQ(after.captureQueries - before.captureQueries, uint64_t(kRounds * kCounts.size() * kRanks));
+  // What the launch needs of the device was asked when the communicator started.
+  EXPECT_EQ(after.deviceQueries, before.deviceQueries) << "repeated calls asked the device's attributes";
   // A rank's launches on its one stream follow each other in stream order.
   EXPECT_EQ(after.waits, before.waits) << "a rank's calls on one stream waited for events";
   expectCarriedImages(before, after, kRounds * kCounts.size() * kRanks);
@@ -189,6 +192,7 @@ TEST(KeptLaunches, OneThreadsGroupsOverEveryRankAllocateNothingAfterTheFirst) {
       << "a call queries its one buffer's attributes more than once";
   EXPECT_EQ(after.captureQueries - before.captureQueries, uint64_t(kRounds * kCounts.size() * kRanks))
       << "a call asks more than once whether its stream captures";
+  EXPECT_EQ(after.deviceQueries, before.deviceQueries) << "repeated groups asked the device's attributes";
   // What else a group's launch costs on the host (part of an 8 B group's
   // time on a GPU, docs/performance.md): rank 0's stream waits for the other
   // three and they for its end (none for the kept block's last launch, on

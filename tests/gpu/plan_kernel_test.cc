@@ -82,7 +82,10 @@ braid::Result launchCarried(const CollCase& c, const std::vector<braid::executor
   image->gate = gate;
   image->generation = 1;
   const bool fp8 = c.type == ncclFloat8e4m3 || c.type == ncclFloat8e5m2;
-  return braid::executor::launchPlanLanes(dLanes, uint32_t(lanes.size()), 128, dStatus, fp8, nullptr, image.get());
+  braid::executor::PlanDevice dev;
+  BRAID_TRY(braid::executor::queryPlanDevice(128, &dev));
+  return braid::executor::launchPlanLanes(dev, dLanes, uint32_t(lanes.size()), 128, dStatus, fp8, nullptr,
+                                          image.get());
 }
 
 // Runs every rank's plan in one launch, one block per lane; "" or an error.

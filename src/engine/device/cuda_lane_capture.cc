@@ -205,8 +205,8 @@ Result captureOnDevice(const Launch& launch, const std::vector<CommLaunch*>& gro
   }
   BRAID_TRY(kernels::launchMarkLaunch(l.launchCount, reinterpret_cast<volatile uint64_t*>(l.firstBeacon),
                                       l.zeroedWords, stream));
-  BRAID_TRY(executor::launchPlanLanes(reinterpret_cast<executor::LaneExec*>(block), im.nlanes, kThreadsPerLane,
-                                      nullptr, im.anyFp8, stream, carried.get()));
+  BRAID_TRY(executor::launchPlanLanes(first->planDevice(), reinterpret_cast<executor::LaneExec*>(block), im.nlanes,
+                                      kThreadsPerLane, nullptr, im.anyFp8, stream, carried.get()));
   SharedEvent done;
   BRAID_TRY(first->events().record(stream, &done));
   BRAID_TRY(releaseStreams(*done, launch.joined));

@@ -260,8 +260,8 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   // CUDA_LAUNCH_BLOCKING=1, while its launch blocks).
   const std::shared_ptr<LaunchEnd> bridged = r.ok() ? pumpBridges(group) : nullptr;
   if (r.ok())
-    r = executor::launchPlanLanes(reinterpret_cast<executor::LaneExec*>(block), im.nlanes, kThreadsPerLane, nullptr,
-                                  im.anyFp8, stream, carried);
+    r = executor::launchPlanLanes(first->planDevice(), reinterpret_cast<executor::LaneExec*>(block), im.nlanes,
+                                  kThreadsPerLane, nullptr, im.anyFp8, stream, carried);
   // Freed in stream order, after the kernel (or at once if it never launched).
   if (!kept && cudaFreeAsync(block, stream) != cudaSuccess && r.ok())
     r = cudaFailure("cudaFreeAsync", cudaGetLastError());

@@ -160,7 +160,7 @@ Result DeviceProxy::start() {
   BRAID_TRY(kernels::loadStreamWaitKernels());
   BRAID_TRY(kernels::loadMarkLaunchKernel());
   BRAID_TRY(executor::loadPlanKernel());
-  BRAID_TRY(executor::residentPlanLanes(kThreadsPerLane, &residentLanes_));
+  BRAID_TRY(executor::queryPlanDevice(kThreadsPerLane, &planDevice_));
   // Before any launch of this communicator (its first device calls are
   // planned in one group with its peers'), the blocks common calls need.
   BRAID_TRY(pool_.reserve(1, kSmallClassMax, kSmallPerClass));

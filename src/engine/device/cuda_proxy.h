@@ -26,6 +26,7 @@
 #include "engine/lanes/bridge_pump.h"
 #include "engine/lanes/port_table.h"
 #include "engine/task.h"
+#include "kernels/executor/plan_kernel.h"
 
 namespace braid::device {
 
@@ -174,10 +175,11 @@ class DeviceProxy {
 
   Result start();
   int device() const { return device_; }
-  // How many plan-kernel lanes its device holds resident at once, asked once
-  // when it starts (the kernel and the device never change): a launch asks
-  // no occupancy.
-  uint32_t residentPlanLanes() const { return residentLanes_; }
+  // What plan-kernel launches need to know of its device (how many lanes it
+  // holds resident at once, whether it launches cooperatively, its compute
+  // capability), asked once when it starts: a launch asks the device nothing.
+  const executor::PlanDevice& planDevice() const { return planDevice_; }
+  uint32_t residentPlanLanes() const { return planDevice_.residentLanes; }
   ncclComm* comm() const { return comm_; }
   StagingPool& pool() { return pool_; }
   // A pinned block for a call's staging or a launch's lane image: from the
@@ -255,7 +257,7 @@ class DeviceProxy {
 
   ncclComm* comm_;
   int device_;
-  uint32_t residentLanes_ = 0;
+  executor::PlanDevice planDevice_;
   StagingPool pool_;
   MappedWords words_;
   MappedSlots tickets_;
