@@ -113,10 +113,9 @@ class GraphLaunchWatch : public lanes::Watch {
 };
 
 // The job of a launch a CUDA graph captures: its device block (and, for an
-// image too large to carry, the image in pinned memory), the graph's, its
-// beacons (the lanes', the failure
-// word's, the launch count's) for the graph's life, and how the watch of each
-// launch of the graph is made. The first communicator's proxy adopts it (and
+// image the launch does not carry, the image in pinned memory), the graph's,
+// its beacons (the lanes', the failure word's, the launch count's) for the
+// graph's life, and how the watch of each launch of the graph is made. The first communicator's proxy adopts it (and
 // frees its memory once the graph is gone); the others keep it too.
 Result captureJob(const std::vector<CommLaunch*>& group, cudaGraph_t graph, ImageOfLaunch* im,
                   std::shared_ptr<CapturedJob>* out) {
@@ -175,8 +174,8 @@ Result captureJob(const std::vector<CommLaunch*>& group, cudaGraph_t graph, Imag
 // copied there before, from pinned memory). Every pointer in it was written
 // for that block; the FIFO positions are the Ports', in device memory, so
 // each launch continues where the last kernel stopped. No host function in
-// the graph. Nothing orders it after the communicators' other
-// kernels: the graph's launches are in the user's stream order, as NCCL's are.
+// the graph. Nothing orders it after the communicators' other kernels: the
+// graph's launches are in the user's stream order, as NCCL's are.
 Result captureOnDevice(const Launch& launch, const std::vector<CommLaunch*>& group, cudaGraph_t graph) {
   DeviceProxy* first = group.front()->proxy;
   const cudaStream_t stream = static_cast<cudaStream_t>(const_cast<void*>(launch.stream));
@@ -193,7 +192,7 @@ Result captureOnDevice(const Launch& launch, const std::vector<CommLaunch*>& gro
   BRAID_TRY(joinStreams(first->events(), stream, launch.joined));
   const CapturedLanes& l = *job->lanes;
   std::unique_ptr<executor::LaunchImage> carried;
-  if (job->blocks.empty()) {
+  if (carriesImage(group, im)) {  // as captureJob decided: no pinned block
     carried = std::make_unique<executor::LaunchImage>();
     BRAID_TRY(writeImage(group, block, carried->data, &im));
     carried->words = uint32_t(im.layout.written / sizeof(uint64_t));
