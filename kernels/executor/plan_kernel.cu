@@ -91,6 +91,7 @@ Result launchPlanLanes(ncclDataType_t type, executor::LaneExec* lanes, uint32_t 
   if (!planKernelSupportsType(type))
     return Result(ncclInvalidArgument, "plan kernel: invalid datatype " + std::to_string(int(type)));
   if (nlanes == 0) return Result::success();
+  BRAID_TRY(kernels::checkThreadsPerLane(threadsPerLane));  // before asking the device
   PlanDevice dev;
   BRAID_TRY(queryPlanDevice(threadsPerLane, &dev));
   return launchPlanLanes(dev, lanes, nlanes, threadsPerLane, statuses, isFp8(type), stream);

@@ -285,6 +285,7 @@ Result launchPlanLanes(ncclDataType_t type, executor::LaneExec* lanes, uint32_t 
   if (!planKernelSupportsType(type))
     return Result(ncclInvalidArgument, "plan kernel: invalid datatype " + std::to_string(int(type)));
   if (nlanes == 0) return Result::success();
+  BRAID_TRY(kernels::checkThreadsPerLane(threadsPerLane));  // before asking the device
   PlanDevice dev;
   BRAID_TRY(queryPlanDevice(threadsPerLane, &dev));
   return launchPlanLanes(dev, lanes, nlanes, threadsPerLane, statuses, type == ncclFloat8e4m3 || type == ncclFloat8e5m2,
