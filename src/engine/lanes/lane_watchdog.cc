@@ -288,8 +288,7 @@ Stop LaneWatchdog::check() {
     // consumed (above).
     const PeerInfo& self = comm->peers[size_t(comm->rank)];
     for (const PeerInfo& info : comm->peers)
-      if (lost.ok() && info.processId != self.processId && waitedOnInMemory(comm, info.rank) &&
-          peerProcessGone(self, info))
+      if (lost.ok() && info.processId != self.processId && lostInMemory(comm, self, info))
         lost = checkPeerProcess(self, info, "running a lane"), peer = info.rank;
     if (lost.ok()) continue;
     std::string notice;
@@ -402,6 +401,21 @@ bool LaneWatchdog::waitedOnInMemory(ncclComm* comm, int peer) const {
     if (run.owner->comm == comm && waitsOn(run, stillPolls(run), peer, &key) && !run.owner->ports->isRemote(comm, key))
       return true;
   return false;
+}
+
+// The order matters: a peer that sends its last message and exits at once
+// must not be blamed by a look at the wait taken before the message came.
+// Seen gone first, it writes nothing after: a host lane's wait (read live
+// from its FIFO) then says for good whether it still waits on the peer. A
+// beacon lane's look is from before this check, so a peer gone is blamed
+// only at a later check, where the lane still polls for it (one peer check,
+// 100 ms, later).
+bool LaneWatchdog::lostInMemory(ncclComm* comm, const PeerInfo& self, const PeerInfo& peer) {
+  if (!peerProcessGone(self, peer)) return false;
+  bool beacons = false;
+  for (const LaneRun& run : group_.runs) beacons = beacons || (run.owner->comm == comm && run.beacon != nullptr);
+  const bool seenBefore = !seenGone_.insert({comm, peer.rank}).second;
+  return (seenBefore || !beacons) && waitedOnInMemory(comm, peer.rank);
 }
 
 // Where each beacon lane is, and its beat: a lane at the same place whose

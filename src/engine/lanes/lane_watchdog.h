@@ -4,7 +4,9 @@
 // a lane waits on it (judged by the message the lane publishes it waits for).
 #pragma once
 
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/result.h"
@@ -56,6 +58,9 @@ class LaneWatchdog {
   bool waitedOn(const ncclComm* comm, int peer) const;
   // A lane waits on `peer` through a FIFO in shared memory (not bridged).
   bool waitedOnInMemory(ncclComm* comm, int peer) const;
+  // `peer`'s process is gone and a lane of `comm` waits on it in shared
+  // memory, seen in that order (see the definition).
+  bool lostInMemory(ncclComm* comm, const PeerInfo& self, const PeerInfo& peer);
   Stop stuck(const char* why) const;
   Stop noticed(ncclComm* comm, const std::string& first) const;
   bool laterOperation(const CommRun& c, const std::string& notice) const;
@@ -80,6 +85,8 @@ class LaneWatchdog {
     bool polls = false;
   };
   std::vector<Look> looks_;
+  // Peers (communicator, rank) already seen gone at an earlier peer check.
+  std::set<std::pair<const ncclComm*, int>> seenGone_;
 };
 
 // After a timeout: every rank reports to rank 0 what it waits for, and rank 0
