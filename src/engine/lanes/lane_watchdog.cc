@@ -405,13 +405,13 @@ bool LaneWatchdog::waitedOnInMemory(ncclComm* comm, int peer) const {
 
 // The order matters: a peer that sends its last message and exits at once
 // must not be blamed by a look at the wait taken before the message came.
-// Seen gone first, it writes nothing after: a host lane's wait (read live
-// from its FIFO) then says for good whether it still waits on the peer. A
-// beacon lane's look is from before this check, so a peer gone is blamed
-// only at a later check, where the lane still polls for it (one peer check,
-// 100 ms, later).
+// Only a peer a lane waits on is worth reading /proc for; once seen gone, it
+// writes nothing more: a host lane's wait, read again live from its FIFO,
+// then says for good whether it still waits on the peer. A beacon lane's
+// look is from before this check, so a peer gone is blamed only at a later
+// check, where the lane still polls for it (one peer check, 100 ms, later).
 bool LaneWatchdog::lostInMemory(ncclComm* comm, const PeerInfo& self, const PeerInfo& peer) {
-  if (!peerProcessGone(self, peer)) return false;
+  if (!waitedOnInMemory(comm, peer.rank) || !peerProcessGone(self, peer)) return false;
   bool beacons = false;
   for (const LaneRun& run : group_.runs) beacons = beacons || (run.owner->comm == comm && run.beacon != nullptr);
   const bool seenBefore = !seenGone_.insert({comm, peer.rank}).second;
