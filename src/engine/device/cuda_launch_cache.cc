@@ -4,6 +4,28 @@
 
 namespace braid::device {
 
+namespace {
+
+// A device block of `bytes` (rounded up to 8: `usable`) with a gate word
+// after it (kernels/executor/launch_image.h), zeroed on `stream`: a gate not
+// known to be zero is never handed out.
+Result allocateGated(size_t bytes, cudaStream_t stream, char** block, uint64_t** gate, size_t* usable) {
+  const size_t rounded = (bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t) * sizeof(uint64_t);
+  char* b = nullptr;
+  BRAID_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void**>(&b), rounded + sizeof(uint64_t), stream));
+  uint64_t* g = reinterpret_cast<uint64_t*>(b + rounded);
+  if (const cudaError_t err = cudaMemsetAsync(g, 0, sizeof(uint64_t), stream); err != cudaSuccess) {
+    if (cudaFreeAsync(b, stream) != cudaSuccess) cudaGetLastError();
+    return cudaFailure("cudaMemsetAsync", err);
+  }
+  *block = b;
+  *gate = g;
+  *usable = rounded;
+  return Result::success();
+}
+
+}  // namespace
+
 Result LaunchCache::start() {
   if (freeStream_ == nullptr) BRAID_CUDA_TRY(cudaStreamCreateWithFlags(&freeStream_, cudaStreamNonBlocking));
   if (allocStream_ == nullptr) BRAID_CUDA_TRY(cudaStreamCreateWithFlags(&allocStream_, cudaStreamNonBlocking));
@@ -12,22 +34,16 @@ Result LaunchCache::start() {
 
 Result LaunchCache::allocateNow(size_t bytes, void** out, uint64_t** gate) {
   BRAID_TRY(start());
-  const size_t usable = (bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t) * sizeof(uint64_t);
-  BRAID_CUDA_TRY(cudaMallocAsync(out, usable + sizeof(uint64_t), allocStream_));
-  *gate = reinterpret_cast<uint64_t*>(static_cast<char*>(*out) + usable);
+  char* block = nullptr;
+  size_t usable = 0;
+  BRAID_TRY(allocateGated(bytes, allocStream_, &block, gate, &usable));
   // Only allocations and frees are on this stream: no wait for a kernel.
-  cudaError_t err = cudaMemsetAsync(*gate, 0, sizeof(uint64_t), allocStream_);
-  const char* what = "cudaMemsetAsync";
-  if (err == cudaSuccess) {
-    err = cudaStreamSynchronize(allocStream_);
-    what = "cudaStreamSynchronize";
-  }
-  if (err != cudaSuccess) {
-    if (cudaFreeAsync(*out, allocStream_) != cudaSuccess) cudaGetLastError();
-    *out = nullptr;
+  if (const cudaError_t err = cudaStreamSynchronize(allocStream_); err != cudaSuccess) {
+    if (cudaFreeAsync(block, allocStream_) != cudaSuccess) cudaGetLastError();
     *gate = nullptr;
-    return cudaFailure(what, err);
+    return cudaFailure("cudaStreamSynchronize", err);
   }
+  *out = block;
   return Result::success();
 }
 
@@ -68,20 +84,9 @@ Result LaunchCache::blockFor(CachedLaunch* e, size_t bytes) {
   BRAID_TRY(start());
   drop(*e);
   e->image.reset();
-  const size_t usable = (bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t) * sizeof(uint64_t);
-  BRAID_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void**>(&e->block), usable + sizeof(uint64_t), e->stream));
-  e->blockBytes = usable;
-  e->gate = reinterpret_cast<uint64_t*>(e->block + usable);
+  e->blockBytes = 0;
   e->generation = 0;
-  const cudaError_t err = cudaMemsetAsync(e->gate, 0, sizeof(uint64_t), e->stream);
-  if (err != cudaSuccess) {
-    // A gate not known to be zero must never be used.
-    if (cudaFreeAsync(e->block, e->stream) != cudaSuccess) cudaGetLastError();
-    e->block = nullptr;
-    e->gate = nullptr;
-    e->blockBytes = 0;
-    return cudaFailure("cudaMemsetAsync", err);
-  }
+  BRAID_TRY(allocateGated(bytes, e->stream, &e->block, &e->gate, &e->blockBytes));
   return Result::success();
 }
 
