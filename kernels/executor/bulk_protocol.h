@@ -2,14 +2,26 @@
 // the slot in place; one counter per message, published after a fence.
 #pragma once
 
+#include <cstring>
+
 #include "kernels/executor/fifo_view.h"
 
 namespace braid::executor {
 
+// By-reference messages (fifo_view.h: kMessageByReference) exist between a
+// host lane and its process's network bridge only; a block never makes or
+// takes one, and its code has none of their branches.
+#if defined(__CUDA_ARCH__)
+constexpr bool kByReference = false;
+#else
+constexpr bool kByReference = true;
+#endif
+
 // Receiver: waits for message port.seq+1 and checks that it belongs to the
 // operation `fingerprint` names and holds `bytes`; *word gets the message's
 // word (what a mismatch reports). A head seen earlier that already covers it
-// saves the load (Port::seen).
+// saves the load (Port::seen). *data is the slot, or for a message by
+// reference the bytes its slot points at.
 template <class G>
 BRAID_HD ExecStatus bulkWaitRecv(Port& port, uint64_t bytes, uint32_t fingerprint, const char** data,
                                  const G& g, const WaitControl& w, uint64_t* word = nullptr) {
@@ -35,6 +47,8 @@ BRAID_HD ExecStatus bulkWaitRecv(Port& port, uint64_t bytes, uint32_t fingerprin
     }
   }
   *data = f.slot(m);
+  if (kByReference && st == ExecStatus::Ok && messageByReference(f.sizes[m % f.nslots]))
+    memcpy(data, f.slot(m), sizeof(*data));
   return ExecStatus(g.agree(int32_t(st)));
 }
 
@@ -51,6 +65,24 @@ BRAID_HD void bulkPost(Port& port, uint64_t bytes, uint32_t fingerprint, const G
   if (g.tid() == 0) {
     const uint64_t m = port.seq + 1;
     port.fifo.sizes[m % port.fifo.nslots] = messageWord(bytes, fingerprint);
+    storeRelease(port.fifo.head, m);
+    port.seq = m;
+  }
+  g.sync();
+}
+
+// Sender, host only: publishes message port.seq+1 as a reference to `bytes`
+// at `data` (a user buffer): the slot holds the pointer, and the bridge sends
+// the bytes from there. They stay as they are until the slot comes back (the
+// lane program's writes never touch them: zero_copy.h), so no lane copies them.
+template <class G>
+BRAID_HD void bulkPostReference(Port& port, uint64_t bytes, uint32_t fingerprint, const char* data, const G& g) {
+  fenceSystem();  // what the step wrote there, before the bridge reads it
+  g.sync();
+  if (g.tid() == 0) {
+    const uint64_t m = port.seq + 1;
+    memcpy(port.fifo.slot(m), &data, sizeof data);
+    port.fifo.sizes[m % port.fifo.nslots] = messageWord(bytes, fingerprint, true);
     storeRelease(port.fifo.head, m);
     port.seq = m;
   }

@@ -146,13 +146,21 @@ BRAID_HD BRAID_INLINE uint64_t llMessageLines(uint64_t bytes) { return 1 + llLin
 
 // A bulk message's word (FifoView::sizes): its size in the low half, its
 // operation's fingerprint in the high half. One store, so the receiver never
-// sees one without the other; slots are smaller than 4 GiB (kMaxSlotBytes).
-constexpr uint64_t kMaxSlotBytes = (uint64_t(1) << 32) - 1;
-BRAID_HD BRAID_INLINE uint64_t messageWord(uint64_t bytes, uint32_t fingerprint) {
-  return (bytes & kMaxSlotBytes) | (uint64_t(fingerprint) << 32);
+// sees one without the other; slots are smaller than 2 GiB (kMaxSlotBytes).
+//
+// Bit 31 (kMessageByReference) says that the slot holds no bytes but a
+// pointer to them, in this process's memory: between a host lane and the
+// network bridge of its own process only (net_bridge.h), which sends the
+// bytes from a user buffer, or received them straight into one. Such a word
+// never crosses a process, and a lane in a CUDA block never sees one.
+constexpr uint64_t kMaxSlotBytes = (uint64_t(1) << 31) - 1;
+constexpr uint64_t kMessageByReference = uint64_t(1) << 31;
+BRAID_HD BRAID_INLINE uint64_t messageWord(uint64_t bytes, uint32_t fingerprint, bool byReference = false) {
+  return (bytes & kMaxSlotBytes) | (byReference ? kMessageByReference : 0) | (uint64_t(fingerprint) << 32);
 }
 BRAID_HD BRAID_INLINE uint64_t messageBytes(uint64_t word) { return word & kMaxSlotBytes; }
 BRAID_HD BRAID_INLINE uint32_t messageFingerprint(uint64_t word) { return uint32_t(word >> 32); }
+BRAID_HD BRAID_INLINE bool messageByReference(uint64_t word) { return (word & kMessageByReference) != 0; }
 
 // Pointers to one FIFO's memory, identical at both ends.
 struct FifoView {

@@ -28,6 +28,10 @@ constexpr uint8_t kStepFinal = 2;         // Step::final
 constexpr uint8_t kStepPeerSrc = 4;       // Step::peerSrc
 constexpr uint8_t kStepPeerDst = 8;       // Step::peerDst
 constexpr uint8_t kStepKeepsWire = 16;    // Step::keepsWire
+// Host runner only (zero_copy.h): the step's message is posted by reference
+// to the user-buffer bytes it holds (a plain Send's source; the destination
+// of a RecvReduceCopySend or RecvCopySend), not copied into its slot.
+constexpr uint8_t kStepSendsByReference = 32;
 constexpr uint32_t kReceivedLL = 1;       // LaneExec::resumePhase
 
 // A Step with its peers resolved to the lane's ports (lane_binding.h).
@@ -227,8 +231,48 @@ BRAID_HD BRAID_OUT_OF_LINE void peerReduceStep(const G& g, const OpBuffers& L, c
                        (s.flags & kStepContribution) != 0, (s.flags & kStepFinal) != 0);
 }
 
+// A host step's messages that are not in their slots (by reference, host
+// only; fifo_view.h).
+struct InPlace {
+  // The step posts its message as a pointer to these bytes (null: written
+  // into its slot).
+  const char* sendFrom = nullptr;
+  // Where a message received in place may be (its destination, for a Recv
+  // or RecvCopySend): one received by reference anywhere else is an error.
+  const char* receiveAt = nullptr;
+};
+
+// Step `s`'s InPlace: it sends by reference (kStepSendsByReference) a Send's
+// source where it goes as it is, or the destination a RecvReduceCopySend or
+// RecvCopySend writes and then sends; a Recv or RecvCopySend may find its
+// message in its destination already (received there by the bridge).
+template <class T>
+BRAID_HD InPlace inPlaceOf(const OpBuffers& o, const ExecStep& s) {
+  InPlace p;
+  if (!kByReference) return p;
+  const bool byReference = (s.flags & kStepSendsByReference) != 0;
+  auto dst = [&] { return reinterpret_cast<const char*>(bufferAt<T>(o, s.dstBuffer, s.dstOffset)); };
+  switch (s.kind) {
+    case schedule::StepKind::Send:
+      if (byReference && reduce::copiesAsIs(o.op, (s.flags & kStepContribution) != 0, false))
+        p.sendFrom = reinterpret_cast<const char*>(bufferAt<T>(o, s.srcBuffer, s.srcOffset));
+      break;
+    case schedule::StepKind::RecvReduceCopySend:
+      if (byReference) p.sendFrom = dst();
+      break;
+    case schedule::StepKind::RecvCopySend:
+      p.receiveAt = dst();
+      if (byReference) p.sendFrom = p.receiveAt;
+      break;
+    case schedule::StepKind::Recv: p.receiveAt = dst(); break;
+    default: break;
+  }
+  return p;
+}
+
 // The step's arithmetic: `in` is the received message (null when
-// it receives nothing), `out` where its message goes (null when it sends).
+// it receives nothing), `out` where its message goes (null when it sends
+// nothing, or sends by reference what the step leaves in its destination).
 template <class T, class G>
 BRAID_HD void computeStep(const G& g, const OpBuffers& L, const ExecStep& s, const T* in, T* out) {
   const bool pre = (s.flags & kStepContribution) != 0;
@@ -236,7 +280,7 @@ BRAID_HD void computeStep(const G& g, const OpBuffers& L, const ExecStep& s, con
   const uint64_t n = s.count;
   switch (s.kind) {
     case schedule::StepKind::Send:
-      applyCopy(g, L.op, out, bufferAt<T>(L, s.srcBuffer, s.srcOffset), n, pre, false);
+      if (out != nullptr) applyCopy(g, L.op, out, bufferAt<T>(L, s.srcBuffer, s.srcOffset), n, pre, false);
       break;
     case schedule::StepKind::Recv: copyElems(g, bufferAt<T>(L, s.dstBuffer, s.dstOffset), in, n); break;
     case schedule::StepKind::RecvReduceSend:
@@ -250,11 +294,12 @@ BRAID_HD void computeStep(const G& g, const OpBuffers& L, const ExecStep& s, con
       T* dst = bufferAt<T>(L, s.dstBuffer, s.dstOffset);
       applyReduce(g, L.op, dst, in, bufferAt<T>(L, s.srcBuffer, s.srcOffset), n, pre, fin);
       g.sync();  // dst's elements may belong to other threads in the copy below
-      copyElems(g, out, const_cast<const T*>(dst), n);
+      if (out != nullptr) copyElems(g, out, const_cast<const T*>(dst), n);
       break;
     }
     case schedule::StepKind::RecvCopySend:
-      copyElems(g, out, in, n);
+      if (out != nullptr) copyElems(g, out, in, n);
+      // A message the bridge received in place is there already (in == dst).
       copyElems(g, bufferAt<T>(L, s.dstBuffer, s.dstOffset), in, n);
       break;
     case schedule::StepKind::Copy: {
@@ -303,9 +348,12 @@ BRAID_HD ExecStatus markStageDone(const G& g, const LaneExec& L, const ExecStep&
 // network proxy serves (always bulk). `bytes` is the size of the step's
 // messages; compute(in, out) does its arithmetic, `in` the received message
 // (null when it receives nothing), `out` where its message goes (null when it
-// sends nothing).
+// sends nothing). `inPlace` (host only, inPlaceOf): with sendFrom, the
+// step's message goes to a bulk FIFO as a pointer to those bytes, and compute
+// gets no `out`; a message received by reference must be at receiveAt.
 template <class G, class Compute>
-BRAID_HD ExecStatus runStepWith(const G& g, LaneExec& L, const ExecStep& s, uint64_t bytes, Compute compute) {
+BRAID_HD ExecStatus runStepWith(const G& g, LaneExec& L, const ExecStep& s, uint64_t bytes, const InPlace& inPlace,
+                                Compute compute) {
   const bool recvs = stepReceivesKind(s.kind);
   const bool sends = stepSendsKind(s.kind);
   if ((recvs && (s.recvPort < 0 || uint32_t(s.recvPort) >= L.nrecvPorts)) ||
@@ -336,25 +384,31 @@ BRAID_HD ExecStatus runStepWith(const G& g, LaneExec& L, const ExecStep& s, uint
       if (st == ExecStatus::Ok && L.wait.resumable) L.resumePhase |= kReceivedLL;
       in = reinterpret_cast<const char*>(L.recvStage);
     } else {
-      const char* slot = nullptr;
+      const char* data = nullptr;
       uint64_t word = 0;
-      st = bulkWaitRecv(*rp, bytes, fingerprint, &slot, g, L.wait, &word);
+      st = bulkWaitRecv(*rp, bytes, fingerprint, &data, g, L.wait, &word);
       if (st == ExecStatus::FingerprintMismatch && g.tid() == 0) L.receivedFingerprint = messageFingerprint(word);
-      in = slot;
+      // Only a destination is ever received into in place.
+      if (kByReference && st == ExecStatus::Ok && messageByReference(word) && data != inPlace.receiveAt)
+        st = ExecStatus::BadStep;
+      in = data;
     }
     if (st != ExecStatus::Ok) return st;
   }
   char* out = nullptr;
+  const bool referenced = kByReference && inPlace.sendFrom != nullptr && sp && !llOut;
   if (sp) {
     if (g.tid() == 0) publishWait(L, waitWord(true, s.sendPort, sp->seq + 1));
     const ExecStatus st = waitCredit(*sp, g, L.wait);
     if (st != ExecStatus::Ok) return st;
-    out = llOut ? reinterpret_cast<char*>(L.sendStage) : bulkSlot(*sp);
+    if (!referenced) out = llOut ? reinterpret_cast<char*>(L.sendStage) : bulkSlot(*sp);
   }
   compute(in, out);
   if (sp) {
     if (llOut) {
       llSend(*sp, bytes, fingerprint, L.sendStage, g);
+    } else if (referenced) {
+      bulkPostReference(*sp, bytes, fingerprint, inPlace.sendFrom, g);
     } else {
       bulkPost(*sp, bytes, fingerprint, g);
     }
@@ -363,10 +417,16 @@ BRAID_HD ExecStatus runStepWith(const G& g, LaneExec& L, const ExecStep& s, uint
   return ExecStatus::Ok;
 }
 
+template <class G, class Compute>
+BRAID_HD ExecStatus runStepWith(const G& g, LaneExec& L, const ExecStep& s, uint64_t bytes, Compute compute) {
+  return runStepWith(g, L, s, bytes, InPlace(), compute);
+}
+
 // A step whose messages hold its elements as they are.
 template <class T, class G>
 BRAID_HD ExecStatus runStep(const G& g, LaneExec& L, const ExecStep& s) {
-  return runStepWith(g, L, s, s.count * sizeof(T), [&](const char* in, char* out) {
+  const InPlace inPlace = kByReference && s.op < L.nops ? inPlaceOf<T>(L.ops[s.op], s) : InPlace();
+  return runStepWith(g, L, s, s.count * sizeof(T), inPlace, [&](const char* in, char* out) {
     computeStep<T>(g, L.ops[s.op], s, reinterpret_cast<const T*>(in), reinterpret_cast<T*>(out));
   });
 }

@@ -69,6 +69,11 @@ BRAID_HD BRAID_INLINE void withCopyFn(const RedOp& op, bool pre, bool post, Tran
   copy();
 }
 
+// Whether withCopyFn(op, pre, post, ...) copies as is (no transform).
+BRAID_HD BRAID_INLINE bool copiesAsIs(const RedOp& op, bool pre, bool post) {
+  return !(pre && op.kind == RedKind::PreMulSum) && !(post && op.kind == RedKind::SumPostDiv);
+}
+
 // The identity, for reductions across ranks that change nothing at one end.
 template <class T>
 struct SameFn {

@@ -12,6 +12,8 @@
 
 #include "kernels/executor/bulk_protocol.h"
 #include "kernels/executor/ll_protocol.h"
+#include "kernels/executor/plan_interpreter.h"
+#include "reduce/host_reduce.h"
 #include "tests/kernels/exec_harness.h"
 
 namespace exectest {
@@ -330,6 +332,111 @@ TEST(Reference, AgreesWithPublicApi) {
     }
   }
   for (ncclComm_t comm : comms) ncclCommDestroy(comm);
+}
+
+// Messages by reference (host only; src/engine/lanes/zero_copy.h): one lane
+// over two bulk FIFOs, the test playing the bridge at both.
+struct ReferenceLane {
+  static constexpr uint64_t kCount = 64;
+  TestFifo in{braid::executor::Protocol::Bulk, 2, kCount * 4, 0}, out{braid::executor::Protocol::Bulk, 2, kCount * 4, 0};
+  std::vector<float> input = std::vector<float>(2 * kCount), output = std::vector<float>(2 * kCount, -1.0f);
+  Port* sendPorts[1] = {&out.send};
+  Port* recvPorts[1] = {&in.recv};
+  OpBuffers ops;
+  LaneExec lane;
+  ReferenceLane() {
+    for (size_t i = 0; i < input.size(); ++i) input[i] = float(i);
+    ops.input = reinterpret_cast<const char*>(input.data());
+    ops.output = reinterpret_cast<char*>(output.data());
+    ops.op = braid::reduce::makeBuiltinOp(ncclSum, ncclFloat32, 2);
+    ops.fingerprint = 77;
+    lane.sendPorts = sendPorts;
+    lane.nsendPorts = 1;
+    lane.recvPorts = recvPorts;
+    lane.nrecvPorts = 1;
+    lane.ops = &ops;
+    lane.nops = 1;
+    lane.wait.maxPolls = 1000;
+  }
+  static ExecStep step(braid::schedule::StepKind kind, uint64_t offset, bool byReference) {
+    ExecStep s;
+    s.kind = kind;
+    s.srcBuffer = braid::schedule::Buffer::Input;
+    s.dstBuffer = braid::schedule::Buffer::Output;
+    s.srcOffset = s.dstOffset = offset;
+    s.count = kCount;
+    s.sendPort = braid::executor::stepSendsKind(kind) ? 0 : -1;
+    s.recvPort = braid::executor::stepReceivesKind(kind) ? 0 : -1;
+    s.flags = uint8_t(kStepContribution | (byReference ? kStepSendsByReference : 0));
+    return s;
+  }
+  ExecStatus run(const ExecStep& s) { return runStep<float>(HostGroup(), lane, s); }
+  // The peer's message into `in`: its values in its slot, or (as the bridge
+  // delivers a message it received in place) the slot pointing at them.
+  void arrive(const float* values) { post(values, kCount * 4, false); }
+  void arriveAt(const char* at) { post(&at, sizeof at, true); }
+  void post(const void* bytes, size_t n, bool byReference) {
+    const uint64_t m = in.send.seq + 1;
+    memcpy(in.send.fifo.slot(m), bytes, n);
+    in.send.fifo.sizes[m % 2] = messageWord(kCount * 4, 77, byReference);
+    storeRelease(in.send.fifo.head, m);
+    in.send.seq = m;
+  }
+  // The pointer in out's slot of message m, if its word says by reference.
+  const char* referenceOf(uint64_t m) const {
+    if (!messageByReference(out.send.fifo.sizes[m % 2])) return nullptr;
+    const char* at = nullptr;
+    memcpy(&at, out.send.fifo.slot(m), sizeof at);
+    return at;
+  }
+};
+
+TEST(Protocol, AStepSendsByReferenceWhatItsBufferHolds) {
+  ReferenceLane r;
+  ASSERT_EQ(r.run(ReferenceLane::step(braid::schedule::StepKind::Send, 0, true)), ExecStatus::Ok);
+  EXPECT_EQ(r.referenceOf(1), reinterpret_cast<const char*>(r.input.data()));
+  EXPECT_EQ(messageBytes(r.out.send.fifo.sizes[1]), ReferenceLane::kCount * 4);
+  EXPECT_EQ(messageFingerprint(r.out.send.fifo.sizes[1]), 77u);
+  // The reduced chunk goes from the output it was written to.
+  std::vector<float> peer(ReferenceLane::kCount, 0.5f);
+  r.arrive(peer.data());
+  ASSERT_EQ(r.run(ReferenceLane::step(braid::schedule::StepKind::RecvReduceCopySend, ReferenceLane::kCount, true)),
+            ExecStatus::Ok);
+  EXPECT_EQ(r.referenceOf(2), reinterpret_cast<const char*>(r.output.data() + ReferenceLane::kCount));
+  for (uint64_t i = 0; i < ReferenceLane::kCount; ++i)
+    ASSERT_EQ(r.output[ReferenceLane::kCount + i], float(ReferenceLane::kCount + i) + 0.5f) << i;
+  EXPECT_EQ(r.in.recv.seq, 1u) << "the received slot was not given back";
+  // Unmarked, the same step copies into its slot.
+  storeRelease(r.out.send.fifo.tail, uint64_t(2));  // the bridge sent both
+  ASSERT_EQ(r.run(ReferenceLane::step(braid::schedule::StepKind::Send, 0, false)), ExecStatus::Ok);
+  EXPECT_EQ(r.referenceOf(3), nullptr);
+  EXPECT_EQ(memcmp(r.out.send.fifo.slot(3), r.input.data(), ReferenceLane::kCount * 4), 0);
+}
+
+// A Send that scales its contribution (PreMulSum) cannot send its source as
+// it is: marked or not, its message is the scaled copy in its slot.
+TEST(Protocol, AScaledSendIsNeverByReference) {
+  ReferenceLane r;
+  const float half = 0.5f;
+  r.ops.op = braid::reduce::makePreMulSum(ncclFloat32, &half);
+  ASSERT_EQ(r.run(ReferenceLane::step(braid::schedule::StepKind::Send, 0, true)), ExecStatus::Ok);
+  EXPECT_EQ(r.referenceOf(1), nullptr);
+  const float* slot = reinterpret_cast<const float*>(r.out.send.fifo.slot(1));
+  for (uint64_t i = 0; i < ReferenceLane::kCount; ++i) ASSERT_EQ(slot[i], float(i) * 0.5f) << i;
+}
+
+// A message the bridge received into the step's destination is there: the
+// step copies nothing. One by reference anywhere else is refused.
+TEST(Protocol, AMessageReceivedInPlaceIsTakenOnlyAtItsDestination) {
+  ReferenceLane r;
+  float* dst = r.output.data();
+  for (uint64_t i = 0; i < ReferenceLane::kCount; ++i) dst[i] = 100.0f + float(i);
+  r.arriveAt(reinterpret_cast<const char*>(dst));
+  ASSERT_EQ(r.run(ReferenceLane::step(braid::schedule::StepKind::Recv, 0, false)), ExecStatus::Ok);
+  for (uint64_t i = 0; i < ReferenceLane::kCount; ++i) ASSERT_EQ(dst[i], 100.0f + float(i)) << i;
+  EXPECT_EQ(loadAcquire(r.in.recv.fifo.tail), 1u);
+  r.arriveAt(reinterpret_cast<const char*>(r.input.data()));
+  EXPECT_EQ(r.run(ReferenceLane::step(braid::schedule::StepKind::Recv, 0, false)), ExecStatus::BadStep);
 }
 
 }  // namespace
