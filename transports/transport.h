@@ -64,8 +64,10 @@ class SendConnection {
   virtual void* acquire() = 0;
   // Publishes the first `bytes` (<= slotBytes, may be 0) of the acquired buffer,
   // with `mark` (the engine's fingerprint of the message's operation), which
-  // the receiver gets back with it.
-  virtual void post(size_t bytes, uint32_t mark = 0) = 0;
+  // the receiver gets back with it. With useSlots only, `from` (when not null)
+  // says where the bytes are instead of the slot: memory that stays as it is
+  // until sentSlots() counts this slot (a user buffer sent in place).
+  virtual void post(size_t bytes, uint32_t mark = 0, const void* from = nullptr) = 0;
   // Moves data that is waiting in this process (no-op for shared memory).
   virtual Result progress() = 0;
   // True when every posted slot has left this process's buffers: the executor may
@@ -81,6 +83,10 @@ class SendConnection {
   virtual bool useSlots(const SlotMemory& slots) { return false; }
   // Slots posted so far that have left this process (with useSlots).
   virtual uint64_t sentSlots() const { return 0; }
+  // Slot k, posted with `from`, stops reading there: what of it has not
+  // left yet is copied into its slot first, so the bytes at `from` may
+  // change from now on.
+  virtual void detach(uint64_t k) {}
 };
 
 class RecvConnection {
@@ -100,8 +106,17 @@ class RecvConnection {
   // where the transport keeps slot memory of its own.
   virtual bool useSlots(const SlotMemory& slots) { return false; }
   // Slot k (counting every slot from 0), its size and mark once it has
-  // arrived, until it is released; null otherwise.
+  // arrived, until it is released; null otherwise. Where it was received
+  // into `dst` (receiveInto), that is what this returns.
   virtual const void* arrived(uint64_t k, size_t* bytes, uint32_t* mark = nullptr) { return nullptr; }
+  // Slot k's bytes go to `dst` (memory nothing else touches
+  // meanwhile: a user buffer received in place) instead of its slot, where
+  // they are `bytes` long and none of them has been read yet; else they go
+  // to the slot as always. Calls come in increasing k. False where the
+  // connection cannot.
+  virtual bool receiveInto(uint64_t k, void* dst, size_t bytes) { return false; }
+  // Drops every receiveInto not yet used: the memory they named may go.
+  virtual void forgetDestinations() {}
 };
 
 class RecvEndpoint {

@@ -293,6 +293,220 @@ TEST(NetBridge, OversizedMessageClosesTheReceivingHalf) {
   EXPECT_FALSE(receiver.pump());
 }
 
+// A message by reference (zero_copy.h) goes out from the bytes its slot
+// points at, not from the slot; the lane gets its slot back only once they
+// have left, and the receiver sees an ordinary message.
+TEST(NetBridge, AMessageByReferenceIsSentFromTheBytesItPointsAt) {
+  Bridged b(Kind::kTcp);
+  ASSERT_TRUE(b.ok());
+  std::vector<uint8_t> user(3000);
+  for (size_t i = 0; i < user.size(); ++i) user[i] = patternByte(1, i);
+  const char* at = reinterpret_cast<const char*>(user.data());
+  memcpy(b.out.view.slot(1), &at, sizeof at);
+  b.out.view.sizes[1] = executor::messageWord(user.size(), fingerprintOf(1), true);
+  executor::storeRelease(b.out.view.head, uint64_t(1));
+  ASSERT_TRUE(pumpUntil({&b.sender, &b.receiver}, [&] { return b.sender.flushed() && b.in.head() == 1; }));
+  EXPECT_EQ(b.out.tail(), 1u);
+  EXPECT_EQ(b.in.view.sizes[1], executor::messageWord(user.size(), fingerprintOf(1)));
+  EXPECT_EQ(memcmp(b.in.view.slot(1), user.data(), user.size()), 0) << "the bytes were not those pointed at";
+}
+
+// A placed message lands in its destination and reaches the lane by
+// reference; the others, and one whose size differs from the placement's,
+// land in their slots as always.
+void expectPlacement(NetBridge& sender, NetBridge& receiver, HostFifo& out, HostFifo& in) {
+  std::vector<uint8_t> dst2(sizeOf(2) + 8, 0xee), dst4(kSlotBytes, 0xee);
+  receiver.receiveInPlace({{in.view.head, 2, reinterpret_cast<char*>(dst2.data()), sizeOf(2), nullptr, 0},
+                           {in.view.head, 4, reinterpret_cast<char*>(dst4.data()), sizeOf(4) + 1, nullptr, 0}});
+  uint64_t posted = 0;
+  ASSERT_TRUE(pumpUntil({&sender, &receiver}, [&] {
+    if (posted < 5 && lanePost(out, posted + 1, sizeOf(posted + 1))) ++posted;
+    return in.head() == 4;
+  }));
+  for (uint64_t m = 1; m <= 4; ++m) {
+    const uint64_t word = in.view.sizes[m % kSlots];
+    EXPECT_EQ(executor::messageBytes(word), sizeOf(m));
+    EXPECT_EQ(executor::messageFingerprint(word), fingerprintOf(m));
+    EXPECT_EQ(executor::messageByReference(word), m == 2) << "message " << m;
+  }
+  const uint8_t* where = nullptr;
+  memcpy(&where, in.view.slot(2), sizeof where);
+  EXPECT_EQ(where, dst2.data());
+  for (size_t i = 0; i < sizeOf(2); ++i) ASSERT_EQ(dst2[i], patternByte(2, i)) << "byte " << i;
+  EXPECT_EQ(dst2[sizeOf(2)], 0xee) << "written past the placed bytes";
+  EXPECT_EQ(dst4[0], 0xee) << "a message of another size than its placement's went there";
+  std::string error;
+  for (uint64_t m : {1, 3, 4}) {
+    ASSERT_TRUE(laneConsume(in, m, &error));
+    EXPECT_EQ(error, "") << "message " << m;
+  }
+}
+
+TEST(NetBridge, APlacedMessageArrivesInItsDestination) {
+  Bridged b(Kind::kTcp);
+  ASSERT_TRUE(b.ok());
+  expectPlacement(b.sender, b.receiver, b.out, b.in);
+}
+
+// A FIFO whose slots the connection cannot adopt (smaller than its own) is
+// copied: the bridge places that message itself.
+TEST(NetBridge, ACopiedHalfPlacesMessagesToo) {
+  Pair p = connectPair(Kind::kTcp, 2 * kSlotBytes);
+  ASSERT_TRUE(p.send && p.recv);
+  HostFifo out, in;
+  NetBridge sender, receiver;
+  sender.addSend(out.view, p.send.get(), kPeerOfReceiver);
+  receiver.addRecv(in.view, p.recv.get(), kPeerOfSender);
+  expectPlacement(sender, receiver, out, in);
+}
+
+// Two ranks' bridges, each with a FIFO to the other and one from it, as a
+// communicator's: rank A's lane sends by reference from `user` and receives
+// a message that overwrites those bytes (an allreduce in place).
+struct Duplex {
+  explicit Duplex(size_t connectionSlotBytes = kSlotBytes)
+      : ab(connectPair(Kind::kTcp, connectionSlotBytes)), ba(connectPair(Kind::kTcp, connectionSlotBytes)) {
+    if (!ok()) return;
+    a.addSend(aOut.view, ab.send.get(), 1);
+    a.addRecv(aIn.view, ba.recv.get(), 1);
+    b.addRecv(bIn.view, ab.recv.get(), 0);
+    b.addSend(bOut.view, ba.send.get(), 0);
+    for (size_t i = 0; i < user.size(); ++i) user[i] = patternByte(100, i);
+  }
+  bool ok() const { return ab.send && ab.recv && ba.send && ba.recv; }
+  // A's lane posts message m by reference to `user`.
+  void postReference(uint64_t m) {
+    const char* at = reinterpret_cast<const char*>(user.data());
+    memcpy(aOut.view.slot(m), &at, sizeof at);
+    aOut.view.sizes[m % kSlots] = executor::messageWord(user.size(), fingerprintOf(m), true);
+    executor::storeRelease(aOut.view.head, m);
+  }
+  // The bytes of message m of a receiving FIFO, wherever the bridge put them.
+  static const uint8_t* bytesOf(const HostFifo& f, uint64_t m) {
+    const uint8_t* at = reinterpret_cast<const uint8_t*>(f.view.slot(m));
+    if (executor::messageByReference(f.view.sizes[m % kSlots])) memcpy(&at, at, sizeof at);
+    return at;
+  }
+  Pair ab, ba;
+  HostFifo aOut, aIn, bIn, bOut;
+  NetBridge a, b;
+  std::vector<uint8_t> user = std::vector<uint8_t>(kSlotBytes);
+};
+
+// The message that overwrites a reference is held until the lane posted that
+// reference and it left: the peer gets the bytes as they were.
+TEST(NetBridge, AMessageOverwritingAReferenceWaitsUntilItLeft) {
+  Duplex d;
+  ASSERT_TRUE(d.ok());
+  d.a.receiveInPlace({{d.aIn.view.head, 1, reinterpret_cast<char*>(d.user.data()), kSlotBytes, d.aOut.view.head, 1}});
+  ASSERT_TRUE(lanePost(d.bOut, 1, kSlotBytes));
+  for (int i = 0; i < 200; ++i) {
+    d.a.pump();
+    d.b.pump();
+  }
+  EXPECT_EQ(d.aIn.head(), 0u) << "delivered before the reference it overwrites was even posted";
+  EXPECT_EQ(d.user[0], patternByte(100, 0)) << "placed over bytes still to be sent";
+  d.postReference(1);
+  ASSERT_TRUE(pumpUntil({&d.a, &d.b}, [&] { return d.aIn.head() == 1 && d.bIn.head() == 1; }));
+  const uint8_t* sent = Duplex::bytesOf(d.bIn, 1);
+  const uint8_t* got = Duplex::bytesOf(d.aIn, 1);
+  for (size_t i = 0; i < kSlotBytes; ++i) {
+    ASSERT_EQ(sent[i], patternByte(100, i)) << "byte " << i << " the peer got";
+    ASSERT_EQ(got[i], patternByte(1, i)) << "byte " << i << " received";
+  }
+}
+
+// A reference the bridge could not forward yet (a copied half whose
+// connection is full) is copied back into its slot before the message that
+// overwrites its bytes is delivered: nothing waits for the peer, and the
+// peer still gets the bytes as they were when posted.
+TEST(NetBridge, AReferenceStillInTheFifoIsCopiedBackBeforeItsBytesAreOverwritten) {
+  Duplex d(2 * kSlotBytes);  // connections whose slots A's FIFO cannot lend
+  ASSERT_TRUE(d.ok());
+  // B reads nothing: A's messages (all by reference) fill the sockets, the
+  // connection, then the FIFO.
+  uint64_t posted = 0;
+  for (int idle = 0; idle < 2000;) {
+    if (d.aOut.head() - d.aOut.tail() < kSlots) {
+      d.postReference(++posted);
+      idle = 0;
+    } else {
+      ++idle;
+    }
+    d.a.pump();
+  }
+  ASSERT_GT(posted, uint64_t(kSlots));
+  ASSERT_EQ(d.aOut.head() - d.aOut.tail(), uint64_t(kSlots)) << "the connection never filled";
+  const uint64_t m = posted;  // posted, not forwarded
+  d.a.receiveInPlace({{d.aIn.view.head, 1, nullptr, kSlotBytes, d.aOut.view.head, m}});
+  ASSERT_TRUE(lanePost(d.bOut, 1, kSlotBytes));
+  // B sends, still reading nothing (which would let A forward the reference).
+  const auto deadline = Clock::now() + 5s;
+  while (d.aIn.head() == 0 && Clock::now() < deadline) {
+    d.b.pump(false);
+    d.a.pump();
+  }
+  ASSERT_EQ(d.aIn.head(), 1u);
+  EXPECT_FALSE(executor::messageByReference(d.aOut.view.sizes[m % kSlots])) << "not copied back";
+  std::fill(d.user.begin(), d.user.end(), uint8_t(0));  // what the lane's step now writes there
+  uint64_t consumed = 0;
+  ASSERT_TRUE(pumpUntil({&d.a, &d.b}, [&] {
+    while (consumed < m && d.bIn.head() > consumed) {
+      if (consumed + 1 == m) {
+        const uint8_t* sent = Duplex::bytesOf(d.bIn, m);
+        for (size_t i = 0; i < kSlotBytes; ++i) EXPECT_EQ(sent[i], patternByte(100, i)) << "byte " << i;
+      }
+      executor::storeRelease(d.bIn.view.tail, ++consumed);
+    }
+    return consumed == m;
+  }));
+}
+
+// A reference the connection holds, partly written or not, is copied into
+// its slot on detach: changing the bytes after that changes nothing sent.
+TEST(TcpSend, ADetachedSlotSendsTheBytesAsTheyWereThen) {
+  Pair p = connectPair(Kind::kTcp);
+  ASSERT_TRUE(p.send && p.recv);
+  std::vector<uint8_t> user(kSlotBytes);
+  for (size_t i = 0; i < user.size(); ++i) user[i] = patternByte(7, i);
+  ASSERT_NE(p.send->acquire(), nullptr);
+  p.send->post(user.size(), 9, user.data());
+  p.send->detach(0);
+  std::fill(user.begin(), user.end(), uint8_t(0));
+  const auto deadline = Clock::now() + 5s;
+  size_t bytes = 0;
+  uint32_t mark = 0;
+  const void* got = nullptr;
+  while (got == nullptr && Clock::now() < deadline) {
+    ASSERT_TRUE(p.send->progress().ok());
+    ASSERT_TRUE(p.recv->progress().ok());
+    got = p.recv->peek(&bytes, &mark);
+  }
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(bytes, kSlotBytes);
+  EXPECT_EQ(mark, 9u);
+  for (size_t i = 0; i < kSlotBytes; ++i) ASSERT_EQ(static_cast<const uint8_t*>(got)[i], patternByte(7, i)) << i;
+}
+
+// After a failed run the bridge moves nothing: a message by reference would
+// read a user buffer that may be gone, a placement write one.
+TEST(NetBridge, AnAbandonedBridgeMovesNothing) {
+  Bridged b(Kind::kTcp);
+  ASSERT_TRUE(b.ok());
+  std::vector<char> dst(kSlotBytes, 0);
+  b.receiver.receiveInPlace({{b.in.view.head, 2, dst.data(), sizeOf(2), nullptr, 0}});
+  b.receiver.abandon(fail(ncclRemoteError, "rank 3 failed"));
+  b.sender.abandon(fail(ncclRemoteError, "rank 5 failed"));
+  ASSERT_TRUE(lanePost(b.out, 1, sizeOf(1)) && lanePost(b.out, 2, sizeOf(2)));
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_FALSE(b.sender.pump());
+    EXPECT_FALSE(b.receiver.pump());
+  }
+  EXPECT_EQ(b.in.head(), 0u);
+  EXPECT_EQ(dst[0], 0);
+  EXPECT_NE(b.sender.error().message().find("rank 5 failed"), std::string::npos) << b.sender.error().message();
+}
+
 }  // namespace
 }  // namespace lanes
 }  // namespace braid

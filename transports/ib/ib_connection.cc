@@ -135,7 +135,7 @@ void* IbSend::acquire() {
   return res_->ring() + (posted_ % nslots_) * stride_;
 }
 
-void IbSend::post(size_t bytes, uint32_t mark) {
+void IbSend::post(size_t bytes, uint32_t mark, const void*) {
   if (!error_.ok()) return;
   const size_t slot = posted_ % nslots_;
   uint8_t* data = res_->ring() + slot * stride_;

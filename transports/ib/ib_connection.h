@@ -165,7 +165,8 @@ class IbSend final : public transports::SendConnection {
   static Result create(std::unique_ptr<IbQpResources> res, UniqueFd handshake, const RemoteRing& ring,
                        const transports::ConnectRequest& req, std::unique_ptr<IbSend>* out);
   void* acquire() override;
-  void post(size_t bytes, uint32_t mark = 0) override;
+  // Never in place (no useSlots): `from` is not used.
+  void post(size_t bytes, uint32_t mark = 0, const void* from = nullptr) override;
   Result progress() override;
   bool flushed() const override;
   Result checkPeer() override;

@@ -52,7 +52,8 @@ bool SlotRing::adopt(const transports::SlotMemory& slots) {
 // ---- sender ---------------------------------------------------------------------
 
 TcpSend::TcpSend(std::vector<UniqueFd> fds, size_t slotBytes, int nslots, std::string peer)
-    : ring_(slotBytes, nslots), headers_(static_cast<size_t>(nslots)), peer_(std::move(peer)) {
+    : ring_(slotBytes, nslots), headers_(static_cast<size_t>(nslots)), sources_(static_cast<size_t>(nslots)),
+      peer_(std::move(peer)) {
   streams_.resize(fds.size());
   for (size_t i = 0; i < fds.size(); ++i) streams_[i].fd = std::move(fds[i]);
 }
@@ -62,9 +63,21 @@ void* TcpSend::acquire() {
   return ring_.slot(posted_);
 }
 
-void TcpSend::post(size_t bytes, uint32_t mark) {
+void TcpSend::post(size_t bytes, uint32_t mark, const void* from) {
   headers_[posted_ % ring_.nslots] = FrameHeader{uint32_t(bytes), mark, posted_};
+  sources_[posted_ % ring_.nslots] = from != nullptr ? static_cast<const uint8_t*>(from) : ring_.slot(posted_);
   ++posted_;
+}
+
+void TcpSend::detach(uint64_t k) {
+  if (k >= posted_) return;
+  bool left = true;
+  for (const Stream& s : streams_) left = left && s.done > k;
+  const uint8_t*& from = sources_[k % ring_.nslots];
+  if (left || from == ring_.slot(k)) return;
+  // Whole: the stripes' offsets stay those of the slot, what was written too.
+  memcpy(ring_.slot(k), from, headers_[k % ring_.nslots].bytes);
+  from = ring_.slot(k);
 }
 
 bool TcpSend::carries(int index, uint64_t seq) const {
@@ -132,7 +145,7 @@ Result TcpSend::writeSome(int index, bool* socketFull) {
       iov[n++] = {reinterpret_cast<uint8_t*>(h) + hskip, sizeof(FrameHeader) - hskip};
     size_t pskip = skip - hskip;
     if (stripe.bytes > pskip)
-      iov[n++] = {ring_.slot(k) + stripe.offset + pskip, stripe.bytes - pskip};
+      iov[n++] = {const_cast<uint8_t*>(sources_[k % ring_.nslots]) + stripe.offset + pskip, stripe.bytes - pskip};
     want += sizeof(FrameHeader) + stripe.bytes - skip;
     skip = 0;
   }
@@ -158,7 +171,7 @@ Result TcpSend::writeSome(int index, bool* socketFull) {
 // ---- receiver -------------------------------------------------------------------
 
 TcpRecv::TcpRecv(std::vector<UniqueFd> fds, size_t slotBytes, int nslots, std::string peer)
-    : ring_(slotBytes, nslots), arrived_(nslots), peer_(std::move(peer)) {
+    : ring_(slotBytes, nslots), arrived_(nslots), payloads_(nslots), peer_(std::move(peer)) {
   streams_.resize(fds.size());
   for (size_t i = 0; i < fds.size(); ++i) streams_[i].fd = std::move(fds[i]);
 }
@@ -176,7 +189,12 @@ const void* TcpRecv::arrived(uint64_t k, size_t* bytes, uint32_t* mark) {
   const FrameHeader& h = arrived_[k % ring_.nslots];
   *bytes = h.bytes;
   if (mark) *mark = h.mark;
-  return ring_.slot(k);
+  return payloads_[k % ring_.nslots];
+}
+
+bool TcpRecv::receiveInto(uint64_t k, void* dst, size_t bytes) {
+  destinations_.push_back({k, static_cast<uint8_t*>(dst), bytes});
+  return true;
 }
 
 Result TcpRecv::progress() {
@@ -238,6 +256,15 @@ Result TcpRecv::startSlot() {
   sized_ = true;
   slotSize_ = h.bytes;
   slotMark_ = h.mark;
+  // Where its bytes go: a destination asked for this slot with its size, or
+  // the slot. Decided before any of them is read.
+  while (!destinations_.empty() && destinations_.front().slot < received_) destinations_.pop_front();
+  uint8_t*& payload = payloads_[received_ % ring_.nslots];
+  payload = ring_.slot(received_);
+  if (!destinations_.empty() && destinations_.front().slot == received_) {
+    if (destinations_.front().bytes == h.bytes) payload = destinations_.front().at;
+    destinations_.pop_front();
+  }
   stripes_ = tcp::stripeCount(h.bytes, static_cast<int>(streams_.size()));
   for (Stream& s : streams_) s.headerGot = s.payloadGot = 0;
   return Result::success();
@@ -272,7 +299,7 @@ Result TcpRecv::readStream(int index, uint64_t* drained, bool* moved) {
     if (index != 0 && s.headerGot < sizeof(FrameHeader))
       iov[n++] = {header + s.headerGot, sizeof(FrameHeader) - s.headerGot};
     if (s.payloadGot < stripe.bytes)
-      iov[n++] = {ring_.slot(received_) + stripe.offset + s.payloadGot, stripe.bytes - s.payloadGot};
+      iov[n++] = {payloads_[received_ % ring_.nslots] + stripe.offset + s.payloadGot, stripe.bytes - s.payloadGot};
     // Socket 0 always carries the next slot: its header may come in the same call.
     if (index == 0) iov[n++] = {header, sizeof(FrameHeader)};
   }

@@ -10,6 +10,7 @@
 #include <sys/uio.h>
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,11 +45,12 @@ class TcpSend final : public transports::SendConnection {
   // `fds` are the connection's sockets in stripe order (1..tcp::kMaxSockets).
   TcpSend(std::vector<UniqueFd> fds, size_t slotBytes, int nslots, std::string peer);
   void* acquire() override;
-  void post(size_t bytes, uint32_t mark = 0) override;
+  void post(size_t bytes, uint32_t mark = 0, const void* from = nullptr) override;
   Result progress() override;
   bool flushed() const override { return sent_ == posted_; }
   bool useSlots(const transports::SlotMemory& slots) override { return posted_ == 0 && ring_.adopt(slots); }
   uint64_t sentSlots() const override { return sent_; }
+  void detach(uint64_t k) override;
   bool allocated() const { return ring_.allocated(); }
 
  private:
@@ -65,6 +67,7 @@ class TcpSend final : public transports::SendConnection {
   std::vector<Stream> streams_;
   SlotRing ring_;
   std::vector<FrameHeader> headers_;
+  std::vector<const uint8_t*> sources_;  // by slot: where its bytes are (its slot, or post's `from`)
   uint64_t posted_ = 0;     // slots handed to post()
   uint64_t sent_ = 0;       // slots entirely written to every socket
   std::string peer_;
@@ -81,6 +84,8 @@ class TcpRecv final : public transports::RecvConnection {
     return received_ == 0 && !sized_ && ring_.adopt(slots);
   }
   const void* arrived(uint64_t k, size_t* bytes, uint32_t* mark = nullptr) override;
+  bool receiveInto(uint64_t k, void* dst, size_t bytes) override;
+  void forgetDestinations() override { destinations_.clear(); }
   bool allocated() const { return ring_.allocated(); }
 
  private:
@@ -89,6 +94,11 @@ class TcpRecv final : public transports::RecvConnection {
     FrameHeader header{};   // socket 0: of slot `received_` (or the next) while it arrives
     size_t headerGot = 0;   // bytes of header read so far
     size_t payloadGot = 0;  // bytes of this socket's stripe of slot `received_` read so far
+  };
+  struct Destination {
+    uint64_t slot;
+    uint8_t* at;
+    size_t bytes;
   };
   Result step(uint64_t* drained, bool* moved);
   Result startSlot();
@@ -100,6 +110,8 @@ class TcpRecv final : public transports::RecvConnection {
   std::vector<Stream> streams_;
   SlotRing ring_;
   std::vector<FrameHeader> arrived_;  // by slot: its size and mark
+  std::vector<uint8_t*> payloads_;    // by slot: where its bytes went (its slot, or a destination)
+  std::deque<Destination> destinations_;  // receiveInto's, by increasing slot
   uint64_t received_ = 0;    // complete slots
   uint64_t released_ = 0;
   bool sized_ = false;       // socket 0's header of slot `received_` is in and checked
