@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <nccl.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <numeric>
 #include <string>
@@ -115,6 +116,101 @@ TEST(MpLaneExecutor, GroupMixingSchedulesProtocolsAndTypes) {
           for (size_t i = 0; i < kSmall; ++i) MP_CHECK(smallMax[i] == 2, "round %d: max[%zu] = %d", round, i, smallMax[i]);
           for (size_t i = 0; i < kP2p; ++i)
             MP_CHECK(in[i] == double((rank + nranks - 1) % nranks), "round %d: received[%zu] = %g", round, i, in[i]);
+        }
+        MP_NCCL_CHECK(ncclCommDestroy(comm));
+      },
+      o);
+}
+
+// "zero copy: rank R: A of B messages ... by reference, C of D received in
+// place" lines of rank `rank`, in log order, as {A, B, C, D}.
+std::vector<std::vector<size_t>> zeroCopyCounts(const std::vector<std::string>& lines, int rank) {
+  std::vector<std::vector<size_t>> out;
+  const std::string key = "zero copy: rank " + std::to_string(rank) + ":";
+  for (const std::string& l : lines) {
+    const size_t at = l.find(key);
+    if (at == std::string::npos) continue;
+    size_t a = 0, b = 0, c = 0, d = 0;
+    if (sscanf(l.c_str() + at + key.size(), " %zu of %zu messages to other hosts sent by reference, %zu of %zu",
+               &a, &b, &c, &d) == 4)
+      out.push_back({a, b, c, d});
+  }
+  return out;
+}
+
+// Between hosts, a ring allreduce sends its messages from the user's buffers
+// and receives them into them: no lane copies one, out of place or in place
+// (where the chunk a rank sent comes back reduced into the same bytes: the
+// bridge holds that message until the chunk has left). The choice is made
+// when the buffers change, not per call; every result is checked.
+TEST(MpLaneExecutor, MessagesToOtherHostsSkipTheLanesCopiesWhereNothingElseTouchesThem) {
+  const std::string dir = mptest::makeLogDir("braid_zero_copy_");
+  ASSERT_FALSE(dir.empty());
+  mptest::RankOptions o = mptest::transportOptions("2hosts", 60);
+  o.env.push_back({"NCCL_DEBUG", "INFO"});
+  o.env.push_back({"NCCL_DEBUG_SUBSYS", "NET"});
+  o.env.push_back({"NCCL_DEBUG_FILE", dir + "/rank.%p.log"});
+  o.env.push_back({"NCCL_ALGO", "ring"});
+  mptest::runRanks(
+      2,
+      [](int rank, int n, const ncclUniqueId& id) {
+        mptest::hostIdForTransport("2hosts", rank);
+        ncclComm_t comm = nullptr;
+        MP_NCCL_CHECK(ncclCommInitRank(&comm, n, id, rank));
+        constexpr size_t kCount = size_t{1} << 20;
+        std::vector<float> send(kCount), recv(kCount, -1.0f);
+        for (int round = 0; round < 6; ++round) {
+          const bool inPlace = round >= 2;
+          for (size_t i = 0; i < kCount; ++i) send[i] = float(i % 1000) + float(rank);
+          float* out = inPlace ? send.data() : recv.data();
+          MP_NCCL_CHECK(ncclAllReduce(send.data(), out, kCount, ncclFloat32, ncclSum, comm, nullptr));
+          for (size_t i = 0; i < kCount; ++i)
+            MP_CHECK(out[i] == 2.0f * float(i % 1000) + 1.0f, "round %d: element %zu is %g", round, i, out[i]);
+          if (!inPlace)
+            for (size_t i = 0; i < kCount; ++i)
+              MP_CHECK(send[i] == float(i % 1000) + float(rank), "round %d: input element %zu changed", round, i);
+        }
+        MP_NCCL_CHECK(ncclCommDestroy(comm));
+      },
+      o);
+  const std::vector<std::string> lines = mptest::readLogLines(dir);
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto counts = zeroCopyCounts(lines, rank);
+    ASSERT_EQ(counts.size(), 2u) << "rank " << rank << ": one choice out of place, one in place, each kept";
+    const std::vector<size_t>& out = counts[0];
+    EXPECT_GT(out[1], 0u);
+    EXPECT_EQ(out[0], out[1]) << "rank " << rank << ": out of place, some message was copied to be sent";
+    EXPECT_GT(out[3], 0u);
+    EXPECT_EQ(out[2], out[3]) << "rank " << rank << ": out of place, some message was copied once received";
+    EXPECT_EQ(counts[1], out) << "rank " << rank << ": in place, not as out of place";
+  }
+}
+
+// Recursive doubling between two hosts sends each round's sum by reference
+// and overwrites it with the next round's: the bridge holds the message that
+// overwrites it until it left. A peer that runs ahead may have that message
+// delivered during the previous call already, when nothing held it: then the
+// sum goes by value. Many calls back to back, each result checked, in place
+// and out of place, odd ranks.
+TEST(MpLaneExecutor, SumsSentByReferenceAreNeverOverwrittenBeforeTheyLeave) {
+  mptest::RankOptions o = mptest::transportOptions("2hosts", 120);
+  o.env.push_back({"NCCL_ALGO", "allreduce:recursivedoubling"});
+  mptest::runRanks(
+      5,
+      [](int rank, int n, const ncclUniqueId& id) {
+        mptest::hostIdForTransport("2hosts", rank);
+        ncclComm_t comm = nullptr;
+        MP_NCCL_CHECK(ncclCommInitRank(&comm, n, id, rank));
+        constexpr size_t kCount = 4099;  // one message of 16 KiB and a bit per round
+        std::vector<float> send(kCount), recv(kCount);
+        for (int call = 0; call < 300; ++call) {
+          const bool inPlace = call % 3 == 2;
+          for (size_t i = 0; i < kCount; ++i) send[i] = float((i + size_t(call)) % 1000) * float(rank + 1);
+          float* out = inPlace ? send.data() : recv.data();
+          MP_NCCL_CHECK(ncclAllReduce(send.data(), out, kCount, ncclFloat32, ncclSum, comm, nullptr));
+          for (size_t i = 0; i < kCount; ++i)
+            MP_CHECK(out[i] == float((i + size_t(call)) % 1000) * 15.0f, "call %d (%s): element %zu is %g", call,
+                     inPlace ? "in place" : "out of place", i, out[i]);
         }
         MP_NCCL_CHECK(ncclCommDestroy(comm));
       },

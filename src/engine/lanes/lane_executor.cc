@@ -132,9 +132,32 @@ lanes::Stop runTurns(lanes::LaneGroup& group) {
   return {};
 }
 
+// However the run ends (an exception too), the bridges keep no user pointer
+// of a failed one.
+class ZeroCopyRun {
+ public:
+  explicit ZeroCopyRun(lanes::LaneGroup& group) : group_(group) { group_.zeroCopy.prepare(group_); }
+  ~ZeroCopyRun() {
+    if (!ended_) group_.zeroCopy.finish(group_, fail(ncclInternalError, "the group's run ended by an exception"));
+  }
+  ZeroCopyRun(const ZeroCopyRun&) = delete;
+  ZeroCopyRun& operator=(const ZeroCopyRun&) = delete;
+  void ended(const Result& why) {
+    ended_ = true;
+    group_.zeroCopy.finish(group_, why);
+  }
+
+ private:
+  lanes::LaneGroup& group_;
+  bool ended_ = false;
+};
+
 Result runPrepared(lanes::LaneGroup& group) {
   rewind(group);
-  return lanes::reportStop(runTurns(group));
+  ZeroCopyRun zeroCopy(group);
+  lanes::Stop stop = runTurns(group);
+  zeroCopy.ended(stop.why);
+  return lanes::reportStop(stop);
 }
 
 bool oneCommunicator(const std::vector<engine::Task>& tasks) {

@@ -10,6 +10,7 @@
 #include "base/result.h"
 #include "engine/lanes/lane_program.h"
 #include "engine/lanes/peer_access.h"
+#include "engine/lanes/zero_copy.h"
 #include "engine/task.h"
 #include "kernels/executor/plan_interpreter.h"
 
@@ -57,6 +58,9 @@ struct LaneGroup {
   // cache key (the calls' reductions and numbers), so a kept group is rerun
   // only for calls that decide alike.
   PeerAccessGroups peerAccess;
+  // Which of its bridged messages skip the lanes' copies, for the buffers
+  // it last ran on.
+  ZeroCopy zeroCopy;
 };
 
 // The group's peer access (the host runner runs every lane of it).
