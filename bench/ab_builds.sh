@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
 # Same-run A/B of two builds of braid: all_reduce_perf of build A and build B
-# alternating, R rounds, each size's best out-of-place time kept per build;
+# alternating, R rounds, each size's best out-of-place (or in-place) time kept per build;
 # prints time A, time B and B/A per size (below 1: B is faster).
 # Usage: bench/ab_builds.sh BUILD_A BUILD_B [--ranks N] [--mode shm|tcp|netns]
 #                           [--rounds R] [--min S] [--max S]
 #                           [--env-a VAR=VALUE]... [--env-b VAR=VALUE]...
-#                           [--rate RATE] [--datatype T]
+#                           [--rate RATE] [--datatype T] [--in-place]
 # --env-a/--env-b set a variable for one side's runs only: with the same build
 # twice, an A/B of a setting (e.g. --env-b BRAID_WIRE_TYPE=bf16).
 # --rate (netns only) limits each direction of the veth pair to RATE with a
 # token bucket (tc tbf, e.g. 10gbit): a link slower than this guest's memory,
 # as a NIC between two hosts is. --datatype: all_reduce_perf's -d (default float).
+# --in-place: the in-place times instead of the out-of-place ones.
 # netns: ranks alternate between two network namespaces joined by a veth pair
 # (two "hosts", TCP between them; needs root and iproute2).
 set -euo pipefail
 A=$1 B=$2; shift 2
 RANKS=2 MODE=shm ROUNDS=2 MIN=8 MAX=64M
-ENV_A=() ENV_B=() RATE= DTYPE=float
+ENV_A=() ENV_B=() RATE= DTYPE=float COLUMN=6 PLACE=out-of-place
 while (($#)); do
   case "$1" in
     --ranks) RANKS=$2; shift 2 ;;
@@ -28,6 +29,7 @@ while (($#)); do
     --env-b) ENV_B+=("$2"); shift 2 ;;
     --rate) RATE=$2; shift 2 ;;
     --datatype) DTYPE=$2; shift 2 ;;
+    --in-place) COLUMN=10 PLACE=in-place; shift ;;
     *) echo "ab_builds.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -64,7 +66,7 @@ for r in $(seq "$ROUNDS"); do
     echo "ab_builds: $MODE, $RANKS ranks: round $r/$ROUNDS, build $(echo $side | tr ab AB): $(($(date +%s) - start)) s" >&2
   done
 done
-best() { cat "$out"/$1* | awk '/^ +[0-9]/ { if (!($1 in t) || $6 < t[$1]) t[$1] = $6 } END { for (s in t) print s, t[s] }' | sort -n; }
-join <(best a) <(best b) | awk -v mode="$MODE" -v n="$RANKS" '
-  BEGIN { printf "%s, %d ranks: best out-of-place time (us)\n%12s %12s %12s %8s\n", mode, n, "bytes", "A", "B", "B/A" }
+best() { cat "$out"/$1* | awk -v c="$COLUMN" '/^ +[0-9]/ { if (!($1 in t) || $c < t[$1]) t[$1] = $c } END { for (s in t) print s, t[s] }' | sort -n; }
+join <(best a) <(best b) | awk -v mode="$MODE" -v n="$RANKS" -v place="$PLACE" '
+  BEGIN { printf "%s, %d ranks: best %s time (us)\n%12s %12s %12s %8s\n", mode, n, place, "bytes", "A", "B", "B/A" }
   { printf "%12d %12.2f %12.2f %8.3f\n", $1, $2, $3, $3 / $2 }'
