@@ -292,12 +292,15 @@ void ZeroCopy::prepare(LaneGroup& group) {
   if (placements_.empty() && !placing_) return;
   // This run's messages on a port follow the ones it took before; an empty
   // list clears what an earlier decision placed.
-  std::map<NetBridge*, std::vector<NetBridge::Placement>> byBridge;
-  for (const Placement& p : placements_)
-    byBridge[p.bridge].push_back({p.port->fifo.head, p.port->seq + p.nth, p.at, p.bytes,
-                                  p.afterPort ? p.afterPort->fifo.head : nullptr,
-                                  p.afterPort ? p.afterPort->seq + p.afterNth : 0});
-  for (NetBridge* b : bridges_) b->receiveInPlace(byBridge[b]);
+  for (NetBridge* b : bridges_) {
+    run_.clear();
+    for (const Placement& p : placements_)
+      if (p.bridge == b)
+        run_.push_back({p.port->fifo.head, p.port->seq + p.nth, p.at, p.bytes,
+                        p.afterPort ? p.afterPort->fifo.head : nullptr,
+                        p.afterPort ? p.afterPort->seq + p.afterNth : 0});
+    b->receiveInPlace(run_);
+  }
   placing_ = !placements_.empty();
   holdOrCopy();
 }

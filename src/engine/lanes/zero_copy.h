@@ -23,12 +23,12 @@
 #include <vector>
 
 #include "base/result.h"
+#include "engine/lanes/net_bridge.h"
 #include "kernels/executor/plan_interpreter.h"
 
 namespace braid::lanes {
 
 struct LaneGroup;
-class NetBridge;
 
 // Smaller messages are copied: a copy of them costs less than the bookkeeping.
 constexpr uint64_t kZeroCopyMinBytes = 16 << 10;
@@ -91,6 +91,7 @@ class ZeroCopy {
   std::vector<Placement> placements_;
   bool placing_ = false;  // the bridges hold placements of this choice
   std::vector<NetBridge*> bridges_;
+  std::vector<NetBridge::Placement> run_;  // one bridge's for this run (kept: no allocation per call)
 };
 
 }  // namespace braid::lanes
