@@ -207,25 +207,17 @@ struct Where {
   uint64_t sendNth, recvNth;
 };
 
-}  // namespace
+// The bridge that moves this port's FIFO, or null (a FIFO in shared memory).
+NetBridge* bridgeOf(const LaneRun& run, const executor::Port* port) {
+  NetBridge* b = run.owner->ports->bridge();
+  return b != nullptr && port->fifo.protocol == executor::Protocol::Bulk && b->bridges(port->fifo.head) ? b : nullptr;
+}
 
-void ZeroCopy::decide(LaneGroup& group) {
-  decided_ = true;
-  active_ = false;
-  placements_.clear();
-  buffers_ = buffersOf(group);
-  // A PeerReduce step reaches other ranks' buffers: not described here.
-  if (addressesPeers(group)) return;
+// Every step of the group as the choice sees it, and where it is.
+void describeGroup(const LaneGroup& group, std::vector<ZeroCopyStep>* steps, std::vector<Where>* where) {
   std::map<const executor::Port*, int> receivingLanes;
   for (const LaneRun& run : group.runs)
     for (uint32_t p = 0; p < run.exec->nrecvPorts; ++p) ++receivingLanes[run.exec->recvPorts[p]];
-  auto bridgeOf = [](const LaneRun& run, const executor::Port* port) -> NetBridge* {
-    NetBridge* b = run.owner->ports->bridge();
-    return b != nullptr && port->fifo.protocol == executor::Protocol::Bulk && b->bridges(port->fifo.head) ? b
-                                                                                                         : nullptr;
-  };
-  std::vector<ZeroCopyStep> steps;
-  std::vector<Where> where;
   for (const LaneRun& run : group.runs) {
     std::map<int32_t, uint64_t> sent, taken;  // messages so far per port of the lane
     for (uint32_t i = 0; i < run.exec->nsteps; ++i) {
@@ -242,10 +234,24 @@ void ZeroCopy::decide(LaneGroup& group) {
         z.recvBridged = receivingLanes[port] == 1 && bridgeOf(run, port) != nullptr;
         w.recvNth = ++taken[e.recvPort];
       }
-      steps.push_back(z);
-      where.push_back(w);
+      steps->push_back(z);
+      where->push_back(w);
     }
   }
+}
+
+}  // namespace
+
+void ZeroCopy::decide(LaneGroup& group) {
+  decided_ = true;
+  active_ = false;
+  placements_.clear();
+  buffers_ = buffersOf(group);
+  // A PeerReduce step reaches other ranks' buffers: not described here.
+  if (addressesPeers(group)) return;
+  std::vector<ZeroCopyStep> steps;
+  std::vector<Where> where;
+  describeGroup(group, &steps, &where);
   const std::vector<ZeroCopyDecision> decisions = decideZeroCopy(steps);
   std::map<const CommRun*, Counts> counts;
   for (size_t k = 0; k < steps.size(); ++k) {
@@ -307,7 +313,8 @@ void ZeroCopy::prepare(LaneGroup& group) {
 
 // A message the bridge must hold back may be in its FIFO already (its peer
 // ran ahead, and the previous run's pumping delivered it): then nothing holds
-// it, and the reference it would overwrite is copied into its slot this run.
+// it, and the step that would send the bytes it overwrites by reference
+// copies them into its slot this run.
 void ZeroCopy::holdOrCopy() {
   for (const Placement& p : placements_)
     if (p.reference != nullptr) p.reference->flags |= executor::kStepSendsByReference;
