@@ -37,8 +37,9 @@ BRAID_HD ExecStatus bulkWaitRecv(Port& port, uint64_t bytes, uint32_t fingerprin
     if (st == ExecStatus::Ok && g.tid() == 0) port.seen = head;
   }
   // The word was stored before head's release, so the acquire above covers it.
+  uint64_t got = 0;
   if (st == ExecStatus::Ok) {
-    const uint64_t got = f.sizes[m % f.nslots];
+    got = f.sizes[m % f.nslots];
     if (word) *word = got;
     if (messageFingerprint(got) != fingerprint) {
       st = ExecStatus::FingerprintMismatch;
@@ -47,7 +48,7 @@ BRAID_HD ExecStatus bulkWaitRecv(Port& port, uint64_t bytes, uint32_t fingerprin
     }
   }
   *data = f.slot(m);
-  if (kByReference && st == ExecStatus::Ok && messageByReference(f.sizes[m % f.nslots]))
+  if (kByReference && st == ExecStatus::Ok && messageByReference(got))
     memcpy(data, f.slot(m), sizeof(*data));
   return ExecStatus(g.agree(int32_t(st)));
 }

@@ -46,59 +46,43 @@ bool NetBridge::flushed() const {
 
 bool NetBridge::bridges(const uint64_t* head) const {
   std::lock_guard<std::mutex> lock(mu_);
-  for (const SendHalf& h : sends_)
-    if (h.fifo.head == head) return true;
-  for (const RecvHalf& h : recvs_)
-    if (h.fifo.head == head) return true;
-  return false;
+  return halfOf(sends_, head) != nullptr || halfOf(recvs_, head) != nullptr;
 }
 
 uint64_t NetBridge::delivered(const uint64_t* head) const {
   std::lock_guard<std::mutex> lock(mu_);
-  for (const RecvHalf& h : recvs_)
-    if (h.fifo.head == head) return h.delivered;
-  return 0;
+  const RecvHalf* h = halfOf(recvs_, head);
+  return h != nullptr ? h->delivered : 0;
 }
 
-void NetBridge::receiveInPlace(const std::vector<Placement>& placements) {
-  std::lock_guard<std::mutex> lock(mu_);
+void NetBridge::forgetPlacements() {
   for (RecvHalf& h : recvs_) {
     h.placements.clear();
     h.given = 0;
     h.conn->forgetDestinations();
   }
+}
+
+void NetBridge::receiveInPlace(const std::vector<Placement>& placements) {
+  std::lock_guard<std::mutex> lock(mu_);
+  forgetPlacements();
   RecvHalf* h = nullptr;
   for (const Placement& p : placements) {
-    if (h == nullptr || h->fifo.head != p.head) {
-      h = nullptr;
-      for (RecvHalf& r : recvs_)
-        if (r.fifo.head == p.head) h = &r;
-      if (h == nullptr) continue;
-    }
-    h->placements.push_back(p);
+    if (h == nullptr || h->fifo.head != p.head) h = halfOf(recvs_, p.head);
+    if (h != nullptr) h->placements.push_back(p);
   }
 }
 
 void NetBridge::abandon(const Result& why) {
   std::lock_guard<std::mutex> lock(mu_);
   if (error_.ok()) error_ = why.ok() ? fail(ncclInternalError, "network bridge abandoned") : why;
-  for (RecvHalf& h : recvs_) {
-    h.placements.clear();
-    h.given = 0;
-    h.conn->forgetDestinations();
-  }
-}
-
-NetBridge::SendHalf* NetBridge::sendHalfOf(const uint64_t* head) {
-  for (SendHalf& h : sends_)
-    if (h.fifo.head == head) return &h;
-  return nullptr;
+  forgetPlacements();
 }
 
 // Whether message `message` of the sending FIFO whose head is `head` has
 // left this process.
 bool NetBridge::left(const uint64_t* head, uint64_t message) {
-  const SendHalf* h = sendHalfOf(head);
+  const SendHalf* h = halfOf(sends_, head);
   if (h == nullptr) return true;
   return h->forwarded >= message && (!h->inPlace || h->conn->sentSlots() >= message);
 }
@@ -108,7 +92,7 @@ bool NetBridge::left(const uint64_t* head, uint64_t message) {
 // has not posted it yet (it does before it takes the overwriting one); else
 // what has not left yet is copied back into its slot.
 bool NetBridge::release(const uint64_t* head, uint64_t message) {
-  SendHalf* h = sendHalfOf(head);
+  SendHalf* h = halfOf(sends_, head);
   if (h == nullptr) return true;
   if (int64_t(executor::loadAcquire(h->fifo.head) - message) < 0) return false;
   if (h->forwarded < message) {

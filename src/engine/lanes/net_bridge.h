@@ -107,7 +107,18 @@ class NetBridge {
   bool deliver(RecvHalf& h, const void* data, size_t bytes, uint32_t mark, const Placement* p);
   const Placement* placementOf(RecvHalf& h, uint64_t message);
   void givePlacements(RecvHalf& h);
-  SendHalf* sendHalfOf(const uint64_t* head);
+  // The half of `halves` whose FIFO's head is `head`, or null.
+  template <class Half>
+  static Half* halfOf(std::vector<Half>& halves, const uint64_t* head) {
+    for (Half& h : halves)
+      if (h.fifo.head == head) return &h;
+    return nullptr;
+  }
+  template <class Half>
+  static const Half* halfOf(const std::vector<Half>& halves, const uint64_t* head) {
+    return halfOf(const_cast<std::vector<Half>&>(halves), head);
+  }
+  void forgetPlacements();
   bool left(const uint64_t* head, uint64_t message);
   bool release(const uint64_t* head, uint64_t message);
 
