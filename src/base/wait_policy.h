@@ -39,10 +39,14 @@ class Backoff {
     sleeping_ = false;
   }
   void pause() {
-    if (idle_++ == 0) idleSince_ = Clock::now();
-    if (idle_ < spin_) {
-      // The clock is read once per 16 polls: it costs more than a poll.
-      if ((idle_ & 15) != 0 || Clock::now() - idleSince_ < spinFor_) return;
+    if (++idle_ < spin_) {
+      // The clock is read once per 16 polls, from the 16th on: it costs more
+      // than a poll (38 ns on this project's guest), and a small call's
+      // message mostly arrives within a few polls, which then read no clock.
+      if ((idle_ & 15) != 0) return;
+      const Clock::time_point now = Clock::now();
+      if (idle_ == 16) idleSince_ = now;
+      if (now - idleSince_ < spinFor_) return;
       idle_ = spin_;
     }
     if (idle_ == spin_) yieldingSince_ = Clock::now();

@@ -16,8 +16,13 @@ struct CommRegistry {
   std::atomic<uint64_t> generation{0};
 };
 
-thread_local const ncclComm* tlsLastLive = nullptr;
-thread_local uint64_t tlsLastGeneration = 0;
+// The handle this thread last found live, and the generation then: one
+// thread-local lookup per check.
+struct LastLive {
+  const ncclComm* comm = nullptr;
+  uint64_t generation = 0;
+};
+thread_local LastLive tlsLastLive;
 
 CommRegistry& registry() {
   static CommRegistry r;  // demanded by the API: handles must be checkable
@@ -39,11 +44,11 @@ void unregisterComm(ncclComm* comm) {
 
 bool isLiveComm(const ncclComm* comm) {
   const uint64_t generation = registry().generation.load(std::memory_order_acquire);
-  if (comm == tlsLastLive && generation == tlsLastGeneration) return true;
+  LastLive& last = tlsLastLive;
+  if (comm == last.comm && generation == last.generation) return true;
   std::lock_guard<std::mutex> lock(registry().mutex);
   if (registry().live.count(comm) == 0) return false;
-  tlsLastLive = comm;
-  tlsLastGeneration = generation;
+  last = {comm, generation};
   return true;
 }
 

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <map>
 #include <thread>
+#include <utility>
 
 #include "base/log.h"
 #include "core/call_check.h"
@@ -28,6 +29,9 @@ struct GroupState {
   // every rank, as the group's calls are).
   std::vector<engine::Task> reproducible;
   Result error;  // first error of a call inside the group: the group will not run
+  // The buffer of the last group's task list, empty: the next group's list
+  // takes it, so that a lone call (the commonest group) allocates nothing.
+  std::vector<engine::Task> spare;
 };
 
 thread_local GroupState tlsGroup;
@@ -52,9 +56,11 @@ class ActiveCalls {
   // Counted once per task (a communicator with two tasks counts twice): the
   // count only has to be non-zero while the group runs, and no list is built
   // on the path of every call.
+  // The count's increments and aborted()'s loads are seq_cst, as ncclCommAbort's
+  // store of the flag and load of the count are: either this sees the flag or
+  // that sees the count (no fence needed; on x86 the increment is one).
   explicit ActiveCalls(const std::vector<engine::Task>& tasks) : tasks_(tasks) {
     for (const engine::Task& t : tasks_) t.comm->activeCalls.fetch_add(1);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
   }
   ~ActiveCalls() {
     for (const engine::Task& t : tasks_) t.comm->activeCalls.fetch_sub(1);
@@ -63,7 +69,7 @@ class ActiveCalls {
   ActiveCalls& operator=(const ActiveCalls&) = delete;
   bool aborted() const {
     return std::any_of(tasks_.begin(), tasks_.end(),
-                       [](const engine::Task& t) { return t.comm->abortFlag.load(std::memory_order_relaxed) != 0; });
+                       [](const engine::Task& t) { return t.comm->abortFlag.load() != 0; });
   }
 
  private:
@@ -102,14 +108,37 @@ Result runChecked(const std::vector<engine::Task>& tasks) {
   });
 }
 
+// The task list of the group being run, in the thread's spare buffer, which
+// goes back to the thread's state afterwards (unless a group run meanwhile,
+// from a callback, gave its own back first).
+class RunningTasks {
+ public:
+  explicit RunningTasks(GroupState& g) : g_(g), tasks_(std::move(g.spare)) { tasks_.clear(); }
+  ~RunningTasks() {
+    if (g_.spare.capacity() != 0) return;
+    tasks_.clear();
+    g_.spare = std::move(tasks_);
+  }
+  RunningTasks(const RunningTasks&) = delete;
+  RunningTasks& operator=(const RunningTasks&) = delete;
+  std::vector<engine::Task>& list() { return tasks_; }
+
+ private:
+  GroupState& g_;
+  std::vector<engine::Task> tasks_;
+};
+
 // Ends the group: its state is reset whatever happens, its first recorded
 // error is returned, and its communicator creations run; its tasks are left
-// to the caller.
+// to the caller (in *tasks, whose empty buffer the group's next list takes).
 Result closeGroup(GroupState& g, std::vector<engine::Task>* tasks) {
-  *tasks = std::move(g.tasks);
-  std::vector<std::function<Result()>> inits = std::move(g.inits);
-  Result error = std::move(g.error);
-  g = GroupState();
+  tasks->clear();
+  tasks->swap(g.tasks);
+  std::vector<std::function<Result()>> inits;
+  inits.swap(g.inits);
+  Result error = std::exchange(g.error, Result());
+  g.depth = 0;
+  g.reproducible.clear();
   if (!error.ok()) return error;
   if (!inits.empty()) BRAID_TRY(runInits(inits));
   return Result::success();
@@ -124,7 +153,8 @@ Result leaveGroupLevel(const char* fn, bool* outermost) {
 }
 
 Result runGroupCalls(GroupState& g) {
-  std::vector<engine::Task> tasks;
+  RunningTasks running(g);
+  std::vector<engine::Task>& tasks = running.list();
   BRAID_TRY(closeGroup(g, &tasks));
   if (tasks.empty()) return Result::success();
   bool device = false;
@@ -152,6 +182,7 @@ Result runGroupCalls(GroupState& g) {
 }
 
 Result runGroup(GroupState& g) {
+  if (g.reproducible.empty()) return runGroupCalls(g);
   const std::vector<engine::Task> deferred = std::exchange(g.reproducible, {});
   BRAID_TRY(runGroupCalls(g));
   for (const engine::Task& t : deferred) BRAID_TRY(reproducible::run(t));
@@ -191,15 +222,16 @@ void groupFail(const Result& r) {
 }
 
 Result enqueueTask(const engine::Task& task) {
+  GroupState& g = tlsGroup;  // one thread-local lookup, not one per use
   if (reproducible::applies(task)) {
-    if (tlsGroup.depth == 0) return reproducible::run(task);
-    tlsGroup.reproducible.push_back(task);
+    if (g.depth == 0) return reproducible::run(task);
+    g.reproducible.push_back(task);
     return Result::success();
   }
-  tlsGroup.tasks.push_back(task);
-  tlsGroup.tasks.back().wire = wireTypeFor(task);
-  if (tlsGroup.depth > 0) return Result::success();
-  return runGroup(tlsGroup);
+  g.tasks.push_back(task);
+  g.tasks.back().wire = wireTypeFor(task);
+  if (g.depth > 0) return Result::success();
+  return runGroup(g);
 }
 
 Result enqueueInit(std::function<Result()> init) {

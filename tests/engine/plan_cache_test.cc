@@ -94,6 +94,27 @@ TEST(PlanCache, FullCacheReplacesTheLeastRecentlyUsed) {
     EXPECT_EQ(cache.find({key(schedule::Collective::AllReduce, i + 1)}), groups[i]) << "entry " << i;
 }
 
+// The entry found last is tried first (a loop repeats one group), but only
+// answers the very same calls: groups that share their first call, and a
+// predicate that turns the last entry down, find their own.
+TEST(PlanCache, TheLastEntryFoundAnswersOnlyItsOwnCalls) {
+  lanes::PlanCache cache;
+  const lanes::PlanKey a = key(schedule::Collective::AllReduce, 64), b = key(schedule::Collective::Send, 64, ncclFloat32, 1),
+                       c = key(schedule::Collective::Recv, 64, ncclFloat32, 1);
+  LaneGroup* ab = cache.insert({a, b}, std::make_unique<LaneGroup>());
+  LaneGroup* ac = cache.insert({a, c}, std::make_unique<LaneGroup>());
+  LaneGroup* alone = cache.insert({a}, std::make_unique<LaneGroup>());
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_EQ(cache.find({a, b}), ab);
+    EXPECT_EQ(cache.find({a, c}), ac) << "the last entry (same first call) answered another group";
+    EXPECT_EQ(cache.find({a}), alone);
+    EXPECT_EQ(cache.find({a, b, c}), nullptr);
+  }
+  ASSERT_EQ(cache.find({a, b}), ab);
+  const std::vector<engine::Task> none;
+  EXPECT_EQ(cache.find(none, [](const LaneGroup&) { return true; }), nullptr) << "no calls, no group";
+}
+
 // ---- through lone calls on real communicators -------------------------------------
 
 class PlanCacheCalls : public ::testing::Test {

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 
+#include "base/diagnosis_signal.h"
 #include "engine/comm.h"
 
 namespace braid::lanes {
@@ -32,7 +33,7 @@ void watchLanes(LaneGroup* group, ncclComm* comm, PortTable* ports, std::vector<
 BeaconWatch::BeaconWatch(std::unique_ptr<LaneGroup> group, std::function<void()> abortLanes,
                          std::shared_ptr<const void> beacons, WatchedReplay replay)
     : beacons_(std::move(beacons)), group_(std::move(group)), abortLanes_(std::move(abortLanes)),
-      watchdog_(*group_), replay_(std::move(replay)) {}
+      watchdog_(*group_, diagnosisRequests()), replay_(std::move(replay)) {}
 
 // A later launch of the graph bumps its count before it zeroes the beacons,
 // and its lanes write them only after that: a look whose reads saw any of

@@ -4,8 +4,10 @@
 #include <time.h>
 
 #include <algorithm>
+#include <optional>
 #include <thread>
 
+#include "base/diagnosis_signal.h"
 #include "base/log.h"
 #include "bootstrap/bootstrap.h"
 #include "engine/call_probe.h"
@@ -52,8 +54,8 @@ class Bridges {
   }
   // The sockets of FIFOs a lane waits on are read in every round, the others
   // in one round of eight: a read is a system call, a FIFO poll a load.
+  bool any() const { return !list_.empty(); }
   bool pump(const std::vector<lanes::LaneRun>& runs) {
-    if (list_.empty()) return false;
     const bool readSockets = ++rounds_ % 8 == 0;
     awaited_.clear();
     if (!readSockets)
@@ -97,21 +99,27 @@ class Bridges {
 // Every lane in turn on this thread, and the bridges between them, until all
 // are done and sent; the watchdog looks in every 1024 idle rounds.
 lanes::Stop runTurns(lanes::LaneGroup& group) {
-  lanes::LaneWatchdog watchdog(group);
+  // Made at the first look (most small calls never wait that long), minding
+  // SIGUSR1 requests from the start of the run on.
+  std::optional<lanes::LaneWatchdog> watchdog;
+  const uint64_t diagnosisSeen = diagnosisRequests();
   Bridges bridges(group);
   Backoff backoff(group.comms.front()->comm->settings.wait);
   size_t remaining = group.runs.size();
   unsigned idleRounds = 0;
   while (remaining > 0 || !bridges.flushed()) {
-    bool progressed = bridges.pump(group.runs);
-    lanes::Stop failed = bridges.failure();
-    if (!failed.why.ok()) {
-      // The peer may have failed first, and said why.
-      ncclComm* from = nullptr;
-      std::string notice;
-      if (engine::awaitFailureNotice({failed.comm}, engine::kNoticeGrace, &from, &notice))
-        return {bootstrap::failureNoticeError(from->rank, notice), from};
-      return failed;
+    bool progressed = false;
+    if (bridges.any()) {
+      progressed = bridges.pump(group.runs);
+      lanes::Stop failed = bridges.failure();
+      if (!failed.why.ok()) {
+        // The peer may have failed first, and said why.
+        ncclComm* from = nullptr;
+        std::string notice;
+        if (engine::awaitFailureNotice({failed.comm}, engine::kNoticeGrace, &from, &notice))
+          return {bootstrap::failureNoticeError(from->rank, notice), from};
+        return failed;
+      }
     }
     for (lanes::LaneRun& run : group.runs) {
       if (run.done || !turn(run)) continue;
@@ -126,7 +134,8 @@ lanes::Stop runTurns(lanes::LaneGroup& group) {
     }
     backoff.pause();
     if (++idleRounds % 1024 != 0) continue;
-    lanes::Stop stop = watchdog.check();
+    if (!watchdog) watchdog.emplace(group, diagnosisSeen);
+    lanes::Stop stop = watchdog->check();
     if (!stop.why.ok()) return stop;
   }
   return {};

@@ -159,6 +159,10 @@ Result prepareLaneGroup(const std::vector<engine::Task>& tasks, LaneGroup* group
 
 void rebindLaneGroup(LaneGroup& group, const std::vector<engine::Task>& tasks) {
   // The key fixed each call's communicator: its calls are its run's, in order.
+  if (group.comms.size() == 1) {  // the commonest group: nothing to sort out
+    for (size_t i = 0; i < tasks.size(); ++i) rebindCall(*group.comms.front(), i, tasks[i]);
+    return;
+  }
   std::vector<size_t> next(group.comms.size(), 0);
   for (const engine::Task& t : tasks) {
     size_t c = 0;

@@ -231,7 +231,8 @@ void summarizeTimeout(const LaneGroup& group) {
     if (c->comm->bootstrap) summarizeComm(group, c->comm);
 }
 
-LaneWatchdog::LaneWatchdog(const LaneGroup& group) : group_(group), diagnosisSeen_(diagnosisRequests()) {}
+LaneWatchdog::LaneWatchdog(const LaneGroup& group, uint64_t diagnosisSeen)
+    : group_(group), diagnosisSeen_(diagnosisSeen) {}
 
 Stop LaneWatchdog::stop(ncclComm* comm, Result why, int lostPeer, bool notify) const {
   return {std::move(why), comm, lostPeer, notify};

@@ -50,7 +50,9 @@ std::string describeLane(const LaneRun& run, uint64_t step);
 
 class LaneWatchdog {
  public:
-  explicit LaneWatchdog(const LaneGroup& group);
+  // diagnosisSeen: diagnosisRequests() when the group began to run (a
+  // SIGUSR1 since then is answered at the first check).
+  LaneWatchdog(const LaneGroup& group, uint64_t diagnosisSeen);
   // Every lane may go on (why is success), or why the group must stop.
   Stop check();
 

@@ -103,21 +103,33 @@ class GroupCache {
     std::unique_ptr<Value> value;
     uint64_t lastUse = 0;
   };
+  // The first call's key is made once, not once per entry; the entry found
+  // last is tried first (a loop repeats one group).
   template <class KeyAt, class Also>
   Value* findWhere(size_t n, const KeyAt& keyAt, const Also& also) {
-    for (Entry& e : entries_) {
-      if (e.key.size() != n) continue;
-      size_t i = 0;
+    if (n == 0) return nullptr;
+    const PlanKey first = keyAt(0);
+    const auto matches = [&](const Entry& e) {
+      if (e.key.size() != n || !(e.key[0] == first)) return false;
+      size_t i = 1;
       while (i < n && e.key[i] == keyAt(i)) ++i;
-      if (i < n || !also(*e.value)) continue;
-      e.lastUse = ++clock_;
-      return e.value.get();
-    }
-    return nullptr;
+      return i == n && also(*e.value);
+    };
+    Entry* found = nullptr;
+    if (last_ < entries_.size() && matches(entries_[last_])) found = &entries_[last_];
+    for (size_t k = 0; found == nullptr && k < entries_.size(); ++k)
+      if (k != last_ && matches(entries_[k])) {
+        found = &entries_[k];
+        last_ = k;
+      }
+    if (found == nullptr) return nullptr;
+    found->lastUse = ++clock_;
+    return found->value.get();
   }
 
   std::vector<Entry> entries_;
   uint64_t clock_ = 0;
+  size_t last_ = 0;  // index of the entry found last
 };
 
 using PlanCache = GroupCache<lanes::LaneGroup>;
