@@ -236,6 +236,39 @@ TEST_F(PlanCacheCalls, AKeptGroupIsRerunOnlyForTheSamePeerAccess) {
   ASSERT_TRUE(groupAllReduce(comms_, 1000, 3, differ, &out));
 }
 
+// A loop's next call on the same buffers only changes its fingerprint in the
+// kept lanes; a change of its reduction alone (same buffers: another
+// PreMulSum scalar, another op) must still reach them.
+TEST_F(PlanCacheCalls, TheSameBuffersWithAnotherReductionReduceAnew) {
+  const size_t n = 256;
+  std::vector<std::vector<float>> in(2), out(2, std::vector<float>(n));
+  for (int r = 0; r < 2; ++r) in[size_t(r)].assign(n, float(r + 1));
+  // scalar 0: ncclSum; otherwise PreMulSum by it; ncclMax when max.
+  auto run = [&](float scalar, bool max, float want) {
+    std::vector<ncclResult_t> results(2, ncclInternalError);
+    comms_.onEveryRank([&](int r) {
+      ncclRedOp_t op = max ? ncclMax : ncclSum;
+      float s = scalar;
+      if (scalar != 0) ncclRedOpCreatePreMulSum(&op, &s, ncclFloat32, ncclScalarHostImmediate, comms_[r]);
+      results[size_t(r)] =
+          ncclAllReduce(in[size_t(r)].data(), out[size_t(r)].data(), n, ncclFloat32, op, comms_[r], nullptr);
+      if (scalar != 0) ncclRedOpDestroy(op, comms_[r]);
+    });
+    for (int r = 0; r < 2; ++r) {
+      if (results[size_t(r)] != ncclSuccess) return false;
+      for (float v : out[size_t(r)])
+        if (v != want) return false;
+    }
+    return true;
+  };
+  ASSERT_TRUE(run(0, false, 3.0f));
+  ASSERT_TRUE(run(0, false, 3.0f));
+  EXPECT_TRUE(run(2.0f, false, 6.0f)) << "a PreMulSum scalar on the same buffers was not rebound";
+  EXPECT_TRUE(run(3.0f, false, 9.0f)) << "another scalar on the same buffers was not rebound";
+  EXPECT_TRUE(run(0, true, 2.0f)) << "max on the same buffers was not rebound";
+  EXPECT_TRUE(run(0, false, 3.0f));
+}
+
 // A communicator is named by its address and its nonce: a communicator made
 // later at the address of a destroyed one (here: the nonce changed in place)
 // never finds the groups that named the old one.

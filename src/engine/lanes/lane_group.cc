@@ -1,5 +1,6 @@
 #include "engine/lanes/lane_group.h"
 
+#include <cstring>
 #include <map>
 
 #include "engine/comm.h"
@@ -101,6 +102,14 @@ void remember(const CommRun& c) {
     rememberCall(c.comm, c.tasks[i], engine::callFingerprint(c.shapeFingerprints[i], c.tasks[i].callNumber));
 }
 
+// What a call's OpBuffers are made of besides its number (opBuffersOf; the
+// wire type is part of the cache key).
+bool sameBuffersAndOp(const engine::Task& a, const engine::Task& b) {
+  return a.sendbuff == b.sendbuff && a.recvbuff == b.recvbuff && a.fixedShifts == b.fixedShifts &&
+         a.op.kind == b.op.kind && a.op.type == b.op.type && a.op.divisor == b.op.divisor &&
+         std::memcmp(a.op.scalar, b.op.scalar, sizeof a.op.scalar) == 0;
+}
+
 // Call i of the run becomes `t` (its buffers, reduction, numbers and
 // reproducible mode's shifts; the cache key fixed the plan's shape, so the
 // rest is the same). Its OpBuffers are rewritten in place, where the peer
@@ -108,7 +117,16 @@ void remember(const CommRun& c) {
 void rebindCall(CommRun& c, size_t i, const engine::Task& t) {
   auto* image = reinterpret_cast<executor::OpBuffers*>(reinterpret_cast<char*>(c.image.data()) + c.opsOffset);
   engine::Task& mine = c.tasks[i];
+  const bool sameBinding = sameBuffersAndOp(mine, t);
   mine = t;
+  char* const scratch = c.comm->hostLanes->scratch.data() + c.scratchOffsets[i];
+  if (sameBinding && image[i].scratch == scratch) {
+    // A loop's next call on the same buffers: only its fingerprint changes.
+    const uint32_t fingerprint = engine::callFingerprint(c.shapeFingerprints[i], t.callNumber);
+    c.ops[i].fingerprint = image[i].fingerprint = fingerprint;
+    rememberCall(c.comm, mine, fingerprint);
+    return;
+  }
   // The scratch may have moved since (a larger group grew it). The peer
   // table, written with the image, stays.
   executor::OpBuffers ops = opBuffersOf(c, i);
