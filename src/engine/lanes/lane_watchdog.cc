@@ -422,6 +422,10 @@ bool LaneWatchdog::lostInMemory(ncclComm* comm, const PeerInfo& self, const Peer
 // Where each beacon lane is, and its beat: a lane at the same place whose
 // beacon beat since the last look still polls that wait.
 void LaneWatchdog::notePolling() {
+  // Host lanes have no beacon: nothing to note, and nothing allocated for
+  // them (a small call that waited long enough for a look stays allocation-free).
+  if (std::none_of(group_.runs.begin(), group_.runs.end(), [](const LaneRun& r) { return r.beacon != nullptr; }))
+    return;
   looks_.resize(group_.runs.size());
   for (size_t i = 0; i < group_.runs.size(); ++i) {
     const LaneRun& run = group_.runs[i];
