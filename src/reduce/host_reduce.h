@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace braid::reduce {
 
@@ -21,6 +22,13 @@ struct RedOp {
   // SumPostDiv: the divisor.
   uint64_t divisor = 1;
 };
+
+// The same reduction: every field, so that one added later is compared too.
+inline bool operator==(const RedOp& a, const RedOp& b) {
+  return a.kind == b.kind && a.type == b.type && a.divisor == b.divisor &&
+         std::memcmp(a.scalar, b.scalar, sizeof a.scalar) == 0;
+}
+inline bool operator!=(const RedOp& a, const RedOp& b) { return !(a == b); }
 
 // Size in bytes of one element; 0 for an invalid type.
 size_t typeSize(ncclDataType_t type);

@@ -1,6 +1,5 @@
 #include "engine/lanes/lane_group.h"
 
-#include <cstring>
 #include <map>
 
 #include "engine/comm.h"
@@ -105,9 +104,7 @@ void remember(const CommRun& c) {
 // What a call's OpBuffers are made of besides its number (opBuffersOf; the
 // wire type is part of the cache key).
 bool sameBuffersAndOp(const engine::Task& a, const engine::Task& b) {
-  return a.sendbuff == b.sendbuff && a.recvbuff == b.recvbuff && a.fixedShifts == b.fixedShifts &&
-         a.op.kind == b.op.kind && a.op.type == b.op.type && a.op.divisor == b.op.divisor &&
-         std::memcmp(a.op.scalar, b.op.scalar, sizeof a.op.scalar) == 0;
+  return a.sendbuff == b.sendbuff && a.recvbuff == b.recvbuff && a.fixedShifts == b.fixedShifts && a.op == b.op;
 }
 
 // Call i of the run becomes `t` (its buffers, reduction, numbers and

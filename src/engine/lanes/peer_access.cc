@@ -25,8 +25,7 @@ bool sameCommunicator(const ncclComm* a, const ncclComm* b) {
 // the ranks' reductions (a PreMulSum's scalar included) must agree too.
 bool sameCall(const engine::Task& a, const engine::Task& b) {
   return a.coll == b.coll && a.callNumber == b.callNumber && a.count == b.count && a.type == b.type &&
-         a.op.kind == b.op.kind &&
-         memcmp(a.op.scalar, b.op.scalar, sizeof a.op.scalar) == 0 && a.op.divisor == b.op.divisor &&
+         a.op == b.op &&
          a.deviceScalar == nullptr && b.deviceScalar == nullptr && a.wire == reduce::WireType::None &&
          b.wire == reduce::WireType::None;
 }

@@ -103,8 +103,8 @@ class GroupCache {
     std::unique_ptr<Value> value;
     uint64_t lastUse = 0;
   };
-  // The first call's key is made once, not once per entry; the entry found
-  // last is tried first (a loop repeats one group).
+  // The first call's key is made once, not once per entry; the entries are
+  // tried from the one found last on, wrapping (a loop repeats one group).
   template <class KeyAt, class Also>
   Value* findWhere(size_t n, const KeyAt& keyAt, const Also& also) {
     if (n == 0) return nullptr;
@@ -115,16 +115,15 @@ class GroupCache {
       while (i < n && e.key[i] == keyAt(i)) ++i;
       return i == n && also(*e.value);
     };
-    Entry* found = nullptr;
-    if (last_ < entries_.size() && matches(entries_[last_])) found = &entries_[last_];
-    for (size_t k = 0; found == nullptr && k < entries_.size(); ++k)
-      if (k != last_ && matches(entries_[k])) {
-        found = &entries_[k];
-        last_ = k;
-      }
-    if (found == nullptr) return nullptr;
-    found->lastUse = ++clock_;
-    return found->value.get();
+    const size_t count = entries_.size();
+    size_t k = last_ < count ? last_ : 0;
+    for (size_t step = 0; step < count; ++step, k = k + 1 == count ? 0 : k + 1) {
+      if (!matches(entries_[k])) continue;
+      last_ = k;
+      entries_[k].lastUse = ++clock_;
+      return entries_[k].value.get();
+    }
+    return nullptr;
   }
 
   std::vector<Entry> entries_;
