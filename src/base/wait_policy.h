@@ -23,14 +23,18 @@ struct WaitPolicy {
 // One waiter's progress through the policy; reset() whenever something moved.
 // Yielding hands the core straight to the peer waited for when ranks are
 // oversubscribed (8 on 2 cores); sleeping after yieldMicros stops a rank stuck
-// on a slow peer from burning a core. The spin is also capped in time, at
-// what spinPolls polls of memory take (5 ns each): a round that polls sockets
-// costs microseconds, and 2048 of them would hold the core for milliseconds
-// from a peer that shares it.
+// on a slow peer from burning a core. Where a poll reads sockets (slowPolls),
+// the spin is also capped in time, at what spinPolls polls of memory take (5
+// ns each): such a poll costs microseconds, and 2048 of them would hold the
+// core for milliseconds from a peer that shares it. Polls of memory alone are
+// counted only, as the host executor's were, and read no clock while they
+// spin (shared memory, 8 B-64 KiB: 2-8% faster than capped with 2 and 8
+// ranks on 2 cores; performance.md, 2026-12-02).
 class Backoff {
  public:
-  explicit Backoff(const WaitPolicy& p)
+  explicit Backoff(const WaitPolicy& p, bool slowPolls = false)
       : spin_(static_cast<unsigned>(p.spinPolls)),
+        capped_(slowPolls),
         spinFor_(std::chrono::nanoseconds(5 * int64_t(p.spinPolls))),
         yieldFor_(std::chrono::microseconds(p.yieldMicros)),
         sleepNs_(static_cast<long>(p.sleepNanos)) {}
@@ -38,12 +42,14 @@ class Backoff {
     idle_ = 0;
     sleeping_ = false;
   }
+  // Whether the waiter still spins: it has not yielded since the last reset.
+  bool spinning() const { return idle_ < spin_; }
   void pause() {
     if (++idle_ < spin_) {
       // The clock is read once per 16 polls, from the 16th on: it costs more
       // than a poll (38 ns on this project's guest), and a small call's
       // message mostly arrives within a few polls, which then read no clock.
-      if ((idle_ & 15) != 0) return;
+      if (!capped_ || (idle_ & 15) != 0) return;
       const Clock::time_point now = Clock::now();
       if (idle_ == 16) idleSince_ = now;
       if (now - idleSince_ < spinFor_) return;
@@ -62,6 +68,7 @@ class Backoff {
 
  private:
   unsigned spin_;
+  bool capped_;
   unsigned idle_ = 0;
   bool sleeping_ = false;
   Clock::time_point idleSince_, yieldingSince_;

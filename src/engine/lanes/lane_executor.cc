@@ -104,7 +104,7 @@ lanes::Stop runTurns(lanes::LaneGroup& group) {
   std::optional<lanes::LaneWatchdog> watchdog;
   const uint64_t diagnosisSeen = diagnosisRequests();
   Bridges bridges(group);
-  Backoff backoff(group.comms.front()->comm->settings.wait);
+  Backoff backoff(group.comms.front()->comm->settings.wait, /*slowPolls=*/bridges.any());
   size_t remaining = group.runs.size();
   unsigned idleRounds = 0;
   while (remaining > 0 || !bridges.flushed()) {
