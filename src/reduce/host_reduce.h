@@ -28,7 +28,6 @@ inline bool operator==(const RedOp& a, const RedOp& b) {
   return a.kind == b.kind && a.type == b.type && a.divisor == b.divisor &&
          std::memcmp(a.scalar, b.scalar, sizeof a.scalar) == 0;
 }
-inline bool operator!=(const RedOp& a, const RedOp& b) { return !(a == b); }
 
 // Size in bytes of one element; 0 for an invalid type.
 size_t typeSize(ncclDataType_t type);

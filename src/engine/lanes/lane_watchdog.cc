@@ -146,6 +146,13 @@ Result pairedMismatch(const Stop& stop) {
               stop.why.message().c_str(), stop.pairFrom);
 }
 
+// Whether a lane of the group (of `comm` alone, where given) has a beacon.
+bool anyBeacon(const std::vector<LaneRun>& runs, const ncclComm* comm = nullptr) {
+  return std::any_of(runs.begin(), runs.end(), [&](const LaneRun& r) {
+    return r.beacon != nullptr && (comm == nullptr || r.owner->comm == comm);
+  });
+}
+
 }  // namespace
 
 // The error of a lane that ended with a failure.
@@ -413,10 +420,8 @@ bool LaneWatchdog::waitedOnInMemory(ncclComm* comm, int peer) const {
 // check, where the lane still polls for it (one peer check, 100 ms, later).
 bool LaneWatchdog::lostInMemory(ncclComm* comm, const PeerInfo& self, const PeerInfo& peer) {
   if (!waitedOnInMemory(comm, peer.rank) || !peerProcessGone(self, peer)) return false;
-  bool beacons = false;
-  for (const LaneRun& run : group_.runs) beacons = beacons || (run.owner->comm == comm && run.beacon != nullptr);
   const bool seenBefore = !seenGone_.insert({comm, peer.rank}).second;
-  return (seenBefore || !beacons) && waitedOnInMemory(comm, peer.rank);
+  return (seenBefore || !anyBeacon(group_.runs, comm)) && waitedOnInMemory(comm, peer.rank);
 }
 
 // Where each beacon lane is, and its beat: a lane at the same place whose
@@ -424,8 +429,7 @@ bool LaneWatchdog::lostInMemory(ncclComm* comm, const PeerInfo& self, const Peer
 void LaneWatchdog::notePolling() {
   // Host lanes have no beacon: nothing to note, and nothing allocated for
   // them (a small call that waited long enough for a look stays allocation-free).
-  if (std::none_of(group_.runs.begin(), group_.runs.end(), [](const LaneRun& r) { return r.beacon != nullptr; }))
-    return;
+  if (!anyBeacon(group_.runs)) return;
   looks_.resize(group_.runs.size());
   for (size_t i = 0; i < group_.runs.size(); ++i) {
     const LaneRun& run = group_.runs[i];
