@@ -29,6 +29,9 @@ struct PeerInfo {
   uint64_t nonce;
   uint8_t tcpAddr[128];   // sockaddr_storage of the interface the bootstrap chose
   char hostname[64];
+  // The /dev/shm segment of the rank's presence slot (engine/presence_board.h),
+  // NUL-terminated; empty: it has none.
+  char presenceName[48];
 };
 
 // Host identity: BRAID_HOSTID when set, else hostname + boot id + network

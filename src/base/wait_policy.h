@@ -11,11 +11,17 @@
 #include <cstdint>
 
 #include "base/clock.h"
+#include "base/presence.h"
 
 namespace braid {
 
 struct WaitPolicy {
   int spinPolls = 64;          // polls before the first yield (BRAID_SPIN_POLLS)
+  // The same for a waiter that heeds its peers' presence (base/presence.h): it
+  // stops polling as soon as every peer it waits for is off a CPU, so it can
+  // poll as long as where every rank has a core of its own. 0: presence is not
+  // heeded (every rank has a core: a peer is off a CPU only after long waits).
+  int presenceSpinPolls = 0;
   int64_t yieldMicros = 5000;  // then yield this long (BRAID_YIELD_US)
   int64_t sleepNanos = 50000;  // then sleep this long per poll (BRAID_SLEEP_NS)
 };
@@ -30,10 +36,14 @@ struct WaitPolicy {
 // counted only, as the host executor's were, and read no clock while they
 // spin (shared memory, 8 B-64 KiB: 2-8% faster than capped with 2 and 8
 // ranks on 2 cores; performance.md, 2026-12-02).
+// With `self` (the waiter's presence slot, base/presence.h) it marks itself
+// yielding around each yield and sleep, and the CPU it comes back on, so that
+// its peers stop polling for it while it is off its CPU.
 class Backoff {
  public:
-  explicit Backoff(const WaitPolicy& p, bool slowPolls = false)
-      : spin_(static_cast<unsigned>(p.spinPolls)),
+  explicit Backoff(const WaitPolicy& p, bool slowPolls = false, PresenceSlot* self = nullptr)
+      : self_(self),
+        spin_(static_cast<unsigned>(p.spinPolls)),
         capped_(slowPolls),
         spinFor_(std::chrono::nanoseconds(5 * int64_t(p.spinPolls))),
         yieldFor_(std::chrono::microseconds(p.yieldMicros)),
@@ -44,6 +54,13 @@ class Backoff {
   }
   // Whether the waiter still spins: it has not yielded since the last reset.
   bool spinning() const { return idle_ < spin_; }
+  // Polls so far since the last reset.
+  unsigned polls() const { return idle_; }
+  // Ends the spin: the next pause yields. For a waiter whose peers are all off
+  // a CPU (base/presence.h), whom its polls would only keep waiting.
+  void stopSpinning() {
+    if (idle_ + 1 < spin_) idle_ = spin_ - 1;
+  }
   void pause() {
     if (++idle_ < spin_) {
       // The clock is read once per 16 polls, from the 16th on: it costs more
@@ -58,15 +75,18 @@ class Backoff {
     if (idle_ == spin_) yieldingSince_ = Clock::now();
     // Once per 64 yields: a yield that finds no one else to run is cheap.
     if (!sleeping_ && (idle_ & 63) == 0 && Clock::now() - yieldingSince_ >= yieldFor_) sleeping_ = true;
+    if (self_ != nullptr) markYielding(*self_);
     if (!sleeping_) {
       sched_yield();
-      return;
+    } else {
+      timespec ts{0, sleepNs_};
+      nanosleep(&ts, nullptr);
     }
-    timespec ts{0, sleepNs_};
-    nanosleep(&ts, nullptr);
+    if (self_ != nullptr) markRunning(*self_, currentCpu());
   }
 
  private:
+  PresenceSlot* self_;
   unsigned spin_;
   bool capped_;
   unsigned idle_ = 0;

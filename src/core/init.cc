@@ -136,18 +136,42 @@ Result agreeOnTuning(ncclComm* comm, Deadline deadline) {
 // A waiting rank polls before it yields the core. When this host has a core
 // for every rank of the communicator, polling longer answers a peer within
 // nanoseconds instead of a scheduler round trip; oversubscribed, a poll steals
-// time from the very peer it waits for, so it yields almost at once.
+// time from the very peer it waits for, so it yields almost at once. A waiter
+// that sees its peers' presence slots stops polling once they are off a CPU,
+// and polls the long count however many ranks share the cores (shared
+// memory, 4 and 8 ranks on 2 cores: performance.md, 2026-12-02, third
+// session). BRAID_SPIN_POLLS sets both counts. With a core for every rank
+// presence is not heeded: a peer is off its CPU there only after a long wait.
 void chooseWaitPolicy(ncclComm* comm) {
+  constexpr int64_t kSpinWithACoreEach = 2048, kSpinOversubscribed = 64;
   const uint64_t host = comm->peers[comm->rank].hostHash;
   const auto local = std::count_if(comm->peers.begin(), comm->peers.end(),
                                    [&](const PeerInfo& p) { return p.hostHash == host; });
   cpu_set_t set;
   long cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
-  const int64_t fallback = local <= cores ? 2048 : 64;
-  comm->settings.wait.spinPolls = static_cast<int>(std::clamp<int64_t>(envInt("BRAID_SPIN_POLLS", fallback), 1, 1 << 24));
+  const bool oversubscribed = local > cores;
+  const auto polls = [](int64_t n) { return static_cast<int>(std::clamp<int64_t>(n, 1, 1 << 24)); };
+  comm->settings.wait.spinPolls =
+      polls(envInt("BRAID_SPIN_POLLS", oversubscribed ? kSpinOversubscribed : kSpinWithACoreEach));
+  comm->settings.wait.presenceSpinPolls = oversubscribed ? polls(envInt("BRAID_SPIN_POLLS", kSpinWithACoreEach)) : 0;
 }
 
 namespace {
+
+// This rank's presence slot, its name in the PeerInfo the ranks exchange next.
+// Without one (NCCL_SHM_DISABLE=1: nothing of braid in /dev/shm; or /dev/shm
+// refused it) its peers poll for it as they would without the hint.
+void makePresenceSlot(ncclComm* comm) {
+  if (envBool("NCCL_SHM_DISABLE", false)) return;
+  Result made = comm->presence.create();
+  if (!made.ok()) {
+    BRAID_INFO(kLogShm, "rank %d: no presence slot (%s)", comm->rank, made.message().c_str());
+    return;
+  }
+  PeerInfo& self = comm->peers[size_t(comm->rank)];
+  if (comm->presence.name().size() < sizeof(self.presenceName))
+    memcpy(self.presenceName, comm->presence.name().c_str(), comm->presence.name().size() + 1);
+}
 
 // The plan kernels' channels the communicator allows: those whose FIFOs its
 // arena holds, two FIFOs each (a ring receives on one per channel; trees on
@@ -183,7 +207,9 @@ Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int 
     comm->peers[rank] = makeLocalPeerInfo(rank, comm->cudaDev, comm->bootstrap->localAddress());
     comm->peers[rank].gpuBusId = device::currentGpuBusId();
     comm->peers[rank].gpuSms = comm->peers[rank].gpuBusId >= 0 ? device::currentGpuMultiprocessors() : 0;
+    makePresenceSlot(comm);
     BRAID_TRY(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo), deadline));
+    comm->presence.openPeers(comm->peers, rank);
     comm->deviceChannelCap = tuning::deviceChannelCap(comm->peers, deviceChannelsAllowed(comm->settings));
     comm->peerAccessChannelCap =
         tuning::deviceChannelCap(comm->peers, comm->settings.maxCtas > 0 ? comm->settings.maxCtas : INT32_MAX,
@@ -192,6 +218,9 @@ Result initCommunicator(ncclComm* comm, const ncclUniqueId& id, int nranks, int 
       comm->timeSlicedGpu = device::timeSlicedPeers(comm->peers, device::mpsDaemonRunning());
     device::prepareDeviceWork(comm);
     BRAID_TRY(agreeOnTuning(comm, deadline));
+    // Every rank mapped the presence slots it needs before it joined that
+    // exchange: the names can go.
+    comm->presence.removeName();
     chooseWaitPolicy(comm);
     choosePeerFifo(comm);
     comm->transports = registry::makeTransports();

@@ -17,6 +17,7 @@
 #include "base/result.h"
 #include "base/wait_policy.h"
 #include "bootstrap/bootstrap.h"
+#include "engine/presence_board.h"
 #include "engine/task.h"
 #include "reduce/host_reduce.h"
 #include "schedule/rank_order.h"
@@ -133,6 +134,8 @@ struct ncclComm {
 
   std::unique_ptr<braid::bootstrap::Bootstrap> bootstrap;
   std::vector<braid::PeerInfo> peers;
+  // Which ranks of this host run now (base/presence.h): made at init.
+  braid::engine::PresenceBoard presence;
   std::vector<std::unique_ptr<braid::transports::Transport>> transports;
   std::map<braid::engine::ConnectionKey, std::unique_ptr<braid::transports::SendConnection>> sendConns;
   std::map<braid::engine::ConnectionKey, std::unique_ptr<braid::transports::RecvConnection>> recvConns;

@@ -96,6 +96,23 @@ class Bridges {
   unsigned rounds_ = 0;
 };
 
+// Whether a peer that a waiting lane waits for may be running: no only when
+// every waiting lane waits on a peer whose presence slot says it is off a CPU
+// (base/presence.h), so that polling would only keep it waiting.
+bool awaitedPeerMayRun(const lanes::LaneGroup& group, const engine::PresenceBoard& board) {
+  const int cpu = currentCpu();
+  for (const lanes::LaneRun& run : group.runs) {
+    if (run.done) continue;
+    const executor::WaitTarget t = executor::waitTargetOf(executor::loadRelaxed(&run.exec->waitingOn));
+    if (!t.waiting) return true;  // a wait on another lane of the group
+    const std::vector<int32_t>& peers = t.send ? run.lane->bound.sendPeers : run.lane->bound.recvPeers;
+    if (t.port >= peers.size()) return true;
+    const PresenceSlot* slot = board.of(peers[t.port]);
+    if (slot == nullptr || mayRunElsewhere(*slot, cpu)) return true;
+  }
+  return false;
+}
+
 // Every lane in turn on this thread, and the bridges between them, until all
 // are done and sent; the watchdog looks in every 1024 idle rounds.
 lanes::Stop runTurns(lanes::LaneGroup& group) {
@@ -104,7 +121,19 @@ lanes::Stop runTurns(lanes::LaneGroup& group) {
   std::optional<lanes::LaneWatchdog> watchdog;
   const uint64_t diagnosisSeen = diagnosisRequests();
   Bridges bridges(group);
-  Backoff backoff(group.comms.front()->comm->settings.wait, /*slowPolls=*/bridges.any());
+  ncclComm* const comm = group.comms.front()->comm;
+  // Presence is heeded (and kept) by one communicator's lanes over memory
+  // alone, where ranks share cores: a message a bridge may still read from a
+  // socket can be there while its sender yields, and the peers of several
+  // communicators driven by this thread are this thread.
+  WaitPolicy policy = comm->settings.wait;
+  const bool heedPresence =
+      policy.presenceSpinPolls > 0 && !bridges.any() && group.comms.size() == 1 && comm->presence.self() != nullptr;
+  if (heedPresence) {
+    markRunning(*comm->presence.self(), currentCpu());
+    policy.spinPolls = policy.presenceSpinPolls;
+  }
+  Backoff backoff(policy, /*slowPolls=*/bridges.any(), heedPresence ? comm->presence.self() : nullptr);
   size_t remaining = group.runs.size();
   unsigned idleRounds = 0;
   while (remaining > 0 || !bridges.flushed()) {
@@ -132,6 +161,9 @@ lanes::Stop runTurns(lanes::LaneGroup& group) {
       backoff.reset();
       continue;
     }
+    // At the first idle round and every 8th after it while spinning.
+    if (heedPresence && backoff.spinning() && (backoff.polls() & 7) == 0 && !awaitedPeerMayRun(group, comm->presence))
+      backoff.stopSpinning();
     backoff.pause();
     if (++idleRounds % 1024 != 0) continue;
     if (!watchdog) watchdog.emplace(group, diagnosisSeen);

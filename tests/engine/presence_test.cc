@@ -1,0 +1,128 @@
+// src/engine/presence_board and the host runner's use of it: every rank of a
+// host maps the presence slots of its peers at init, /dev/shm keeps none of
+// them, and a rank that waits for a peer which cannot run (it waits for the
+// CPU the waiter holds) gives the CPU up instead of polling it away. Ranks as
+// forked processes (tests/common/mp_harness.h).
+#include <gtest/gtest.h>
+#include <nccl.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+#include <cerrno>
+#include <chrono>
+#include <fcntl.h>
+#include <vector>
+
+#include "common/mp_harness.h"
+#include "engine/comm.h"
+
+namespace braid {
+namespace {
+
+void checkBoard(int rank, int nranks, const ncclUniqueId& id) {
+  ncclComm_t comm;
+  MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+  MP_CHECK(comm->presence.self() != nullptr, "rank %d: no presence slot of its own", rank);
+  for (int peer = 0; peer < nranks; ++peer)
+    if (peer != rank) MP_EXPECT(comm->presence.of(peer) != nullptr, "rank %d: no slot of rank %d", rank, peer);
+  // Every name is gone once every rank's init returned: nothing of the slots
+  // stays in /dev/shm.
+  MP_CHECK(comm->bootstrap->barrier(Clock::now() + std::chrono::seconds(10)).ok(), "rank %d: barrier", rank);
+  for (int peer = 0; peer < nranks; ++peer) {
+    const char* name = comm->peers[size_t(peer)].presenceName;
+    MP_EXPECT(name[0] == '/', "rank %d: rank %d sent no slot name", rank, peer);
+    errno = 0;
+    const int fd = shm_open(name, O_RDONLY, 0);
+    MP_EXPECT(fd < 0 && errno == ENOENT, "rank %d: the slot of rank %d is still in /dev/shm as %s", rank, peer, name);
+    if (fd >= 0) close(fd);
+  }
+  // What a rank writes in its slot is what the others read.
+  if (rank == 0) markYielding(*comm->presence.self());
+  MP_CHECK(comm->bootstrap->barrier(Clock::now() + std::chrono::seconds(10)).ok(), "rank %d: barrier", rank);
+  if (rank != 0) MP_EXPECT(!mayRunElsewhere(*comm->presence.of(0), -1), "rank %d: rank 0 yields, its slot says not", rank);
+  MP_CHECK(comm->bootstrap->barrier(Clock::now() + std::chrono::seconds(10)).ok(), "rank %d: barrier", rank);
+  MP_NCCL_CHECK(ncclCommDestroy(comm));
+}
+
+TEST(PresenceBoard, EveryRankMapsThePeersSlotsAndDevShmKeepsNone) {
+  mptest::RankOptions o;
+  o.timeoutSeconds = 60;
+  o.env = {{"BRAID_TIMEOUT", "30"}};
+  mptest::runRanks(3, checkBoard, o);
+}
+
+TEST(PresenceBoard, NcclShmDisableMakesNoSlot) {
+  mptest::RankOptions o;
+  o.timeoutSeconds = 60;
+  o.env = {{"BRAID_TIMEOUT", "30"}, {"NCCL_SHM_DISABLE", "1"}};
+  mptest::runRanks(
+      2,
+      [](int rank, int nranks, const ncclUniqueId& id) {
+        ncclComm_t comm;
+        MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+        MP_EXPECT(comm->presence.self() == nullptr, "rank %d: a presence slot in /dev/shm under NCCL_SHM_DISABLE=1", rank);
+        MP_EXPECT(comm->peers[size_t(1 - rank)].presenceName[0] == '\0', "rank %d: the peer sent a slot name", rank);
+        MP_NCCL_CHECK(ncclCommDestroy(comm));
+      },
+      o);
+}
+
+// The lowest CPU this process may run on, or -1.
+int firstAllowedCpu() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return -1;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) return c;
+  return -1;
+}
+
+double userSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec) + double(u.ru_utime.tv_usec) * 1e-6;
+}
+
+// Two ranks on one CPU, each told to poll a million times (~10 ms) before it
+// yields. Each call, one waits for the other, which cannot run while the
+// waiter polls: without presence every such wait polls until the scheduler
+// preempts the waiter (milliseconds: 1000 calls cost seconds of CPU time);
+// with it the waiter sees its peer on its own CPU and yields at once (1000
+// calls: milliseconds). CPU time, not wall time: the bound holds however
+// loaded the machine is.
+TEST(PresenceHeeded, ARankWaitingForAPeerOnItsOwnCpuGivesTheCpuUp) {
+  mptest::RankOptions o;
+  o.timeoutSeconds = 120;
+  o.env = {{"BRAID_TIMEOUT", "60"}, {"BRAID_SPIN_POLLS", "1048576"}};
+  mptest::runRanks(
+      2,
+      [](int rank, int nranks, const ncclUniqueId& id) {
+        const int cpu = firstAllowedCpu();
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        MP_CHECK(cpu >= 0 && sched_setaffinity(0, sizeof one, &one) == 0, "rank %d: cannot pin to CPU %d", rank, cpu);
+        ncclComm_t comm;
+        MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+        MP_CHECK(comm->settings.wait.presenceSpinPolls == 1048576, "rank %d: presence is not heeded (%d)", rank,
+                 comm->settings.wait.presenceSpinPolls);
+        std::vector<float> x(2);
+        for (int i = 0; i < 10; ++i)
+          MP_NCCL_CHECK(ncclAllReduce(x.data(), x.data(), 2, ncclFloat32, ncclSum, comm, nullptr));
+        const double before = userSeconds();
+        constexpr int kCalls = 1000;
+        for (int i = 0; i < kCalls; ++i) {
+          x.assign(2, float(rank + i));
+          MP_NCCL_CHECK(ncclAllReduce(x.data(), x.data(), 2, ncclFloat32, ncclSum, comm, nullptr));
+          MP_CHECK(x[0] == float(2 * i + 1), "rank %d: call %d gave %g", rank, i, x[0]);
+        }
+        const double spent = userSeconds() - before;
+        MP_EXPECT(spent < 0.4, "rank %d: %d calls took %.3f s of CPU time in user space: it polled for a peer "
+                  "that could not run", rank, kCalls, spent);
+        MP_NCCL_CHECK(ncclCommDestroy(comm));
+      },
+      o);
+}
+
+}  // namespace
+}  // namespace braid
