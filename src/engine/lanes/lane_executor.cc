@@ -18,6 +18,7 @@
 #include "engine/lanes/lane_group.h"
 #include "engine/lanes/lane_watchdog.h"
 #include "kernels/executor/host_lane_runner.h"
+#include "reduce/host_reduce.h"
 
 namespace braid::lanes {
 
@@ -96,21 +97,42 @@ class Bridges {
   unsigned rounds_ = 0;
 };
 
-// Whether a peer that a waiting lane waits for may be running: no only when
-// every waiting lane waits on a peer whose presence slot says it is off a CPU
-// (base/presence.h), so that polling would only keep it waiting.
-bool awaitedPeerMayRun(const lanes::LaneGroup& group, const engine::PresenceBoard& board) {
+// A message up to this size comes within about a context switch of a sender
+// that runs (its reduction at a few GB/s takes under 2 us); a larger one takes
+// its sender long enough that this rank's CPU-mates may need the CPU
+// meanwhile (4 ranks on 2 cores, allreduces of 32 KiB-8 MiB: 5-30% slower
+// when their waits polled the long count; performance.md, 2026-12-02, third
+// session).
+constexpr uint64_t kQuickMessageBytes = 8 << 10;
+
+// The bytes of the step a lane is at (0 past its last).
+uint64_t stepBytes(const executor::LaneExec& L) {
+  const uint64_t at = executor::loadRelaxed(&L.currentStep);
+  if (at >= L.nsteps || L.steps[at].op >= L.nops) return 0;
+  return L.steps[at].count * reduce::typeSize(L.ops[L.steps[at].op].op.type);
+}
+
+// How many polls the waiting lanes are worth (base/presence.h): none when no
+// peer they wait for can run (it yields, or waits for this very CPU); the long
+// count when one may run on another CPU and its message is quick to come; the
+// short count when every such message is larger.
+unsigned pollsWorth(const lanes::LaneGroup& group, const engine::PresenceBoard& board, const WaitPolicy& policy) {
   const int cpu = currentCpu();
+  const auto longCount = unsigned(policy.presenceSpinPolls);
+  unsigned polls = 0;
   for (const lanes::LaneRun& run : group.runs) {
     if (run.done) continue;
-    const executor::WaitTarget t = executor::waitTargetOf(executor::loadRelaxed(&run.exec->waitingOn));
-    if (!t.waiting) return true;  // a wait on another lane of the group
+    const executor::LaneExec& L = *run.exec;
+    const executor::WaitTarget t = executor::waitTargetOf(executor::loadRelaxed(&L.waitingOn));
+    if (!t.waiting) return longCount;  // a wait on another lane of the group
     const std::vector<int32_t>& peers = t.send ? run.lane->bound.sendPeers : run.lane->bound.recvPeers;
-    if (t.port >= peers.size()) return true;
+    if (t.port >= peers.size()) return longCount;
     const PresenceSlot* slot = board.of(peers[t.port]);
-    if (slot == nullptr || mayRunElsewhere(*slot, cpu)) return true;
+    if (slot != nullptr && !mayRunElsewhere(*slot, cpu)) continue;
+    if (stepBytes(L) <= kQuickMessageBytes) return longCount;
+    polls = unsigned(policy.spinPolls);
   }
-  return false;
+  return polls;
 }
 
 // Every lane in turn on this thread, and the bridges between them, until all
@@ -162,7 +184,8 @@ lanes::Stop runTurns(lanes::LaneGroup& group) {
       continue;
     }
     // At the first idle round and every 8th after it while spinning.
-    if (heedPresence && backoff.spinning() && (backoff.polls() & 7) == 0 && !awaitedPeerMayRun(group, comm->presence))
+    if (heedPresence && backoff.spinning() && (backoff.polls() & 7) == 0 &&
+        backoff.polls() + 1 >= pollsWorth(group, comm->presence, comm->settings.wait))
       backoff.stopSpinning();
     backoff.pause();
     if (++idleRounds % 1024 != 0) continue;
