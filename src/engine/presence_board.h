@@ -3,7 +3,7 @@
 // exchange their PeerInfo (which carries the segment's name), and those of
 // the peers that share its /dev/shm, mapped right after. The name is removed
 // once every rank has mapped what it needs (after the next exchange of init),
-// so /dev/shm keeps nothing even if a rank dies.
+// so that from then on /dev/shm keeps nothing of it, however a rank ends.
 //
 // Only a hint: a rank without a slot (no /dev/shm, NCCL_SHM_DISABLE=1, a peer
 // on another host) is seen as possibly running, and its waiters poll as
