@@ -2,7 +2,7 @@
 // host maps the presence slots of its peers at init, /dev/shm keeps none of
 // them, and a rank that waits for a peer which cannot run (it waits for the
 // CPU the waiter holds) gives the CPU up instead of polling it away. Ranks as
-// forked processes (tests/common/mp_harness.h).
+// forked processes (tests/common/mp_nccl.h).
 #include <gtest/gtest.h>
 #include <nccl.h>
 #include <sched.h>
@@ -14,7 +14,7 @@
 #include <fcntl.h>
 #include <vector>
 
-#include "common/mp_harness.h"
+#include "common/mp_nccl.h"
 #include "engine/comm.h"
 
 namespace braid {
@@ -46,16 +46,14 @@ void checkBoard(int rank, int nranks, const ncclUniqueId& id) {
 }
 
 TEST(PresenceBoard, EveryRankMapsThePeersSlotsAndDevShmKeepsNone) {
-  mptest::RankOptions o;
-  o.timeoutSeconds = 60;
-  o.env = {{"BRAID_TIMEOUT", "30"}};
+  mptest::RankOptions o = mptest::transportOptions("shm", 60);
+  o.env.push_back({"BRAID_TIMEOUT", "30"});
   mptest::runRanks(3, checkBoard, o);
 }
 
 TEST(PresenceBoard, NcclShmDisableMakesNoSlot) {
-  mptest::RankOptions o;
-  o.timeoutSeconds = 60;
-  o.env = {{"BRAID_TIMEOUT", "30"}, {"NCCL_SHM_DISABLE", "1"}};
+  mptest::RankOptions o = mptest::transportOptions("tcp", 60);
+  o.env.push_back({"BRAID_TIMEOUT", "30"});
   mptest::runRanks(
       2,
       [](int rank, int nranks, const ncclUniqueId& id) {
@@ -91,9 +89,9 @@ double userSeconds() {
 // calls: milliseconds). CPU time, not wall time: the bound holds however
 // loaded the machine is.
 TEST(PresenceHeeded, ARankWaitingForAPeerOnItsOwnCpuGivesTheCpuUp) {
-  mptest::RankOptions o;
-  o.timeoutSeconds = 120;
-  o.env = {{"BRAID_TIMEOUT", "60"}, {"BRAID_SPIN_POLLS", "1048576"}};
+  mptest::RankOptions o = mptest::transportOptions("shm", 120);
+  o.env.push_back({"BRAID_TIMEOUT", "60"});
+  o.env.push_back({"BRAID_SPIN_POLLS", "1048576"});
   mptest::runRanks(
       2,
       [](int rank, int nranks, const ncclUniqueId& id) {
