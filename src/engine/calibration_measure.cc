@@ -5,6 +5,7 @@
 #include "engine/calibration_measure.h"
 
 #include <arpa/inet.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <unistd.h>
@@ -278,34 +279,88 @@ void echoThread(Link* link, const Budget& b, Deadline deadline, std::atomic<bool
 // core (each batch already averages kBatch round trips).
 double fastest(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 
-// `a` measures, `e` echoes, each on a thread of its own.
-Result measureLink(const char* what, Link* a, Link* e, const Budget& b, Deadline deadline, LinkResult* out) {
+// ---- placement -------------------------------------------------------------------
+
+// The two CPUs the measuring and the echoing thread run on. Two threads that
+// share one CPU (a process under taskset or in a one-CPU job slot, or a busy
+// host whose scheduler stacks them) time context switches, not the link: 12 us
+// per hop instead of 0.14 on a 2-core guest, a value the cache would then keep
+// for every later job of the host.
+struct CpuPair {
+  int timer = -1;
+  int echo = -1;
+};
+
+bool pinThisThread(int cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  return pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+}
+
+// Two CPUs a thread of this process can be pinned to: the caller's own first,
+// then any other the system and this process's cpuset allow (a measurement of
+// some 50 ms, once per host, may step outside a taskset mask). Probed on a
+// thread of its own, so the caller's affinity never changes. Fewer than two
+// when the cpuset holds one CPU.
+std::vector<int> placeableCpus() {
+  std::vector<int> cpus;
+  std::thread probe([&cpus] {
+    cpu_set_t own;
+    CPU_ZERO(&own);
+    if (sched_getaffinity(0, sizeof own, &own) != 0) return;
+    const long configured = std::min<long>(sysconf(_SC_NPROCESSORS_CONF), CPU_SETSIZE);
+    std::vector<int> candidates;
+    for (int c = 0; c < configured; ++c)
+      if (CPU_ISSET(c, &own)) candidates.push_back(c);
+    for (int c = 0; c < configured; ++c)
+      if (!CPU_ISSET(c, &own)) candidates.push_back(c);
+    for (int c : candidates) {
+      if (pinThisThread(c)) cpus.push_back(c);
+      if (cpus.size() == 2) break;
+    }
+  });
+  probe.join();
+  return cpus;
+}
+
+// `a` measures, `e` echoes, each on a thread of its own pinned to its CPU.
+Result measureLink(const char* what, Link* a, Link* e, const Budget& b, Deadline deadline, CpuPair cpus,
+                   LinkResult* out) {
   std::atomic<bool> failed{false};
-  std::thread echo(echoThread, e, b, deadline, &failed);
-  Pump pump(a, deadline, &failed);
-
+  std::thread echo([&] {
+    if (pinThisThread(cpus.echo)) echoThread(e, b, deadline, &failed);
+    else failed.store(true);
+  });
   std::vector<double> batches;
-  auto start = Clock::now();
-  uint64_t word = 1;
-  bool ok = true;
-  for (int rt = 0; ok && rt < b.maxRoundTrips; rt += kBatch) {
-    if (rt > 0 && secondsSince(start) > b.pingSeconds) break;
-    auto t0 = Clock::now();
-    for (int i = 0; ok && i < kBatch; ++i) ok = pump.send(&word, sizeof(word)) && pump.recv(&word, sizeof(word));
-    if (ok) batches.push_back(secondsSince(t0) / kBatch / 2);
-  }
-  word = 0;
-  ok = ok && pump.send(&word, sizeof(word)) && pump.recv(&word, sizeof(word));
-
   double bestStream = 1e30;
-  const size_t buf = 4 * b.slotBytes;
-  std::vector<uint8_t> src(buf, 0xa5), dst(buf);
-  for (int trial = 0; ok && trial < kTrials; ++trial) {
-    auto t0 = Clock::now();
-    ok = pump.stream(src.data(), dst.data(), b.slotBytes, b.streamSlots, buf);
-    if (ok) bestStream = std::min(bestStream, secondsSince(t0));
-  }
-  if (!ok) failed.store(true);
+  std::thread timer([&] {
+    if (!pinThisThread(cpus.timer)) {
+      failed.store(true);
+      return;
+    }
+    Pump pump(a, deadline, &failed);
+    auto start = Clock::now();
+    uint64_t word = 1;
+    bool ok = true;
+    for (int rt = 0; ok && rt < b.maxRoundTrips; rt += kBatch) {
+      if (rt > 0 && secondsSince(start) > b.pingSeconds) break;
+      auto t0 = Clock::now();
+      for (int i = 0; ok && i < kBatch; ++i) ok = pump.send(&word, sizeof(word)) && pump.recv(&word, sizeof(word));
+      if (ok) batches.push_back(secondsSince(t0) / kBatch / 2);
+    }
+    word = 0;
+    ok = ok && pump.send(&word, sizeof(word)) && pump.recv(&word, sizeof(word));
+    const size_t buf = 4 * b.slotBytes;
+    std::vector<uint8_t> src(buf, 0xa5), dst(buf);
+    for (int trial = 0; ok && trial < kTrials; ++trial) {
+      auto t0 = Clock::now();
+      ok = pump.stream(src.data(), dst.data(), b.slotBytes, b.streamSlots, buf);
+      if (ok) bestStream = std::min(bestStream, secondsSince(t0));
+    }
+    if (!ok) failed.store(true);
+  });
+  timer.join();
   echo.join();
   if (failed.load() || batches.empty())
     return fail(ncclSystemError, "%s calibration did not complete within its time limit", what);
@@ -316,19 +371,19 @@ Result measureLink(const char* what, Link* a, Link* e, const Budget& b, Deadline
 
 // The engine's bulk FIFOs in heap memory: what ranks of one process or one
 // host move through.
-Result measureMemory(const Budget& b, LinkResult* out) {
+Result measureMemory(const Budget& b, CpuPair cpus, LinkResult* out) {
   HeapFifo there(b.slotBytes, kNslots), back(b.slotBytes, kNslots);
   FifoLink a(&there, &back), e(&back, &there);
-  return measureLink("memory FIFO", &a, &e, b, Clock::now() + 2s, out);
+  return measureLink("memory FIFO", &a, &e, b, Clock::now() + 2s, cpus, out);
 }
 
-Result measureTcp(const Budget& b, LinkResult* out) {
+Result measureTcp(const Budget& b, CpuPair cpus, LinkResult* out) {
   const Deadline deadline = Clock::now() + 2s;
   auto tcp = tcp::makeTcpTransport();
   ConnectionLink a, e;
   BRAID_TRY(connectOneWay(*tcp, 0, 1, b.slotBytes, kNslots, deadline, &a, &e));
   BRAID_TRY(connectOneWay(*tcp, 1, 0, b.slotBytes, kNslots, deadline, &e, &a));
-  return measureLink("TCP", &a, &e, b, deadline, out);
+  return measureLink("TCP", &a, &e, b, deadline, cpus, out);
 }
 
 bool plausible(double v, double lo, double hi) { return v >= lo && v <= hi; }
@@ -344,7 +399,7 @@ void adopt(const char* what, double v, double lo, double hi, double* slot) {
 
 }  // namespace
 
-Result measureCalibration(tuning::CalibrationParams* out) {
+Result measureCalibrationOn(const std::vector<int>& cpus, tuning::CalibrationParams* out) {
   tuning::CalibrationParams p = tuning::defaultCalibration();
   const auto t0 = Clock::now();
   constexpr double kMinPerByte = 1e-12, kMaxPerByte = 1e-7;  // 1 TB/s .. 10 MB/s
@@ -358,9 +413,17 @@ Result measureCalibration(tuning::CalibrationParams* out) {
         &p.gamma[static_cast<int>(tuning::ReduceClass::Fp8)]);
   adopt("copy", timeHostLoop(ncclFloat32, true), kMinPerByte, kMaxPerByte, &p.copyBeta);
 
+  if (cpus.size() < 2) {
+    p.source = tuning::CalibrationSource::Measured;
+    *out = p;
+    return fail(ncclSystemError,
+                "this process may run on one CPU only, so the link latencies would time context switches: "
+                "the links keep their defaults");
+  }
+  const CpuPair pair{cpus[0], cpus[1]};
   int links = 0;
   LinkResult r;
-  Result res = measureMemory({0.015, 2048, 256 << 10, 16}, &r);
+  Result res = measureMemory({0.015, 2048, 256 << 10, 16}, pair, &r);
   if (res.ok()) {
     ++links;
     for (tuning::TransportClass c : {tuning::TransportClass::InProcess, tuning::TransportClass::SharedMemory}) {
@@ -370,7 +433,7 @@ Result measureCalibration(tuning::CalibrationParams* out) {
   } else {
     BRAID_INFO(kLogTuning, "calibration: %s; keeping defaults", res.message().c_str());
   }
-  res = measureTcp({0.025, 512, 256 << 10, 8}, &r);
+  res = measureTcp({0.025, 512, 256 << 10, 8}, pair, &r);
   if (res.ok()) {
     ++links;
     const int c = static_cast<int>(tuning::TransportClass::Tcp);
@@ -380,11 +443,14 @@ Result measureCalibration(tuning::CalibrationParams* out) {
     BRAID_INFO(kLogTuning, "calibration: %s; keeping defaults", res.message().c_str());
   }
   p.source = tuning::CalibrationSource::Measured;
-  BRAID_INFO(kLogTuning, "calibration measured in %.1f ms", secondsSince(t0) * 1e3);
+  BRAID_INFO(kLogTuning, "calibration measured in %.1f ms on CPUs %d and %d", secondsSince(t0) * 1e3, pair.timer,
+             pair.echo);
   *out = p;
   if (links == 0) return fail(ncclSystemError, "no transport could be calibrated");
   return Result::success();
 }
+
+Result measureCalibration(tuning::CalibrationParams* out) { return measureCalibrationOn(placeableCpus(), out); }
 
 const tuning::CalibrationParams& calibration() {
   static const tuning::CalibrationParams params = [] {

@@ -3,15 +3,24 @@
 // tuning/calibration.h), once per process.
 #pragma once
 
+#include <vector>
+
 #include "base/result.h"
 #include "tuning/calibration.h"
 
 namespace braid::engine {
 
-// Measures everything now (~40-150 ms, two threads). Values that cannot be
-// measured or come out implausible keep their defaults; fails only when
-// nothing at all could be measured.
+// Measures everything now (~40-150 ms). The link latencies and bandwidths are
+// timed between two threads pinned to two CPUs of this process's cpuset (the
+// caller's own first; its affinity is left as it was). Values that cannot be
+// measured or come out implausible keep their defaults; fails (so that nothing
+// is cached) when no link could be measured, or when the cpuset holds one CPU,
+// where the links keep their defaults.
 Result measureCalibration(tuning::CalibrationParams* out);
+
+// The same with the measuring threads on cpus[0] and cpus[1] (fewer than two:
+// the one-CPU case above). For tests.
+Result measureCalibrationOn(const std::vector<int>& cpus, tuning::CalibrationParams* out);
 
 // The process's parameters, resolved on first use (thread-safe; up to ~150 ms
 // when it measures) by resolveCalibration(measureCalibration) and kept for the
