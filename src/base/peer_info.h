@@ -32,7 +32,21 @@ struct PeerInfo {
   // The /dev/shm segment of the rank's presence slot (engine/presence_board.h),
   // NUL-terminated; empty: it has none.
   char presenceName[48];
+  // The CPUs the rank's process may run on when it joined (bit c of word
+  // c / 64: CPU c, for c < 1024): ranks pinned one per core have a core each
+  // however few CPUs each one sees.
+  uint64_t cpuMask[16];
 };
+
+// Adds the CPUs of `info.cpuMask` to `mask`.
+inline void addCpus(const PeerInfo& info, uint64_t (&mask)[16]) {
+  for (int w = 0; w < 16; ++w) mask[w] |= info.cpuMask[w];
+}
+inline int countCpus(const uint64_t (&mask)[16]) {
+  int n = 0;
+  for (uint64_t w : mask) n += __builtin_popcountll(w);
+  return n;
+}
 
 // Host identity: BRAID_HOSTID when set, else hostname + boot id + network
 // namespace, so that ranks in different network namespaces count as different

@@ -136,7 +136,10 @@ Result agreeOnTuning(ncclComm* comm, Deadline deadline) {
 // A waiting rank polls before it yields the core. When this host has a core
 // for every rank of the communicator, polling longer answers a peer within
 // nanoseconds instead of a scheduler round trip; oversubscribed, a poll steals
-// time from the very peer it waits for, so it yields almost at once. A waiter
+// time from the very peer it waits for, so it yields almost at once. The cores
+// are those the host's ranks may run on, all together: ranks pinned one per
+// core (taskset, mpirun --bind-to core, a job slot per rank) have a core each,
+// though each process sees one CPU. A waiter
 // that sees its peers' presence slots stops polling once they are off a CPU,
 // and polls the long count however many ranks share the cores (shared
 // memory, 4 and 8 ranks on 2 cores: performance.md, 2026-12-02, third
@@ -145,11 +148,14 @@ Result agreeOnTuning(ncclComm* comm, Deadline deadline) {
 void chooseWaitPolicy(ncclComm* comm) {
   constexpr int64_t kSpinWithACoreEach = 2048, kSpinOversubscribed = 64;
   const uint64_t host = comm->peers[comm->rank].hostHash;
-  const auto local = std::count_if(comm->peers.begin(), comm->peers.end(),
-                                   [&](const PeerInfo& p) { return p.hostHash == host; });
+  long local = 0;
+  uint64_t hostCpus[16] = {};
+  for (const PeerInfo& p : comm->peers)
+    if (p.hostHash == host) ++local, addCpus(p, hostCpus);
+  // A CPU past the mask's 1024 counts in this process's own count.
   cpu_set_t set;
-  long cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
-  const bool oversubscribed = local > cores;
+  const long own = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+  const bool oversubscribed = local > std::max<long>(own, countCpus(hostCpus));
   const auto polls = [](int64_t n) { return static_cast<int>(std::clamp<int64_t>(n, 1, 1 << 24)); };
   comm->settings.wait.spinPolls =
       polls(envInt("BRAID_SPIN_POLLS", oversubscribed ? kSpinOversubscribed : kSpinWithACoreEach));

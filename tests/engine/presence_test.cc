@@ -1,7 +1,8 @@
 // src/engine/presence_board and the host runner's use of it: every rank of a
 // host maps the presence slots of its peers at init, /dev/shm keeps none of
 // them, and a rank that waits for a peer which cannot run (it waits for the
-// CPU the waiter holds) gives the CPU up instead of polling it away. Ranks as
+// CPU the waiter holds) gives the CPU up instead of polling it away; ranks
+// pinned one per core do not count as sharing cores. Ranks as
 // forked processes (tests/common/mp_nccl.h).
 #include <gtest/gtest.h>
 #include <nccl.h>
@@ -66,13 +67,43 @@ TEST(PresenceBoard, NcclShmDisableMakesNoSlot) {
       o);
 }
 
-// The lowest CPU this process may run on, or -1.
-int firstAllowedCpu() {
+// The CPUs this process may run on, in order.
+std::vector<int> allowedCpus() {
   cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return -1;
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
   for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) return c;
-  return -1;
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
+// Ranks pinned one per core (taskset, mpirun --bind-to core, a job slot per
+// rank) each see one CPU, yet every one has a core: they poll the long count
+// and heed no presence, as unpinned ranks on as many cores do. Two ranks
+// pinned to one CPU are oversubscribed (PresenceHeeded below).
+TEST(WaitPolicyChoice, RanksPinnedToACoreEachAreNotOversubscribed) {
+  if (allowedCpus().size() < 2) GTEST_SKIP() << "this test needs two CPUs";
+  mptest::RankOptions o = mptest::transportOptions("shm", 60);
+  o.env.push_back({"BRAID_TIMEOUT", "30"});
+  mptest::runRanks(
+      2,
+      [](int rank, int nranks, const ncclUniqueId& id) {
+        const int cpu = allowedCpus()[size_t(rank)];
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        MP_CHECK(sched_setaffinity(0, sizeof one, &one) == 0, "rank %d: cannot pin to CPU %d", rank, cpu);
+        ncclComm_t comm;
+        MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+        const PeerInfo& self = comm->peers[size_t(rank)];
+        MP_EXPECT(self.cpuMask[cpu / 64] == uint64_t(1) << (cpu % 64), "rank %d: its CPU mask is not CPU %d alone",
+                  rank, cpu);
+        MP_EXPECT(comm->settings.wait.presenceSpinPolls == 0 && comm->settings.wait.spinPolls == 2048,
+                  "rank %d: pinned to CPU %d, its peer to another, it was judged oversubscribed (%d and %d polls)",
+                  rank, cpu, comm->settings.wait.spinPolls, comm->settings.wait.presenceSpinPolls);
+        MP_NCCL_CHECK(ncclCommDestroy(comm));
+      },
+      o);
 }
 
 double userSeconds() {
@@ -95,7 +126,8 @@ TEST(PresenceHeeded, ARankWaitingForAPeerOnItsOwnCpuGivesTheCpuUp) {
   mptest::runRanks(
       2,
       [](int rank, int nranks, const ncclUniqueId& id) {
-        const int cpu = firstAllowedCpu();
+        const std::vector<int> cpus = allowedCpus();
+        const int cpu = cpus.empty() ? -1 : cpus.front();
         cpu_set_t one;
         CPU_ZERO(&one);
         CPU_SET(cpu, &one);
