@@ -5,8 +5,8 @@
 #include "engine/calibration_measure.h"
 
 #include <arpa/inet.h>
-#include <pthread.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -300,7 +300,7 @@ bool pinThisThread(int cpu) {
 
 // Two CPUs a thread of this process can be pinned to: the caller's own first,
 // then any other the system and this process's cpuset allow (a measurement of
-// some 50 ms, once per host, may step outside a taskset mask). Probed on a
+// 25-100 ms, once per host, may step outside a taskset mask). Probed on a
 // thread of its own, so the caller's affinity never changes. Fewer than two
 // when the cpuset holds one CPU.
 std::vector<int> placeableCpus() {
