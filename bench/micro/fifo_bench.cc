@@ -7,16 +7,18 @@
 // runner, the plan or the scheduler in the way.
 #include <benchmark/benchmark.h>
 #include <pthread.h>
-#include <sched.h>
 
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
-#include "base/aligned_buffer.h"
+#include "base/cpu_affinity.h"
 #include "kernels/executor/bulk_protocol.h"
 #include "kernels/executor/ll_protocol.h"
+#include "transports/fifo_memory.h"
+#include "transports/inproc/inproc_transport.h"
 
 namespace braid {
 namespace {
@@ -26,15 +28,18 @@ using executor::Protocol;
 constexpr uint32_t kSlots = 8;
 constexpr uint32_t kFingerprint = 0x5eed;
 
+// A FIFO in heap memory from the in-process transport's provider, as the
+// engine makes it (lanes/port_table.cc), with its two ports.
 struct HeapFifo {
-  HeapFifo(Protocol protocol, uint64_t payloadBytes)
-      : layout(executor::fifoLayout(protocol, kSlots, payloadBytes)), memory(layout.totalBytes, 4096) {
-    char* base = reinterpret_cast<char*>(memory.data());
-    executor::initFifoImage(base, layout, 0);
-    send.fifo = recv.fifo = executor::fifoViewAt(base, layout);
+  HeapFifo(transports::FifoMemoryProvider& provider, Protocol protocol, uint64_t payloadBytes)
+      : layout(executor::fifoLayout(protocol, kSlots, payloadBytes)) {
+    ok = provider.create(layout.totalBytes, [&](char* image) { executor::initFifoImage(image, layout, 0); }, &memory)
+             .ok();
+    if (ok) send.fifo = recv.fifo = executor::fifoViewAt(memory->base(), layout);
   }
   executor::FifoLayout layout;
-  AlignedBuffer memory;
+  std::unique_ptr<transports::FifoMemory> memory;
+  bool ok = false;
   executor::Port send, recv;
 };
 
@@ -75,13 +80,6 @@ class End {
   executor::WaitControl wait_;
 };
 
-bool pinTo(int cpu) {
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(cpu, &one);
-  return pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
-}
-
 // args: protocol (0 LL, 1 bulk), message bytes, LL slot payload (0: the message).
 void BM_FifoPingPong(benchmark::State& state) {
   const Protocol protocol = state.range(0) == 0 ? Protocol::LL : Protocol::Bulk;
@@ -91,15 +89,21 @@ void BM_FifoPingPong(benchmark::State& state) {
   pthread_getaffinity_np(pthread_self(), sizeof saved, &saved);
   // CPU 1 first: the echo thread goes there, and a machine without it would
   // leave the timed loop waiting for ever.
-  if (!pinTo(1) || !pinTo(0)) {
+  if (!pinThisThread(1) || !pinThisThread(0)) {
     pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
     state.SkipWithError("this benchmark needs CPUs 0 and 1");
     return;
   }
-  HeapFifo there(protocol, payload), back(protocol, payload);
+  auto provider = inproc::makeHeapFifoProvider();
+  HeapFifo there(*provider, protocol, payload), back(*provider, protocol, payload);
+  if (!there.ok || !back.ok) {
+    pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
+    state.SkipWithError("cannot allocate the FIFOs");
+    return;
+  }
   std::atomic<int64_t> rounds{-1};
   std::thread echo([&] {
-    (void)pinTo(1);
+    (void)pinThisThread(1);
     End end(protocol, back.send, there.recv, bytes);
     while (rounds.load(std::memory_order_acquire) < 0) {
     }

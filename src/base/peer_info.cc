@@ -1,7 +1,6 @@
 #include "base/peer_info.h"
 
 #include <netinet/in.h>
-#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +9,7 @@
 #include <random>
 #include <string>
 
+#include "base/cpu_affinity.h"
 #include "base/env.h"
 #include "base/process_liveness.h"
 
@@ -76,11 +76,8 @@ PeerInfo makeLocalPeerInfo(int rank, int cudaDev, const sockaddr_storage& tcpAdd
   char host[64] = {};
   gethostname(host, sizeof(host) - 1);
   memcpy(info.hostname, host, sizeof(info.hostname));
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0)
-    for (int c = 0; c < 1024 && c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &cpus)) info.cpuMask[c / 64] |= uint64_t(1) << (c % 64);
+  for (int c : allowedCpus())
+    if (c < 1024) info.cpuMask[c / 64] |= uint64_t(1) << (c % 64);
   return info;
 }
 

@@ -6,7 +6,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "base/aligned_buffer.h"
+#include "base/cpu_affinity.h"
 #include "base/log.h"
 #include "kernels/executor/bulk_protocol.h"
 #include "reduce/host_reduce.h"
@@ -291,13 +291,6 @@ struct CpuPair {
   int echo = -1;
 };
 
-bool pinThisThread(int cpu) {
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(cpu, &one);
-  return pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
-}
-
 // Two CPUs a thread of this process can be pinned to: the caller's own first,
 // then any other the system and this process's cpuset allow (a measurement of
 // 25-100 ms, once per host, may step outside a taskset mask). Probed on a
@@ -306,15 +299,10 @@ bool pinThisThread(int cpu) {
 std::vector<int> placeableCpus() {
   std::vector<int> cpus;
   std::thread probe([&cpus] {
-    cpu_set_t own;
-    CPU_ZERO(&own);
-    if (sched_getaffinity(0, sizeof own, &own) != 0) return;
+    std::vector<int> candidates = allowedCpus();
     const long configured = std::min<long>(sysconf(_SC_NPROCESSORS_CONF), CPU_SETSIZE);
-    std::vector<int> candidates;
     for (int c = 0; c < configured; ++c)
-      if (CPU_ISSET(c, &own)) candidates.push_back(c);
-    for (int c = 0; c < configured; ++c)
-      if (!CPU_ISSET(c, &own)) candidates.push_back(c);
+      if (std::find(candidates.begin(), candidates.end(), c) == candidates.end()) candidates.push_back(c);
     for (int c : candidates) {
       if (pinThisThread(c)) cpus.push_back(c);
       if (cpus.size() == 2) break;

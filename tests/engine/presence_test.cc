@@ -6,7 +6,6 @@
 // forked processes (tests/common/mp_nccl.h).
 #include <gtest/gtest.h>
 #include <nccl.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 
@@ -15,6 +14,7 @@
 #include <fcntl.h>
 #include <vector>
 
+#include "base/cpu_affinity.h"
 #include "common/mp_nccl.h"
 #include "engine/comm.h"
 
@@ -67,16 +67,6 @@ TEST(PresenceBoard, NcclShmDisableMakesNoSlot) {
       o);
 }
 
-// The CPUs this process may run on, in order.
-std::vector<int> allowedCpus() {
-  cpu_set_t set;
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  return cpus;
-}
-
 // Ranks pinned one per core (taskset, mpirun --bind-to core, a job slot per
 // rank) each see one CPU, yet every one has a core: they poll the long count
 // and heed no presence, as unpinned ranks on as many cores do. Two ranks
@@ -89,10 +79,7 @@ TEST(WaitPolicyChoice, RanksPinnedToACoreEachAreNotOversubscribed) {
       2,
       [](int rank, int nranks, const ncclUniqueId& id) {
         const int cpu = allowedCpus()[size_t(rank)];
-        cpu_set_t one;
-        CPU_ZERO(&one);
-        CPU_SET(cpu, &one);
-        MP_CHECK(sched_setaffinity(0, sizeof one, &one) == 0, "rank %d: cannot pin to CPU %d", rank, cpu);
+        MP_CHECK(pinThisThread(cpu), "rank %d: cannot pin to CPU %d", rank, cpu);
         ncclComm_t comm;
         MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
         const PeerInfo& self = comm->peers[size_t(rank)];
@@ -128,10 +115,7 @@ TEST(PresenceHeeded, ARankWaitingForAPeerOnItsOwnCpuGivesTheCpuUp) {
       [](int rank, int nranks, const ncclUniqueId& id) {
         const std::vector<int> cpus = allowedCpus();
         const int cpu = cpus.empty() ? -1 : cpus.front();
-        cpu_set_t one;
-        CPU_ZERO(&one);
-        CPU_SET(cpu, &one);
-        MP_CHECK(cpu >= 0 && sched_setaffinity(0, sizeof one, &one) == 0, "rank %d: cannot pin to CPU %d", rank, cpu);
+        MP_CHECK(cpu >= 0 && pinThisThread(cpu), "rank %d: cannot pin to CPU %d", rank, cpu);
         ncclComm_t comm;
         MP_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
         MP_CHECK(comm->settings.wait.presenceSpinPolls == 1048576, "rank %d: presence is not heeded (%d)", rank,

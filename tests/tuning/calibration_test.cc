@@ -3,7 +3,6 @@
 // when damaged; BRAID_CALIBRATE and the overrides do what they say.
 #include <gtest/gtest.h>
 #include <pthread.h>
-#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/cpu_affinity.h"
 #include "engine/calibration_measure.h"
 #include "tuning/calibration.h"
 
@@ -197,28 +197,11 @@ TEST_F(Calibration, UnwritableCacheKeepsTheResultInMemory) {
   EXPECT_EQ(tuning::calibrationCachePath(), "");
 }
 
-// The calling thread's CPUs, in order.
-std::vector<int> allowedCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (pthread_getaffinity_np(pthread_self(), sizeof set, &set) != 0) return cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  return cpus;
-}
-
 // Restores the calling thread's CPU mask when the test ends.
 class ThreadAffinity {
  public:
   ThreadAffinity() { pthread_getaffinity_np(pthread_self(), sizeof saved_, &saved_); }
   ~ThreadAffinity() { pthread_setaffinity_np(pthread_self(), sizeof saved_, &saved_); }
-  bool pinTo(int cpu) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    return pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
-  }
 
  private:
   cpu_set_t saved_{};
@@ -232,7 +215,7 @@ TEST_F(Calibration, ACallerPinnedToOneCpuStillMeasuresTheLinkNotTheScheduler) {
   const std::vector<int> cpus = allowedCpus();
   if (cpus.size() < 2) GTEST_SKIP() << "this test needs two CPUs";
   ThreadAffinity affinity;
-  ASSERT_TRUE(affinity.pinTo(cpus[0]));
+  ASSERT_TRUE(pinThisThread(cpus[0]));
   constexpr int kShm = static_cast<int>(tuning::TransportClass::SharedMemory);
   double best = 1;
   for (int attempt = 0; attempt < 3 && best >= 5e-6; ++attempt) {
