@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -451,6 +452,30 @@ TEST(ShmFifoMemory, SegmentNameIsRemovedOnOpenAndOnDestruction) {
   r = shm->open(blob, 8192, &again);
   EXPECT_FALSE(r.ok());
   EXPECT_NE(r.message().find("the FIFO needs 8192"), std::string::npos) << r.message();
+}
+
+long minorFaults() {
+  rusage u{};
+  getrusage(RUSAGE_THREAD, &u);
+  return u.ru_minflt;
+}
+
+// The sender's end of a FIFO is the segment opened: its first message in each
+// slot must not wait for the kernel to map the slot's page.
+TEST(ShmFifoMemory, BothEndsHaveEveryPageMappedBeforeTheFirstMessage) {
+  constexpr uint64_t kBytes = 64 * 4096;
+  auto shm = shm::makeShmFifoProvider();
+  std::unique_ptr<transports::FifoMemory> made, opened;
+  ASSERT_TRUE(createFifo(*shm, kBytes, &made).ok());
+  ASSERT_TRUE(shm->open(made->blob(), kBytes, &opened).ok());
+  for (transports::FifoMemory* end : {made.get(), opened.get()}) {
+    volatile char* base = end->base();
+    const long before = minorFaults();
+    for (uint64_t at = 0; at < kBytes; at += 4096) base[at] = char(base[at] + 1);
+    EXPECT_EQ(minorFaults() - before, 0) << (end == made.get() ? "created" : "opened")
+                                         << " end: pages mapped at their first touch";
+  }
+  EXPECT_EQ(made->base()[4096], char(0x5a + 2)) << "both ends wrote the same page";
 }
 
 TEST(ShmFifoMemory, TooSmallDevShmFailsAtCreateWithSizeNeeded) {

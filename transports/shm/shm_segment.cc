@@ -52,9 +52,16 @@ void ShmName::unlink() {
 
 namespace {
 
+// MAP_POPULATE: every page is mapped now rather than at its first touch. A
+// FIFO's sender opens the segment its receiver wrote, and touched each of its
+// eight slots for the first time in one of the first eight calls on it: a
+// page fault apiece inside calls a program times (4 ranks, 8 B: 4-8 faults
+// in the first two timed calls; performance.md, 2026-12-02, fifth session).
+// The pages exist already (posix_fallocate at creation), so this maps them
+// and allocates nothing.
 Result mapFd(int fd, size_t bytes, const std::string& name, const std::string& purpose,
              ShmMapping* mapping) {
-  void* addr = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* addr = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (addr == MAP_FAILED)
     return systemFail("cannot map %zu bytes of shared memory segment /dev/shm%s for %s", bytes,
                       name.c_str(), purpose.c_str());
