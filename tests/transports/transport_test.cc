@@ -463,19 +463,20 @@ long minorFaults() {
 // The sender's end of a FIFO is the segment opened: its first message in each
 // slot must not wait for the kernel to map the slot's page.
 TEST(ShmFifoMemory, BothEndsHaveEveryPageMappedBeforeTheFirstMessage) {
-  constexpr uint64_t kBytes = 64 * 4096;
+  const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+  const uint64_t bytes = 64 * page;
   auto shm = shm::makeShmFifoProvider();
   std::unique_ptr<transports::FifoMemory> made, opened;
-  ASSERT_TRUE(createFifo(*shm, kBytes, &made).ok());
-  ASSERT_TRUE(shm->open(made->blob(), kBytes, &opened).ok());
+  ASSERT_TRUE(createFifo(*shm, bytes, &made).ok());
+  ASSERT_TRUE(shm->open(made->blob(), bytes, &opened).ok());
   for (transports::FifoMemory* end : {made.get(), opened.get()}) {
     volatile char* base = end->base();
     const long before = minorFaults();
-    for (uint64_t at = 0; at < kBytes; at += 4096) base[at] = char(base[at] + 1);
+    for (uint64_t at = 0; at < bytes; at += page) base[at] = char(base[at] + 1);
     EXPECT_EQ(minorFaults() - before, 0) << (end == made.get() ? "created" : "opened")
                                          << " end: pages mapped at their first touch";
   }
-  EXPECT_EQ(made->base()[4096], char(0x5a + 2)) << "both ends wrote the same page";
+  EXPECT_EQ(made->base()[page], char(0x5a + 2)) << "both ends wrote the same page";
 }
 
 TEST(ShmFifoMemory, TooSmallDevShmFailsAtCreateWithSizeNeeded) {
