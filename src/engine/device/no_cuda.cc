@@ -64,6 +64,9 @@ Result freeCommMemory(void* ptr) {
 
 Result classifyGroup(std::vector<engine::Task>& tasks, bool* device) {
   *device = false;
+  // Without a driver no pointer is device memory: one look for the group, not
+  // one (a dl_iterate_phdr, the loader's lock) per buffer.
+  if (!cudaDriverLoaded()) return Result::success();
   for (const engine::Task& t : tasks) {
     if (t.count == 0) continue;
     for (const void* p : {t.sendbuff, static_cast<const void*>(t.recvbuff)}) {
