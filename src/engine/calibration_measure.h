@@ -3,6 +3,7 @@
 // tuning/calibration.h), once per process.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "base/result.h"
@@ -21,6 +22,17 @@ Result measureCalibration(tuning::CalibrationParams* out);
 // The same with the measuring threads on cpus[0] and cpus[1] (fewer than two:
 // the one-CPU case above). For tests.
 Result measureCalibrationOn(const std::vector<int>& cpus, tuning::CalibrationParams* out);
+
+// One link's latency samples: seconds per hop of batches of kRoundTripBatch
+// round trips each, timed one after another until `seconds` have passed and
+// at least kMinRoundTripBatches batches were timed (so one stall of the peer
+// cannot be the only sample), or `maxRoundTrips` ran. Stops with *ok false at
+// the first round trip that fails. measureCalibration's ping-pong, exposed for
+// tests.
+constexpr int kRoundTripBatch = 16;
+constexpr int kMinRoundTripBatches = 8;
+std::vector<double> timeRoundTripBatches(const std::function<bool()>& roundTrip, double seconds, int maxRoundTrips,
+                                         bool* ok);
 
 // The process's parameters, resolved on first use (thread-safe; up to ~150 ms
 // when it measures) by resolveCalibration(measureCalibration) and kept for the

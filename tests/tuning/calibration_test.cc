@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -249,6 +250,45 @@ TEST_F(Calibration, OneCpuKeepsTheLinkDefaultsAndCachesNothing) {
       [](tuning::CalibrationParams* out) { return engine::measureCalibrationOn({0}, out); });
   EXPECT_EQ(resolved.alpha[0], d.alpha[0]);
   EXPECT_FALSE(exists(tuning::calibrationCachePath())) << "a one-CPU calibration was cached";
+}
+
+// A guest's other vCPU held by the hypervisor for longer than the whole
+// ping-pong budget (a 20 ms stall cached 646 us a hop on a 2-vCPU guest): the
+// stalled batch must not be the only sample.
+TEST_F(Calibration, OneStalledRoundTripIsNotTheOnlyLatencySample) {
+  int calls = 0;
+  bool ok = false;
+  const std::vector<double> batches = engine::timeRoundTripBatches(
+      [&] {
+        if (calls++ == 0) std::this_thread::sleep_for(std::chrono::milliseconds(40));
+        return true;
+      },
+      0.015, 2048, &ok);
+  EXPECT_TRUE(ok);
+  ASSERT_GE(batches.size(), size_t(engine::kMinRoundTripBatches));
+  EXPECT_GT(batches.front(), 1e-3) << "the first batch held the stall";
+  EXPECT_LT(*std::min_element(batches.begin(), batches.end()), 1e-5)
+      << "the fastest batch still holds the stall";
+}
+
+// The budget still ends a slow link's ping-pong once the fewest batches ran,
+// and a failed round trip ends it at once.
+TEST_F(Calibration, PingPongStopsAtItsBudgetAndAtTheFirstFailure) {
+  bool ok = false;
+  std::vector<double> batches = engine::timeRoundTripBatches(
+      [] {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        return true;
+      },
+      0.001, 2048, &ok);
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(batches.size(), size_t(engine::kMinRoundTripBatches));
+
+  int calls = 0;
+  batches = engine::timeRoundTripBatches([&] { return ++calls < 20; }, 1.0, 2048, &ok);
+  EXPECT_FALSE(ok);
+  EXPECT_EQ(calls, 20);
+  EXPECT_EQ(batches.size(), 1u) << "only the first whole batch was timed";
 }
 
 TEST_F(Calibration, ProcessWideValueIsResolvedOnce) {
