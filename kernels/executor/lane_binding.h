@@ -22,7 +22,7 @@ struct BoundLane {
   std::vector<int32_t> recvPeers;
   std::vector<Protocol> sendProtocols;  // port index -> the protocol of its FIFO
   std::vector<Protocol> recvProtocols;
-  uint64_t maxMessageBytes = 0;    // the largest step that sends or receives
+  uint64_t maxLLMessageBytes = 0;  // the largest LL message a step sends or receives
 };
 
 namespace detail {
@@ -68,7 +68,7 @@ inline std::string appendLane(const schedule::Lane& lane, uint32_t op, Protocol 
       if (bytes > payloadBytes)
         return "step " + std::to_string(i) + " moves " + std::to_string(bytes) + " bytes, more than a slot's " +
                std::to_string(payloadBytes);
-      b->maxMessageBytes = std::max(b->maxMessageBytes, bytes);
+      if (protocol == Protocol::LL) b->maxLLMessageBytes = std::max(b->maxLLMessageBytes, bytes);
     }
     b->steps.push_back(e);
   }

@@ -144,6 +144,32 @@ TEST(LaneImage, ACopyLaidOutForItsNewAddressRunsTheGroup) {
   }
 }
 
+// Each LL lane's staging holds the lane's largest LL message, not the whole
+// LL payload: the block does not grow with the payload (two 64 KiB buffers
+// per LL lane made every new call shape of a host group an mmap of 132 KiB,
+// its page faults and its zeroing), and the group above runs in what it holds.
+TEST(LaneImage, LLStagingHoldsTheLanesLargestMessageNotTheWholePayload) {
+  RingGroup g;
+  const size_t bytes = braid::lanes::laneImageLayout(g.parts, 4096).bytes;
+  EXPECT_EQ(braid::lanes::laneImageLayout(g.parts, 64 * 1024).bytes, bytes);
+  std::vector<uint64_t> image(bytes / 8);
+  ASSERT_TRUE(writeLaneImage(g.parts, 64 * 1024, reinterpret_cast<uintptr_t>(image.data()), image.data()).ok());
+  const auto* lanes = reinterpret_cast<const braid::executor::LaneExec*>(image.data());
+  size_t at = 0, llLanes = 0;
+  for (const LaneProgram& program : g.programs)
+    for (const braid::lanes::ProgramLane& lane : program.lanes) {
+      const braid::executor::LaneExec& L = lanes[at++];
+      if (!lane.anyLL) continue;
+      ++llLanes;
+      const uint64_t largest = lane.bound.maxLLMessageBytes;
+      EXPECT_GT(largest, 0u);
+      EXPECT_LE(largest, kSmall * sizeof(float));
+      EXPECT_EQ(L.stageBytes, (largest + 7) / 8 * 8);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(L.sendStage) - reinterpret_cast<uintptr_t>(L.recvStage), L.stageBytes);
+    }
+  EXPECT_GT(llLanes, 0u);
+}
+
 // An image refreshed for a launch's new buffers, fingerprints, beacons and
 // failure word (refreshLaneImage) is byte for byte the image written afresh
 // for them, peer tables included.

@@ -1,5 +1,6 @@
 #include "engine/lanes/lane_image.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 
@@ -25,7 +26,18 @@ class Layout {
 
 struct LaneParts {
   size_t steps = 0, sendPorts = 0, recvPorts = 0, recvStage = 0, sendStage = 0;
+  uint64_t stageBytes = 0;  // of each LL staging buffer
 };
+
+// Each staging buffer holds the lane's largest LL message, at most
+// `llStageBytes` (the LL payload): the image of a host group whose LL calls
+// are of 32 B stays some hundred bytes, where 64 KiB buffers made a new
+// call shape cost an mmap of 132 KiB, its page faults and its zeroing
+// (90 us on 2 ranks, 190 us on 4, docs/performance.md).
+uint64_t laneStageBytes(const ProgramLane& lane, uint64_t llStageBytes) {
+  const uint64_t need = (std::max<uint64_t>(lane.bound.maxLLMessageBytes, 8) + 7) / 8 * 8;
+  return std::min(need, llStageBytes);
+}
 
 struct PartLayout {
   size_t ops = 0, stages = 0;
@@ -68,17 +80,18 @@ BlockLayout layoutOf(const std::vector<ImagePart>& parts, uint64_t llStageBytes)
   l.written = layout.used();
   for (size_t p = 0; p < parts.size(); ++p)
     for (size_t i = 0; i < parts[p].program->lanes.size(); ++i)
-      if (parts[p].program->lanes[i].anyLL) {
-        l.parts[p].lanes[i].recvStage = layout.take(llStageBytes);
-        l.parts[p].lanes[i].sendStage = layout.take(llStageBytes);
+      if (const ProgramLane& lane = parts[p].program->lanes[i]; lane.anyLL) {
+        LaneParts& lp = l.parts[p].lanes[i];
+        lp.stageBytes = laneStageBytes(lane, llStageBytes);
+        lp.recvStage = layout.take(lp.stageBytes);
+        lp.sendStage = layout.take(lp.stageBytes);
       }
   l.bytes = layout.used();
   return l;
 }
 
 // Writes one lane's steps and port pointers into `host`; returns its LaneExec.
-executor::LaneExec writeLane(const ImagePart& part, const PartLayout& pl, size_t i, uint64_t llStageBytes,
-                             uintptr_t base, char* host) {
+executor::LaneExec writeLane(const ImagePart& part, const PartLayout& pl, size_t i, uintptr_t base, char* host) {
   const ProgramLane& lane = part.program->lanes[i];
   const LaneParts& p = pl.lanes[i];
   auto there = [base](size_t offset) { return base + offset; };
@@ -102,7 +115,7 @@ executor::LaneExec writeLane(const ImagePart& part, const PartLayout& pl, size_t
   if (lane.anyLL) {
     L.recvStage = reinterpret_cast<uint32_t*>(there(p.recvStage));
     L.sendStage = reinterpret_cast<uint32_t*>(there(p.sendStage));
-    L.stageBytes = llStageBytes;
+    L.stageBytes = p.stageBytes;
   }
   L.wait.abortFlag = part.abortWord;
   L.wait.resumable = part.resumable;
@@ -162,7 +175,7 @@ Result writeLaneImage(const std::vector<ImagePart>& parts, uint64_t llStageBytes
     if (!part.ops.empty()) memcpy(host + pl.ops, part.ops.data(), part.ops.size() * sizeof(executor::OpBuffers));
     writePeerTables(part, pl, base, host);
     for (size_t i = 0; i < part.program->lanes.size(); ++i) {
-      const executor::LaneExec L = writeLane(part, pl, i, llStageBytes, base, host);
+      const executor::LaneExec L = writeLane(part, pl, i, base, host);
       memcpy(&lanes[next++], &L, sizeof(L));
     }
   }
