@@ -390,7 +390,7 @@ std::vector<double> timeRoundTripBatches(const std::function<bool()>& roundTrip,
   const auto start = Clock::now();
   // The time budget ends the ping-pong only once enough batches were timed: a
   // guest whose other vCPU the hypervisor holds for 20 ms would otherwise time
-  // one batch, and the cache would keep 600 us a hop (seen on a 2-vCPU guest,
+  // one batch, and the cache would keep it (646 us a hop on a 2-vCPU guest,
   // about one calibration in twenty) for every later job of the host.
   for (int rt = 0; rt < maxRoundTrips; rt += kRoundTripBatch) {
     if (static_cast<int>(batches.size()) >= kMinRoundTripBatches && secondsSince(start) > seconds) break;
