@@ -113,10 +113,10 @@ TEST(LaneImage, ACopyLaidOutForItsNewAddressRunsTheGroup) {
   RingGroup g;
   std::vector<LaneProgram>& programs = g.programs;
   std::vector<braid::lanes::ImagePart>& parts = g.parts;
-  const size_t bytes = braid::lanes::laneImageLayout(parts, 4096).bytes;
+  const size_t bytes = braid::lanes::laneImageLayout(parts).bytes;
   std::vector<uint64_t> where(bytes / 8, 0xdeadbeef), written(bytes / 8);
   const uintptr_t base = reinterpret_cast<uintptr_t>(where.data());
-  ASSERT_TRUE(writeLaneImage(parts, 4096, base, written.data()).ok());
+  ASSERT_TRUE(writeLaneImage(parts, base, written.data()).ok());
   size_t nlanes = 0;
   for (const LaneProgram& p : programs) nlanes += p.lanes.size();
   // Every pointer of a lane into the block points at the copy, not at `written`.
@@ -145,15 +145,14 @@ TEST(LaneImage, ACopyLaidOutForItsNewAddressRunsTheGroup) {
 }
 
 // Each LL lane's staging holds the lane's largest LL message, not the whole
-// LL payload: the block does not grow with the payload (two 64 KiB buffers
-// per LL lane made every new call shape of a host group an mmap of 132 KiB,
-// its page faults and its zeroing), and the group above runs in what it holds.
+// LL payload (4096 B here; two 64 KiB buffers per LL lane made every new call
+// shape of a host group an mmap of 132 KiB, its page faults and its zeroing),
+// and the group above runs in what it holds.
 TEST(LaneImage, LLStagingHoldsTheLanesLargestMessageNotTheWholePayload) {
   RingGroup g;
-  const size_t bytes = braid::lanes::laneImageLayout(g.parts, 4096).bytes;
-  EXPECT_EQ(braid::lanes::laneImageLayout(g.parts, 64 * 1024).bytes, bytes);
+  const size_t bytes = braid::lanes::laneImageLayout(g.parts).bytes;
   std::vector<uint64_t> image(bytes / 8);
-  ASSERT_TRUE(writeLaneImage(g.parts, 64 * 1024, reinterpret_cast<uintptr_t>(image.data()), image.data()).ok());
+  ASSERT_TRUE(writeLaneImage(g.parts, reinterpret_cast<uintptr_t>(image.data()), image.data()).ok());
   const auto* lanes = reinterpret_cast<const braid::executor::LaneExec*>(image.data());
   size_t at = 0, llLanes = 0;
   for (const LaneProgram& program : g.programs)
@@ -184,11 +183,11 @@ TEST(LaneImage, ARefreshedImageEqualsOneWrittenAfresh) {
     part.peerOps = {peerTable, {}};
     part.ops[0].fingerprint = 11;
   }
-  const braid::lanes::LaneImageLayout layout = braid::lanes::laneImageLayout(g.parts, 4096);
+  const braid::lanes::LaneImageLayout layout = braid::lanes::laneImageLayout(g.parts);
   std::vector<uint64_t> where(layout.bytes / 8);
   const uintptr_t base = reinterpret_cast<uintptr_t>(where.data());
   std::vector<uint64_t> refreshed(layout.written / 8), fresh(layout.written / 8);
-  ASSERT_TRUE(writeLaneImage(g.parts, 4096, base, refreshed.data()).ok());
+  ASSERT_TRUE(writeLaneImage(g.parts, base, refreshed.data()).ok());
   // The next launch: other buffers (in place), another call's fingerprints,
   // other beacons and failure word.
   size_t lane = 0;
@@ -202,7 +201,7 @@ TEST(LaneImage, ARefreshedImageEqualsOneWrittenAfresh) {
     lane += part.program->lanes.size();
     part.failureWord = &failureB;
   }
-  ASSERT_TRUE(writeLaneImage(g.parts, 4096, base, fresh.data()).ok());
+  ASSERT_TRUE(writeLaneImage(g.parts, base, fresh.data()).ok());
   ASSERT_NE(refreshed, fresh);
   braid::lanes::refreshLaneImage(g.parts, layout, refreshed.data());
   EXPECT_EQ(refreshed, fresh);

@@ -102,7 +102,6 @@ std::unique_ptr<lanes::BeaconWatch> watchOf(WatchedLaunch w, std::shared_ptr<con
 ImageOfLaunch imageOf(const std::vector<CommLaunch*>& group) {
   ImageOfLaunch im;
   for (const CommLaunch* c : group) {
-    im.stage = std::max(im.stage, lanes::llStageBytesOf(c->comm));
     im.scratchBytes += align(c->cp().scratchBytes, 256);
     for (const engine::Task* t : c->tasks)
       im.anyFp8 = im.anyFp8 || t->type == ncclFloat8e4m3 || t->type == ncclFloat8e5m2;
@@ -133,7 +132,7 @@ void setBeacons(DeviceProxy* first, const BeaconLease* beacons, ImageOfLaunch* i
 
 void sizeImage(const std::vector<CommLaunch*>& group, ImageOfLaunch* im) {
   addPeerTables(group, &im->parts);
-  im->layout = lanes::laneImageLayout(im->parts, im->stage);
+  im->layout = lanes::laneImageLayout(im->parts);
   im->scratchAt = align(im->layout.bytes, 256);
 }
 
@@ -141,12 +140,12 @@ Result writeImage(const std::vector<CommLaunch*>& group, char* block, void* dst,
   addPeerTables(group, &im->parts);  // sized by sizeImage, not by sizeFromKept
   setOps(group, block, im);
   fillPeerTables(group, im->layout, reinterpret_cast<uintptr_t>(block), &im->parts);
-  return lanes::writeLaneImage(im->parts, im->stage, reinterpret_cast<uintptr_t>(block), dst);
+  return lanes::writeLaneImage(im->parts, reinterpret_cast<uintptr_t>(block), dst);
 }
 
-const KeptImage* keptImageFor(const std::vector<CommLaunch*>& group, const CachedLaunch* kept, uint64_t stage) {
+const KeptImage* keptImageFor(const std::vector<CommLaunch*>& group, const CachedLaunch* kept) {
   const KeptImage* k = kept->image.get();
-  if (k == nullptr || k->block != kept->block || k->stage != stage || k->parts.size() != group.size()) return nullptr;
+  if (k == nullptr || k->block != kept->block || k->parts.size() != group.size()) return nullptr;
   for (size_t p = 0; p < group.size(); ++p)
     if (k->parts[p].lock() != group[p]->cp().program) return nullptr;
   return k;
@@ -162,7 +161,6 @@ Result keepImage(const std::vector<CommLaunch*>& group, CachedLaunch* kept, Imag
   auto k = std::make_unique<KeptImage>();
   for (const CommLaunch* c : group) k->parts.push_back(c->cp().program);
   k->block = kept->block;
-  k->stage = im->stage;
   k->layout = im->layout;
   k->scratchAt = im->scratchAt;
   BRAID_TRY(writeImage(group, kept->block, k->carried.data, im));

@@ -69,15 +69,14 @@ WatchedLaunch watchedLaunchOf(const std::vector<CommLaunch*>& group, const Beaco
 std::unique_ptr<lanes::BeaconWatch> watchOf(WatchedLaunch w, std::shared_ptr<const void> keep,
                                             lanes::WatchedReplay replay = {});
 
-// The lanes image of a launch: each communicator's part, its LL staging
-// size, and where the scratch starts in the device block. An eager launch
+// The lanes image of a launch: each communicator's part, and where the
+// scratch starts in the device block. An eager launch
 // carries an image of at most LaunchImage::maxBytes() in its parameters
 // (kernels/executor/launch_image.h), as does a graph's (its generation is the
 // graph's launch count); a larger one and one with device scalars are
 // uploaded.
 struct ImageOfLaunch {
   std::vector<lanes::ImagePart> parts;
-  uint64_t stage = 8;
   size_t scratchBytes = 0;
   bool anyFp8 = false;
   uint32_t nlanes = 0;
@@ -102,8 +101,8 @@ void sizeImage(const std::vector<CommLaunch*>& group, ImageOfLaunch* im);
 // aligned).
 Result writeImage(const std::vector<CommLaunch*>& group, char* block, void* dst, ImageOfLaunch* im);
 // The image `kept` carried last, if it was written for this launch's parts
-// (the same lane programs, in order), `stage` and kept->block; else null.
-const KeptImage* keptImageFor(const std::vector<CommLaunch*>& group, const CachedLaunch* kept, uint64_t stage);
+// (the same lane programs, in order) and kept->block; else null.
+const KeptImage* keptImageFor(const std::vector<CommLaunch*>& group, const CachedLaunch* kept);
 // The image's size and where the scratch starts, from a kept image (instead
 // of sizeImage).
 void sizeFromKept(const KeptImage& k, ImageOfLaunch* im);

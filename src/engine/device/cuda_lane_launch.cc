@@ -206,7 +206,7 @@ Result launchOnDevice(const Launch& launch, const std::vector<CommLaunch*>& grou
   // it carried last, if written for these parts, is only refreshed.
   CachedLaunch* kept = group.front()->cached;
   if (kept && kept->stream != stream) kept = nullptr;
-  const KeptImage* reuse = kept ? keptImageFor(group, kept, im.stage) : nullptr;
+  const KeptImage* reuse = kept ? keptImageFor(group, kept) : nullptr;
   const bool refresh = reuse != nullptr;
   if (refresh) sizeFromKept(*reuse, &im);
   else sizeImage(group, &im);

@@ -36,7 +36,6 @@ namespace braid::device {
 struct KeptImage {
   std::vector<std::weak_ptr<const lanes::LaneProgram>> parts;  // each part's program, in order
   char* block = nullptr;
-  uint64_t stage = 0;
   lanes::LaneImageLayout layout;
   size_t scratchAt = 0;
   executor::LaunchImage carried;

@@ -59,8 +59,6 @@ LaneLimits limitsOf(const ncclComm* comm) {
   return l;
 }
 
-uint64_t llStageBytesOf(const ncclComm* comm) { return (limitsOf(comm).llPayloadBytes + 7) / 8 * 8; }
-
 Result commProgramOf(const std::vector<const engine::Task*>& tasks, LaneRunner runner, CommProgram* out,
                      bool peerAccess) {
   if (tasks.empty()) return fail(ncclInternalError, "lane program of no call");

@@ -25,8 +25,6 @@ struct CommProgram {
 
 // FIFO slot sizes and the LL threshold of a communicator (alike on all ranks).
 LaneLimits limitsOf(const ncclComm* comm);
-// Bytes of each LL staging buffer of a lane.
-uint64_t llStageBytesOf(const ncclComm* comm);
 
 // Who runs the lanes: host threads (the host runner) or CUDA blocks.
 enum class LaneRunner { Host, Device };

@@ -75,8 +75,7 @@ Result buildImages(std::vector<std::unique_ptr<CommRun>>& comms, const PeerAcces
   for (auto& c : comms) {
     for (size_t i = 0; i < c->tasks.size(); ++i) c->ops.push_back(opBuffersOf(*c, i));
     const std::vector<ImagePart> parts = {imagePartOf(*c, peerAccess)};
-    const uint64_t stage = llStageBytesOf(c->comm);
-    const LaneImageLayout layout = laneImageLayout(parts, stage);
+    const LaneImageLayout layout = laneImageLayout(parts);
     c->image.assign((layout.bytes + 7) / 8, 0);
     c->opsOffset = layout.opBuffersAt(0, 0);
     runOf[c->comm] = c.get();
@@ -88,8 +87,7 @@ Result buildImages(std::vector<std::unique_ptr<CommRun>>& comms, const PeerAcces
         const CommRun& rank = *runOf.at(it->second[k]);
         parts[0].peerOps[0][k] = reinterpret_cast<uintptr_t>(rank.image.data()) + rank.opsOffset;
       }
-    BRAID_TRY(writeLaneImage(parts, llStageBytesOf(c->comm), reinterpret_cast<uintptr_t>(c->image.data()),
-                             c->image.data()));
+    BRAID_TRY(writeLaneImage(parts, reinterpret_cast<uintptr_t>(c->image.data()), c->image.data()));
   }
   return Result::success();
 }

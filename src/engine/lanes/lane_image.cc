@@ -29,14 +29,13 @@ struct LaneParts {
   uint64_t stageBytes = 0;  // of each LL staging buffer
 };
 
-// Each staging buffer holds the lane's largest LL message, at most
-// `llStageBytes` (the LL payload): the image of a host group whose LL calls
-// are of 32 B stays some hundred bytes, where 64 KiB buffers made a new
-// call shape cost an mmap of 132 KiB, its page faults and its zeroing
-// (90 us on 2 ranks, 190 us on 4, docs/performance.md).
-uint64_t laneStageBytes(const ProgramLane& lane, uint64_t llStageBytes) {
-  const uint64_t need = (std::max<uint64_t>(lane.bound.maxLLMessageBytes, 8) + 7) / 8 * 8;
-  return std::min(need, llStageBytes);
+// Each staging buffer holds the lane's largest LL message (which the lane
+// program keeps within the LL payload): the image of a host group whose LL
+// calls are of 32 B stays some hundred bytes, where buffers of the whole
+// payload (64 KiB) made a new call shape cost an mmap of 132 KiB, its page
+// faults and its zeroing (90 us on 2 ranks, 190 us on 4, docs/performance.md).
+uint64_t laneStageBytes(const ProgramLane& lane) {
+  return (std::max<uint64_t>(lane.bound.maxLLMessageBytes, 8) + 7) / 8 * 8;
 }
 
 struct PartLayout {
@@ -57,7 +56,7 @@ size_t lanesOf(const std::vector<ImagePart>& parts) {
   return n;
 }
 
-BlockLayout layoutOf(const std::vector<ImagePart>& parts, uint64_t llStageBytes) {
+BlockLayout layoutOf(const std::vector<ImagePart>& parts) {
   Layout layout;
   BlockLayout l;
   layout.take(lanesOf(parts) * sizeof(executor::LaneExec));
@@ -82,7 +81,7 @@ BlockLayout layoutOf(const std::vector<ImagePart>& parts, uint64_t llStageBytes)
     for (size_t i = 0; i < parts[p].program->lanes.size(); ++i)
       if (const ProgramLane& lane = parts[p].program->lanes[i]; lane.anyLL) {
         LaneParts& lp = l.parts[p].lanes[i];
-        lp.stageBytes = laneStageBytes(lane, llStageBytes);
+        lp.stageBytes = laneStageBytes(lane);
         lp.recvStage = layout.take(lp.stageBytes);
         lp.sendStage = layout.take(lp.stageBytes);
       }
@@ -147,8 +146,8 @@ size_t LaneImageLayout::opBuffersAt(size_t part, size_t op) const {
   return opsAt[part] + op * sizeof(executor::OpBuffers);
 }
 
-LaneImageLayout laneImageLayout(const std::vector<ImagePart>& parts, uint64_t llStageBytes) {
-  const BlockLayout l = layoutOf(parts, llStageBytes);
+LaneImageLayout laneImageLayout(const std::vector<ImagePart>& parts) {
+  const BlockLayout l = layoutOf(parts);
   LaneImageLayout out;
   out.bytes = l.bytes;
   out.written = l.written;
@@ -156,15 +155,15 @@ LaneImageLayout laneImageLayout(const std::vector<ImagePart>& parts, uint64_t ll
   return out;
 }
 
-Result writeLaneImage(const std::vector<ImagePart>& parts, uint64_t llStageBytes, uintptr_t base, void* dst) {
-  if (base % 8 != 0 || reinterpret_cast<uintptr_t>(dst) % 8 != 0 || llStageBytes % 8 != 0)
-    return fail(ncclInternalError, "lane image: misaligned block or staging size");
+Result writeLaneImage(const std::vector<ImagePart>& parts, uintptr_t base, void* dst) {
+  if (base % 8 != 0 || reinterpret_cast<uintptr_t>(dst) % 8 != 0)
+    return fail(ncclInternalError, "lane image: misaligned block");
   for (const ImagePart& part : parts)
     for (const PortKey& k : portsOf(*part.program))
       if (part.portOf(k) == nullptr)
         return fail(ncclInternalError, "lane image: no port for the FIFO %s rank %d, channel %d",
                     k.send ? "to" : "from", k.peer, k.channel);
-  const BlockLayout l = layoutOf(parts, llStageBytes);
+  const BlockLayout l = layoutOf(parts);
   char* host = static_cast<char*>(dst);
   memset(host, 0, l.written);  // stage counters start at zero
   auto* lanes = reinterpret_cast<executor::LaneExec*>(host);

@@ -44,8 +44,8 @@ struct ImagePart {
 struct LaneImageLayout {
   size_t bytes = 0;  // the whole block
   // Its start, what writeLaneImage writes: all of it but the LL lanes'
-  // staging (two buffers per LL lane, each of the lane's largest LL message,
-  // at most llStageBytes), which the lanes write before they read. A few KiB
+  // staging (two buffers per LL lane, each of the lane's largest LL message),
+  // which the lanes write before they read. A few KiB
   // for small groups.
   size_t written = 0;
   std::vector<size_t> opsAt;  // per part: where its OpBuffers table starts
@@ -54,15 +54,14 @@ struct LaneImageLayout {
   size_t opBuffersAt(size_t part, size_t op) const;
 };
 
-LaneImageLayout laneImageLayout(const std::vector<ImagePart>& parts, uint64_t llStageBytes);
+LaneImageLayout laneImageLayout(const std::vector<ImagePart>& parts);
 
 // Writes the block's first LaneImageLayout::written bytes into `dst` (8-byte aligned)
 // for use at `base` (dst itself, or where it will be copied). The LaneExec
 // array of all parts' lanes, in part order, is at its start. LL lanes get two
 // staging buffers after that, not written, each of the lane's largest LL
-// message rounded up to 8 and at most llStageBytes (a multiple of 8, at least
-// the LL payload); the stage counters start at zero.
-Result writeLaneImage(const std::vector<ImagePart>& parts, uint64_t llStageBytes, uintptr_t base, void* dst);
+// message rounded up to 8; the stage counters start at zero.
+Result writeLaneImage(const std::vector<ImagePart>& parts, uintptr_t base, void* dst);
 
 // Rewrites in `dst`, an image writeLaneImage wrote for the same programs,
 // ports, peer tables, staging and block, what changes from one launch to the
