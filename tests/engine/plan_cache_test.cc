@@ -174,6 +174,25 @@ TEST_F(PlanCacheCalls, AnotherShapePlansAnewAndKeepsBoth) {
   EXPECT_EQ(cached(1, 1000), thousand);
 }
 
+// A loop over more shapes than a handful (48 here, where the cache kept 16
+// and such a loop planned every call, docs/performance.md) plans each shape
+// once: the second pass finds the groups of the first.
+TEST_F(PlanCacheCalls, ALoopOverManyShapesPlansEachOnce) {
+  constexpr size_t kShapes = 48;
+  static_assert(kShapes <= lanes::PlanCache::kEntries);
+  std::vector<std::vector<float>> out;
+  std::vector<LaneGroup*> firstPass;
+  for (size_t k = 0; k < kShapes; ++k) {
+    ASSERT_TRUE(allReduce(9 + k, float(k), &out)) << "shape " << k;
+    firstPass.push_back(cached(0, 9 + k));
+    ASSERT_NE(firstPass.back(), nullptr);
+  }
+  for (size_t k = 0; k < kShapes; ++k) {
+    ASSERT_TRUE(allReduce(9 + k, float(k) + 1, &out)) << "shape " << k << ", second pass";
+    EXPECT_EQ(cached(0, 9 + k), firstPass[k]) << "shape " << k << " was planned again";
+  }
+}
+
 // One thread's group over both ranks (ncclGroupStart, a call on each
 // communicator): PreMulSum by `scalars[r]` on rank r, inputs r + 1 + base;
 // true when both got the right sum.

@@ -195,7 +195,7 @@ INSTANTIATE_TEST_SUITE_P(Forms, ThreadAlgoSyntax,
 TEST(ThreadPlanReuse, RepeatedShapesStayCorrect) {
   constexpr int kRanks = 4;
   constexpr int kHotShapes = 6;
-  constexpr int kAllShapes = 24;  // more than PlanCache::kEntries
+  constexpr int kAllShapes = 72;  // more than PlanCache::kEntries (64)
   const ncclRedOp_t ops[] = {ncclSum, ncclMax, ncclAvg};
   std::vector<Call> calls;
   // Each round gives a shape another op and flips in-place; the root (part of

@@ -32,8 +32,9 @@ struct PlanKey {
   ncclDataType_t type = ncclFloat32;
   int root = 0;
   reduce::WireType wire = reduce::WireType::None;  // a wire type rules algorithms out
+  // The count first: it tells most shapes of one communicator apart.
   bool operator==(const PlanKey& o) const {
-    return comm == o.comm && commNonce == o.commNonce && coll == o.coll && count == o.count && type == o.type &&
+    return count == o.count && comm == o.comm && commNonce == o.commNonce && coll == o.coll && type == o.type &&
            root == o.root && wire == o.wire;
   }
 };
@@ -44,15 +45,16 @@ PlanKey planKeyOf(const engine::Task& t);
 using GroupKey = std::vector<PlanKey>;
 GroupKey groupKeyOf(const std::vector<engine::Task>& tasks);
 
-// Values kept per group of calls: a handful of entries, least recently used
-// replaced, lookups a linear scan of a few short keys (cheaper than hashing,
-// and compared key by key, in order, so that a lookup allocates nothing). The
-// host runner keeps its LaneGroups so (PlanCache); plan kernels their
-// launches (engine/device/cuda_launch_cache.h).
-template <class Value>
+// Values kept per group of calls: up to `Entries`, least recently used
+// replaced, lookups a linear scan of the entries' first keys, kept in the
+// entry array itself (cheaper than hashing, and compared key by key, in
+// order, so that a lookup allocates nothing). The host runner keeps its
+// LaneGroups so (PlanCache); plan kernels their launches, which hold device
+// memory (engine/device/cuda_launch_cache.h).
+template <class Value, size_t Entries = 16>
 class GroupCache {
  public:
-  static constexpr size_t kEntries = 16;
+  static constexpr size_t kEntries = Entries;
 
   // The value of these calls, or null.
   Value* find(const std::vector<engine::Task>& tasks) {
@@ -82,6 +84,7 @@ class GroupCache {
                                 [](const Entry& a, const Entry& b) { return a.lastUse < b.lastUse; });
       retire(*slot->value);
     }
+    slot->first = key.empty() ? PlanKey{} : key.front();
     slot->key = std::move(key);
     slot->value = std::move(value);
     slot->lastUse = ++clock_;
@@ -99,6 +102,7 @@ class GroupCache {
 
  private:
   struct Entry {
+    PlanKey first;  // key[0], where the scan reads it
     GroupKey key;
     std::unique_ptr<Value> value;
     uint64_t lastUse = 0;
@@ -110,7 +114,7 @@ class GroupCache {
     if (n == 0) return nullptr;
     const PlanKey first = keyAt(0);
     const auto matches = [&](const Entry& e) {
-      if (e.key.size() != n || !(e.key[0] == first)) return false;
+      if (!(e.first == first) || e.key.size() != n) return false;
       size_t i = 1;
       while (i < n && e.key[i] == keyAt(i)) ++i;
       return i == n && also(*e.value);
@@ -131,6 +135,9 @@ class GroupCache {
   size_t last_ = 0;  // index of the entry found last
 };
 
-using PlanCache = GroupCache<lanes::LaneGroup>;
+// A loop over many call shapes (a model's layers, buckets of several sizes)
+// would otherwise plan every call: each kept group costs a few KiB of host
+// memory (2-30 KiB from 16 B to 64 MiB, docs/performance.md).
+using PlanCache = GroupCache<lanes::LaneGroup, 64>;
 
 }  // namespace braid::lanes
