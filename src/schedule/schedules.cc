@@ -1,5 +1,7 @@
 #include "schedule/schedules.h"
 
+#include <cstddef>
+
 #include "schedule/generators.h"
 
 namespace braid::schedule {
@@ -46,9 +48,18 @@ const Schedule kSchedules[] = {
 }  // namespace
 
 const Schedule* findSchedule(Collective coll, Algorithm algorithm) {
-  for (const Schedule& s : kSchedules)
-    if (s.coll == coll && s.algorithm == algorithm) return &s;
-  return nullptr;
+  // Indexed once: planning one call looks rows up some fifty times.
+  constexpr size_t kColls = size_t(Collective::Recv) + 1, kAlgos = size_t(kNumAlgorithms);
+  struct Index {
+    const Schedule* row[kColls][kAlgos] = {};
+  };
+  static const Index index = [] {
+    Index ix;
+    for (const Schedule& s : kSchedules) ix.row[size_t(s.coll)][size_t(s.algorithm)] = &s;
+    return ix;
+  }();
+  const size_t c = size_t(coll), a = size_t(algorithm);
+  return c < kColls && a < kAlgos ? index.row[c][a] : nullptr;
 }
 
 }  // namespace braid::schedule

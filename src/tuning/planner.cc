@@ -76,6 +76,11 @@ Best bestChunk(const TuningInput& in, schedule::Algorithm algo, uint8_t protos, 
   shape.bytes = n;
   shape.nchannels = in.nchannels;
   const bool pipelined = isPipelined(in.coll, algo);
+  // Every chunk of the whole message or more costs the same, whatever the
+  // protocol (one chunk a step; test
+  // CostModel.ChunksOfTheWholeMessageOrMoreCostTheSame), and a tie keeps the
+  // first: a small call prices one such size, not each.
+  bool pricedWhole = false;
   for (int pi = 0; pi < kNumProtocols; ++pi) {
     if (!((protos >> pi) & 1)) continue;
     const Protocol proto = static_cast<Protocol>(pi);
@@ -83,8 +88,12 @@ Best bestChunk(const TuningInput& in, schedule::Algorithm algo, uint8_t protos, 
     for (size_t bytes = r.hi;; bytes /= 2) {
       const size_t elems = std::max<size_t>(1, elemsFitting(in, bytes, elemSize));
       shape.chunkBytes = static_cast<double>(elems * elemSize);
-      double t = predictSeconds(in.coll, algo, shape, params);
-      if (t < best.seconds) best = {t, elems, proto};
+      const bool whole = shape.chunkBytes >= n;
+      if (!(whole && pricedWhole)) {
+        const double t = predictSeconds(in.coll, algo, shape, params);
+        if (t < best.seconds) best = {t, elems, proto};
+        pricedWhole = pricedWhole || whole;
+      }
       if (!pipelined || bytes / 2 <= r.lo || bytes / 2 < kMinChunkBytes) break;
     }
   }

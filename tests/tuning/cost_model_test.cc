@@ -238,5 +238,29 @@ TEST(CostModel, ModelBytesFollowsNcclCounts) {
   EXPECT_EQ(tuning::modelBytes(schedule::Collective::Gather, 100, 4, 8), 400);
 }
 
+// Chunks of the whole message or more all cost the same (one chunk per
+// step), in every schedule, so the planner prices one such size, not each
+// (bestChunk, tuning/planner.cc).
+TEST(CostModel, ChunksOfTheWholeMessageOrMoreCostTheSame) {
+  int checked = 0;
+  for (int c = 0; c <= static_cast<int>(schedule::Collective::Recv); ++c)
+    for (int a = 0; a < schedule::kNumAlgorithms; ++a) {
+      const auto coll = static_cast<schedule::Collective>(c);
+      const auto algo = static_cast<schedule::Algorithm>(a);
+      for (int p : {2, 3, 4, 5, 8, 16})
+        for (double n : {8.0, 100.0, 4096.0, 1e6})
+          for (int channels : {1, 2, 4}) {
+            const double whole = t(coll, algo, shape(p, n, n, channels));
+            if (std::isinf(whole)) continue;
+            ++checked;
+            for (double chunk : {n + 8, 2 * n, 64 * n, 1e12})
+              EXPECT_EQ(t(coll, algo, shape(p, n, chunk, channels)), whole)
+                  << collectiveName(coll) << " " << algorithmName(algo) << " p " << p << " n " << n << " channels "
+                  << channels << " chunk " << chunk;
+          }
+    }
+  EXPECT_GT(checked, 0);
+}
+
 }  // namespace
 }  // namespace braid

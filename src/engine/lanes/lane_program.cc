@@ -98,17 +98,15 @@ Result buildLaneProgram(const std::vector<LaneOp>& ops, const std::vector<schedu
     program.lanes.emplace_back();
     BRAID_TRY(bindParts(ops, parts, stages, limits, &program.lanes.back()));
   }
+  size_t nports = 0;
+  for (const ProgramLane& lane : program.lanes) nports += lane.bound.sendPeers.size() + lane.bound.recvPeers.size();
+  program.ports.reserve(nports);
+  for (const ProgramLane& lane : program.lanes) {
+    for (size_t i = 0; i < lane.bound.sendPeers.size(); ++i) program.ports.push_back(lane.sendKey(i));
+    for (size_t i = 0; i < lane.bound.recvPeers.size(); ++i) program.ports.push_back(lane.recvKey(i));
+  }
   *out = std::move(program);
   return Result::success();
-}
-
-std::vector<PortKey> portsOf(const LaneProgram& program) {
-  std::vector<PortKey> keys;
-  for (const ProgramLane& lane : program.lanes) {
-    for (size_t i = 0; i < lane.bound.sendPeers.size(); ++i) keys.push_back(lane.sendKey(i));
-    for (size_t i = 0; i < lane.bound.recvPeers.size(); ++i) keys.push_back(lane.recvKey(i));
-  }
-  return keys;
 }
 
 }  // namespace braid::lanes

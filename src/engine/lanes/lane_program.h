@@ -67,6 +67,9 @@ struct ProgramLane {
 struct LaneProgram {
   std::vector<ProgramLane> lanes;
   uint32_t nstages = 0;  // stage counters the lanes use
+  // Every FIFO the lanes use, once each (portsOf): listed once, where
+  // connecting and writing an image read it several times a new call shape.
+  std::vector<PortKey> ports;
 };
 
 // plans[i] is ops[i]'s plan at this rank. Fails (with the reason) when a step
@@ -76,6 +79,6 @@ Result buildLaneProgram(const std::vector<LaneOp>& ops, const std::vector<schedu
                         const LaneLimits& limits, LaneProgram* out);
 
 // Every FIFO the program's lanes use, once each.
-std::vector<PortKey> portsOf(const LaneProgram& program);
+inline const std::vector<PortKey>& portsOf(const LaneProgram& program) { return program.ports; }
 
 }  // namespace braid::lanes
