@@ -1,5 +1,6 @@
 #include "engine/lanes/lane_group.h"
 
+#include <algorithm>
 #include <map>
 
 #include "engine/comm.h"
@@ -36,8 +37,12 @@ executor::OpBuffers opBuffersOf(const CommRun& run, size_t i) {
 }
 
 // Same-host FIFOs (offer, then accept, for every communicator), then the
-// connections and FIFOs of ranks on other hosts.
+// connections and FIFOs of ranks on other hosts. Most new shapes use FIFOs
+// that an earlier shape made: one look finds them all.
 Result connect(std::vector<std::unique_ptr<CommRun>>& comms) {
+  if (std::all_of(comms.begin(), comms.end(),
+                  [](const auto& c) { return c->comm->hostLanes->ports.connected(portsOf(*c->program)); }))
+    return Result::success();
   for (auto& c : comms) BRAID_TRY(c->comm->hostLanes->ports.offer(c->comm, portsOf(*c->program), limitsOf(c->comm)));
   for (auto& c : comms) BRAID_TRY(c->comm->hostLanes->ports.accept(c->comm, portsOf(*c->program), limitsOf(c->comm)));
   std::vector<engine::ConnectionNeed> needs;
@@ -69,25 +74,30 @@ ImagePart imagePartOf(CommRun& c, const PeerAccessGroups& peerAccess) {
 
 // Lays out every communicator's image, then writes each: a call that
 // addresses its peers (peerAccess) gets the addresses of their OpBuffers,
-// which are in their images.
+// which are in their images. Each communicator's part is made once.
 Result buildImages(std::vector<std::unique_ptr<CommRun>>& comms, const PeerAccessGroups& peerAccess) {
-  std::map<const ncclComm*, CommRun*> runOf;
-  for (auto& c : comms) {
-    for (size_t i = 0; i < c->tasks.size(); ++i) c->ops.push_back(opBuffersOf(*c, i));
-    const std::vector<ImagePart> parts = {imagePartOf(*c, peerAccess)};
-    const LaneImageLayout layout = laneImageLayout(parts);
-    c->image.assign((layout.bytes + 7) / 8, 0);
-    c->opsOffset = layout.opBuffersAt(0, 0);
-    runOf[c->comm] = c.get();
+  std::vector<std::vector<ImagePart>> parts(comms.size());  // per communicator: its one part
+  for (size_t r = 0; r < comms.size(); ++r) {
+    CommRun& c = *comms[r];
+    for (size_t i = 0; i < c.tasks.size(); ++i) c.ops.push_back(opBuffersOf(c, i));
+    parts[r].push_back(imagePartOf(c, peerAccess));
+    const LaneImageLayout layout = laneImageLayout(parts[r]);
+    c.image.assign((layout.bytes + 7) / 8, 0);
+    c.opsOffset = layout.opBuffersAt(0, 0);
   }
-  for (auto& c : comms) {
-    std::vector<ImagePart> parts = {imagePartOf(*c, peerAccess)};
-    if (const auto it = peerAccess.find(c->comm); it != peerAccess.end())
+  const auto runOf = [&comms](const ncclComm* comm) -> const CommRun& {
+    size_t r = 0;
+    while (comms[r]->comm != comm) ++r;
+    return *comms[r];
+  };
+  for (size_t r = 0; r < comms.size(); ++r) {
+    CommRun& c = *comms[r];
+    if (const auto it = peerAccess.find(c.comm); it != peerAccess.end())
       for (size_t k = 0; k < it->second.size(); ++k) {
-        const CommRun& rank = *runOf.at(it->second[k]);
-        parts[0].peerOps[0][k] = reinterpret_cast<uintptr_t>(rank.image.data()) + rank.opsOffset;
+        const CommRun& rank = runOf(it->second[k]);
+        parts[r][0].peerOps[0][k] = reinterpret_cast<uintptr_t>(rank.image.data()) + rank.opsOffset;
       }
-    BRAID_TRY(writeLaneImage(parts, reinterpret_cast<uintptr_t>(c->image.data()), c->image.data()));
+    BRAID_TRY(writeLaneImage(parts[r], reinterpret_cast<uintptr_t>(c.image.data()), c.image.data()));
   }
   return Result::success();
 }

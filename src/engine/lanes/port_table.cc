@@ -1,5 +1,6 @@
 #include "engine/lanes/port_table.h"
 
+#include <algorithm>
 #include <deque>
 #include <set>
 
@@ -232,6 +233,10 @@ Result PortTable::accept(ncclComm* comm, const std::vector<PortKey>& keys, const
 executor::Port* PortTable::port(const PortKey& key) const {
   auto it = entries_.find(key);
   return it == entries_.end() ? nullptr : it->second.port;
+}
+
+bool PortTable::connected(const std::vector<PortKey>& keys) const {
+  return std::all_of(keys.begin(), keys.end(), [this](const PortKey& k) { return port(k) != nullptr; });
 }
 
 }  // namespace braid::lanes

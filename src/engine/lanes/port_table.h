@@ -93,6 +93,9 @@ class PortTable {
 
   // The port of a connected FIFO end (stable address), or null.
   executor::Port* port(const PortKey& key) const;
+  // Whether every one of `keys` has its port: then offer, accept,
+  // bridgeNeeds and attachBridged have nothing to do for them.
+  bool connected(const std::vector<PortKey>& keys) const;
 
  private:
   struct Entry {
