@@ -46,9 +46,9 @@ using GroupKey = std::vector<PlanKey>;
 GroupKey groupKeyOf(const std::vector<engine::Task>& tasks);
 
 // Values kept per group of calls: up to `Entries`, least recently used
-// replaced, lookups a linear scan of the entries' first keys, kept in the
-// entry array itself (cheaper than hashing, and compared key by key, in
-// order, so that a lookup allocates nothing). The host runner keeps its
+// replaced, lookups a linear scan of the entries' first counts, kept in an
+// array of their own (cheaper than hashing; a count that matches has its
+// keys compared key by key, in order, so that a lookup allocates nothing). The host runner keeps its
 // LaneGroups so (PlanCache); plan kernels their launches, which hold device
 // memory (engine/device/cuda_launch_cache.h).
 template <class Value, size_t Entries = 16>
@@ -76,19 +76,20 @@ class GroupCache {
   // retire(value) before it is destroyed.
   template <class Retire>
   Value* insert(GroupKey key, std::unique_ptr<Value> value, const Retire& retire) {
-    Entry* slot = nullptr;
-    if (entries_.size() < kEntries) {
-      slot = &entries_.emplace_back();
+    size_t at = entries_.size();
+    if (at < kEntries) {
+      entries_.emplace_back();
+      firstCounts_.push_back(0);
+      lastUse_.push_back(0);
     } else {
-      slot = &*std::min_element(entries_.begin(), entries_.end(),
-                                [](const Entry& a, const Entry& b) { return a.lastUse < b.lastUse; });
-      retire(*slot->value);
+      at = size_t(std::min_element(lastUse_.begin(), lastUse_.end()) - lastUse_.begin());
+      retire(*entries_[at].value);
     }
-    slot->first = key.empty() ? PlanKey{} : key.front();
-    slot->key = std::move(key);
-    slot->value = std::move(value);
-    slot->lastUse = ++clock_;
-    return slot->value.get();
+    firstCounts_[at] = key.empty() ? 0 : key.front().count;
+    entries_[at].key = std::move(key);
+    entries_[at].value = std::move(value);
+    lastUse_[at] = ++clock_;
+    return entries_[at].value.get();
   }
   Value* insert(GroupKey key, std::unique_ptr<Value> value) {
     return insert(std::move(key), std::move(value), [](Value&) {});
@@ -98,14 +99,14 @@ class GroupCache {
   void clear(const Retire& retire) {
     for (Entry& e : entries_) retire(*e.value);
     entries_.clear();
+    firstCounts_.clear();
+    lastUse_.clear();
   }
 
  private:
   struct Entry {
-    PlanKey first;  // key[0], where the scan reads it
     GroupKey key;
     std::unique_ptr<Value> value;
-    uint64_t lastUse = 0;
   };
   // The first call's key is made once, not once per entry; the entries are
   // tried from the one found last on, wrapping (a loop repeats one group).
@@ -114,7 +115,7 @@ class GroupCache {
     if (n == 0) return nullptr;
     const PlanKey first = keyAt(0);
     const auto matches = [&](const Entry& e) {
-      if (!(e.first == first) || e.key.size() != n) return false;
+      if (e.key.size() != n || !(e.key[0] == first)) return false;
       size_t i = 1;
       while (i < n && e.key[i] == keyAt(i)) ++i;
       return i == n && also(*e.value);
@@ -122,15 +123,18 @@ class GroupCache {
     const size_t count = entries_.size();
     size_t k = last_ < count ? last_ : 0;
     for (size_t step = 0; step < count; ++step, k = k + 1 == count ? 0 : k + 1) {
-      if (!matches(entries_[k])) continue;
+      if (firstCounts_[k] != first.count || !matches(entries_[k])) continue;
       last_ = k;
-      entries_[k].lastUse = ++clock_;
+      lastUse_[k] = ++clock_;
       return entries_[k].value.get();
     }
     return nullptr;
   }
 
   std::vector<Entry> entries_;
+  // Beside entries_, index for index: what a scan reads, in a few cache lines.
+  std::vector<size_t> firstCounts_;  // each entry's first call's count
+  std::vector<uint64_t> lastUse_;    // clock_ at its last insert or find
   uint64_t clock_ = 0;
   size_t last_ = 0;  // index of the entry found last
 };
