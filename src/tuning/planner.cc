@@ -100,13 +100,25 @@ Best bestChunk(const TuningInput& in, schedule::Algorithm algo, uint8_t protos, 
   return best;
 }
 
+// The algorithms with a formula for `c`, one bit each: the schedule table's,
+// read once.
 uint8_t modelled(schedule::Collective c) {
-  uint8_t m = 0;
-  schedule::ModelShape s;
-  schedule::StepCost unused;
-  for (int a = 0; a < schedule::kNumAlgorithms; ++a)
-    if (modelCost(c, static_cast<schedule::Algorithm>(a), s, &unused)) m |= 1u << a;
-  return m;
+  constexpr int kColls = static_cast<int>(schedule::Collective::Recv) + 1;
+  struct Table {
+    uint8_t bits[kColls] = {};
+  };
+  static const Table table = [] {
+    Table t;
+    schedule::ModelShape s;
+    schedule::StepCost unused;
+    for (int ci = 0; ci < kColls; ++ci)
+      for (int a = 0; a < schedule::kNumAlgorithms; ++a)
+        if (modelCost(static_cast<schedule::Collective>(ci), static_cast<schedule::Algorithm>(a), s, &unused))
+          t.bits[ci] |= uint8_t(1u << a);
+    return t;
+  }();
+  const int ci = static_cast<int>(c);
+  return ci < kColls ? table.bits[ci] : 0;
 }
 
 }  // namespace
