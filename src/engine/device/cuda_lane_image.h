@@ -70,11 +70,10 @@ std::unique_ptr<lanes::BeaconWatch> watchOf(WatchedLaunch w, std::shared_ptr<con
                                             lanes::WatchedReplay replay = {});
 
 // The lanes image of a launch: each communicator's part, and where the
-// scratch starts in the device block. An eager launch
-// carries an image of at most LaunchImage::maxBytes() in its parameters
-// (kernels/executor/launch_image.h), as does a graph's (its generation is the
-// graph's launch count); a larger one and one with device scalars are
-// uploaded.
+// scratch starts in the device block. An eager launch carries an image of at
+// most LaunchImage::maxBytes() in its parameters (kernels/executor/launch_image.h),
+// as does a graph's (its generation is the graph's launch count); a larger
+// one and one with device scalars are uploaded.
 struct ImageOfLaunch {
   std::vector<lanes::ImagePart> parts;
   size_t scratchBytes = 0;

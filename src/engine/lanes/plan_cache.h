@@ -47,10 +47,10 @@ GroupKey groupKeyOf(const std::vector<engine::Task>& tasks);
 
 // Values kept per group of calls: up to `Entries`, least recently used
 // replaced, lookups a linear scan of the entries' first counts, kept in an
-// array of their own (cheaper than hashing; a count that matches has its
-// keys compared key by key, in order, so that a lookup allocates nothing). The host runner keeps its
-// LaneGroups so (PlanCache); plan kernels their launches, which hold device
-// memory (engine/device/cuda_launch_cache.h).
+// array of their own (cheaper than hashing; where the count matches, the keys
+// are compared key by key, in order, so that a lookup allocates nothing). The
+// host runner keeps its LaneGroups so (PlanCache); plan kernels their
+// launches, which hold device memory (engine/device/cuda_launch_cache.h).
 template <class Value, size_t Entries = 16>
 class GroupCache {
  public:
