@@ -44,7 +44,6 @@ inline int32_t portOf(std::vector<int32_t>& peers, std::vector<Protocol>& protoc
 // elements of elemSize bytes, or their narrowing when `wire` is one.
 inline std::string appendLane(const schedule::Lane& lane, uint32_t op, Protocol protocol, size_t elemSize,
                               uint64_t payloadBytes, BoundLane* b, reduce::WireType wire = reduce::WireType::None) {
-  b->steps.reserve(b->steps.size() + lane.steps.size());
   for (size_t i = 0; i < lane.steps.size(); ++i) {
     const schedule::Step& s = lane.steps[i];
     ExecStep e;

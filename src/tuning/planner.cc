@@ -100,25 +100,13 @@ Best bestChunk(const TuningInput& in, schedule::Algorithm algo, uint8_t protos, 
   return best;
 }
 
-// The algorithms with a formula for `c`, one bit each: the schedule table's,
-// read once.
+// The algorithms with a formula for `c`, one bit each: every row of the
+// schedule table carries its formula.
 uint8_t modelled(schedule::Collective c) {
-  constexpr int kColls = static_cast<int>(schedule::Collective::Recv) + 1;
-  struct Table {
-    uint8_t bits[kColls] = {};
-  };
-  static const Table table = [] {
-    Table t;
-    schedule::ModelShape s;
-    schedule::StepCost unused;
-    for (int ci = 0; ci < kColls; ++ci)
-      for (int a = 0; a < schedule::kNumAlgorithms; ++a)
-        if (modelCost(static_cast<schedule::Collective>(ci), static_cast<schedule::Algorithm>(a), s, &unused))
-          t.bits[ci] |= uint8_t(1u << a);
-    return t;
-  }();
-  const int ci = static_cast<int>(c);
-  return ci < kColls ? table.bits[ci] : 0;
+  uint8_t m = 0;
+  for (int a = 0; a < schedule::kNumAlgorithms; ++a)
+    if (schedule::findSchedule(c, static_cast<schedule::Algorithm>(a)) != nullptr) m |= uint8_t(1u << a);
+  return m;
 }
 
 }  // namespace

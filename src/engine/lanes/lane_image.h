@@ -45,8 +45,7 @@ struct LaneImageLayout {
   size_t bytes = 0;  // the whole block
   // Its start, what writeLaneImage writes: all of it but the LL lanes'
   // staging (two buffers per LL lane, each of the lane's largest LL message),
-  // which the lanes write before they read. A few KiB
-  // for small groups.
+  // which the lanes write before they read. A few KiB for small groups.
   size_t written = 0;
   std::vector<size_t> opsAt;  // per part: where its OpBuffers table starts
   // Where part `part`'s OpBuffers of operation `op` is (peer tables point

@@ -58,6 +58,9 @@ Result bindParts(const std::vector<LaneOp>& ops, const std::vector<LanePart>& pa
   ProgramLane pl;
   pl.type = ops[parts.front().op].type;
   pl.bound.channel = parts.front().lane->channel;
+  size_t nsteps = 0;
+  for (const LanePart& p : parts) nsteps += p.lane->steps.size();
+  pl.bound.steps.reserve(nsteps);
   for (const LanePart& p : parts) {
     const size_t first = pl.bound.steps.size();
     const executor::Protocol protocol = ops[p.op].protocol;
