@@ -30,6 +30,11 @@
 #       unpacks it where it was built, linking this checkout there when it
 #       lies elsewhere, and runs everything below without building.
 # The machine running it needs the driver and CTest; no compiler, no GoogleTest.
+# BRAID_NCCL_TESTS=<dir> (with BRAID_GPU_PACK, or when building here): NVIDIA's
+# nccl-tests binaries, built beside the project from its public source (never
+# committed; `make -C src NVCC_GENCODE=...`), copied into <build>/nccl-tests and
+# packed; they then run against braid (checked, #wrong 0) and, where the machine
+# has NVIDIA's NCCL (PyTorch's nvidia.nccl wheel), against it for the ratio.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -105,6 +110,14 @@ build_here() {
   cmake --build "$build" -j "$jobs" --target braid_gpu_tests braidrun reduce_copy_bench launch_latency "${tools[@]}"
 }
 
+# BRAID_NCCL_TESTS: the nccl-tests binaries a run uses, beside the build's tools.
+nccl_tests=(all_reduce_perf all_gather_perf sendrecv_perf)
+copy_nccl_tests() {
+  [ -n "${BRAID_NCCL_TESTS:-}" ] || return 0
+  mkdir -p "$build/nccl-tests"
+  for t in "${nccl_tests[@]}"; do cp "$BRAID_NCCL_TESTS/$t" "$build/nccl-tests/"; done
+}
+
 # BRAID_GPU_PACK: the files a run needs, relative to the checkout.
 pack() {
   case "$build" in "$repo"/*) ;; *) echo "run.sh: to pack, the build dir must lie in $repo" >&2; exit 2 ;; esac
@@ -118,7 +131,8 @@ pack() {
   list=$(mktemp) meta=$(mktemp -d)
   (cd "$repo" && find "$rel" \( -name CTestTestfile.cmake -o -name '*_include.cmake' -o -name '*_tests.cmake' \) \
      -print && ls -d "$rel"/tests/gpu/gpu_*_test "$rel"/bench/braidrun "$rel"/bench/reduce_copy_bench "$rel"/bench/launch_latency "$rel"/libbraid.so* "$rel"/libnccl.so* &&
-     for t in "${tools[@]}"; do echo "$rel/bench/$t"; done) >"$list"
+     for t in "${tools[@]}"; do echo "$rel/bench/$t"; done &&
+     if [ -d "$rel/nccl-tests" ]; then echo "$rel/nccl-tests"; fi) >"$list"
   echo "$repo $rel" >"$meta/PACKED_AT"
   tar -czf "$BRAID_GPU_PACK" -C "$repo" -T "$list" -C "$meta" PACKED_AT
   rm -rf "$list" "$meta"
@@ -126,7 +140,7 @@ pack() {
        "BRAID_GPU_PREBUILT=<it> tests/gpu/run.sh"
 }
 
-if [ -z "${BRAID_GPU_PREBUILT:-}" ]; then build_here; fi
+if [ -z "${BRAID_GPU_PREBUILT:-}" ]; then build_here; copy_nccl_tests; fi
 if [ -n "${BRAID_GPU_PACK:-}" ]; then pack; exit 0; fi
 export BRAID_REQUIRE_GPU=${BRAID_REQUIRE_GPU:-1}
 cd "$build"
@@ -229,5 +243,30 @@ if [ "${BRAID_GPU_PERF_CHECK:-1}" != 0 ]; then
     "launch_latency, BRAID_GRAPH_ENGINE=kernels (its table in $build/launch-latency-graph-kernels.log)" \
     timeout 120 ./bench/launch_latency 500
   cat launch-latency-graph-kernels.log
+  # Issue 17's figures: 8 B per call (10 us the bar) and 4 ranks' 1 GiB against
+  # the direct-reduction roofline (8 GiB of traffic at reduce-copy.log's copy
+  # bandwidth), one thread driving the four ranks (PeerAccess).
+  perf_check figure-g4-8B.log "all_reduce_perf -g 4, 8 B" \
+    timeout 60 ./bench/all_reduce_perf -g 4 -b 8 -e 8 -n 500 -w 50 -c 0 --memory device
+  perf_check figure-g4-1G.log "all_reduce_perf -g 4, 1 MiB to 1 GiB" \
+    timeout 90 ./bench/all_reduce_perf -g 4 -b 1M -e 1G -f 32 -n 5 -w 2 -c 0 --memory device
+  cat figure-g4-8B.log figure-g4-1G.log
+fi
+
+# NVIDIA's nccl-tests against braid, then against NVIDIA's NCCL where there is
+# one (one rank, one GPU: NCCL refuses several ranks on one GPU).
+if [ -x nccl-tests/all_reduce_perf ]; then
+  nvidia_nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
+  for t in "${nccl_tests[@]}"; do
+    [ -x "nccl-tests/$t" ] || continue
+    perf_check "nccl-tests-$t-braid.log" "nccl-tests $t against braid" \
+      env LD_LIBRARY_PATH="$build" timeout 120 "nccl-tests/$t" -b 8 -e 1G -f 8 -g 1 -c 1 -n 5 -w 2
+    grep -E "^ +[0-9]+ |bus bandwidth|wrong" "nccl-tests-$t-braid.log" || true
+    if [ -n "$nvidia_nccl" ] && [ -e "$nvidia_nccl/libnccl.so.2" ]; then
+      perf_check "nccl-tests-$t-nccl.log" "nccl-tests $t against NVIDIA's NCCL ($nvidia_nccl)" \
+        env LD_LIBRARY_PATH="$nvidia_nccl" timeout 120 "nccl-tests/$t" -b 8 -e 1G -f 8 -g 1 -c 1 -n 5 -w 2
+      grep -E "^ +[0-9]+ |bus bandwidth|wrong" "nccl-tests-$t-nccl.log" || true
+    fi
+  done
 fi
 exit $status
