@@ -30,6 +30,9 @@
 #       unpacks it where it was built, linking this checkout there when it
 #       lies elsewhere, and runs everything below without building.
 # The machine running it needs the driver and CTest; no compiler, no GoogleTest.
+# Each step can be skipped, to split a run over two calls of a lent GPU:
+# BRAID_GPU_CTEST=0 (the GPU tests), BRAID_GPU_BLOCKING=0, BRAID_GPU_SANITIZER=0,
+# BRAID_GPU_PERF_CHECK=0 (the perf tools, figures and nccl-tests).
 # BRAID_NCCL_TESTS=<dir> (with BRAID_GPU_PACK, or when building here): NVIDIA's
 # nccl-tests binaries, built beside the project from its public source (never
 # committed; `make -C src NVCC_GENCODE=...`), copied into <build>/nccl-tests and
@@ -145,15 +148,19 @@ if [ -n "${BRAID_GPU_PACK:-}" ]; then pack; exit 0; fi
 export BRAID_REQUIRE_GPU=${BRAID_REQUIRE_GPU:-1}
 cd "$build"
 status=0
-ctest -L gpu --output-on-failure || status=1
+# BRAID_GPU_CTEST=0 skips the GPU tests and their graph rerun (a second call
+# on a lent GPU that runs the later steps only).
+if [ "${BRAID_GPU_CTEST:-1}" != 0 ]; then
+  ctest -L gpu --output-on-failure || status=1
 
-# CUDA graphs with captured plan kernels (BRAID_GRAPH_ENGINE=kernels, not
-# yet the default): the graph tests again, a group one capture takes whole
-# (one graph for all ranks) now captured as plan kernels.
-echo "run.sh: the graph tests again with BRAID_GRAPH_ENGINE=kernels"
-BRAID_DEVICE_ENGINE=kernels BRAID_GRAPH_ENGINE=kernels timeout 600 tests/gpu/gpu_device_collectives_test \
-  --gtest_filter='Ranks/DeviceGraphs.*:DevicePath.*Graph*:DevicePath.*OfALaunch*:DevicePath.*Capture*' ||
-  { echo "run.sh: FAILED with BRAID_GRAPH_ENGINE=kernels"; status=1; }
+  # CUDA graphs with captured plan kernels (BRAID_GRAPH_ENGINE=kernels, not
+  # yet the default): the graph tests again, a group one capture takes whole
+  # (one graph for all ranks) now captured as plan kernels.
+  echo "run.sh: the graph tests again with BRAID_GRAPH_ENGINE=kernels"
+  BRAID_DEVICE_ENGINE=kernels BRAID_GRAPH_ENGINE=kernels timeout 600 tests/gpu/gpu_device_collectives_test \
+    --gtest_filter='Ranks/DeviceGraphs.*:DevicePath.*Graph*:DevicePath.*OfALaunch*:DevicePath.*Capture*' ||
+    { echo "run.sh: FAILED with BRAID_GRAPH_ENGINE=kernels"; status=1; }
+fi
 
 # Again with every launch synchronous: a kernel that only works because it
 # overlaps with another (a lane spinning on a lane of a later launch) hangs
@@ -255,7 +262,7 @@ fi
 
 # NVIDIA's nccl-tests against braid, then against NVIDIA's NCCL where there is
 # one (one rank, one GPU: NCCL refuses several ranks on one GPU).
-if [ -x nccl-tests/all_reduce_perf ]; then
+if [ "${BRAID_GPU_PERF_CHECK:-1}" != 0 ] && [ -x nccl-tests/all_reduce_perf ]; then
   nvidia_nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
   for t in "${nccl_tests[@]}"; do
     [ -x "nccl-tests/$t" ] || continue
