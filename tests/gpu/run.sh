@@ -267,11 +267,11 @@ if [ "${BRAID_GPU_PERF_CHECK:-1}" != 0 ] && [ -x nccl-tests/all_reduce_perf ]; t
   for t in "${nccl_tests[@]}"; do
     [ -x "nccl-tests/$t" ] || continue
     perf_check "nccl-tests-$t-braid.log" "nccl-tests $t against braid" \
-      env LD_LIBRARY_PATH="$build" timeout 120 "nccl-tests/$t" -b 8 -e 1G -f 8 -g 1 -c 1 -n 5 -w 2
+      env LD_LIBRARY_PATH="$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 120 "nccl-tests/$t" -b 8 -e 1G -f 8 -g 1 -c 1 -n 5 -w 2
     grep -E "^ +[0-9]+ |bus bandwidth|wrong" "nccl-tests-$t-braid.log" || true
     if [ -n "$nvidia_nccl" ] && [ -e "$nvidia_nccl/libnccl.so.2" ]; then
       perf_check "nccl-tests-$t-nccl.log" "nccl-tests $t against NVIDIA's NCCL ($nvidia_nccl)" \
-        env LD_LIBRARY_PATH="$nvidia_nccl" timeout 120 "nccl-tests/$t" -b 8 -e 1G -f 8 -g 1 -c 1 -n 5 -w 2
+        env LD_LIBRARY_PATH="$nvidia_nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 120 "nccl-tests/$t" -b 8 -e 1G -f 8 -g 1 -c 1 -n 5 -w 2
       grep -E "^ +[0-9]+ |bus bandwidth|wrong" "nccl-tests-$t-nccl.log" || true
     fi
   done
