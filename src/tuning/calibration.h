@@ -48,8 +48,8 @@ CostParams costParams(const CalibrationParams& c, TransportClass transport, nccl
 // could not produce. See docs/tuning.md.
 CalibrationParams defaultCalibration();
 
-// $XDG_CACHE_HOME/braid/calibration-v1-<host>.txt, else
-// $HOME/.cache/braid/calibration-v1-<host>.txt; "" when neither is set.
+// $XDG_CACHE_HOME/braid/calibration-v2-<host>.txt, else
+// $HOME/.cache/braid/calibration-v2-<host>.txt; "" when neither is set.
 std::string calibrationCachePath();
 // False for a missing, unreadable, incomplete or implausible file.
 bool readCalibrationCache(const std::string& path, CalibrationParams* out);
