@@ -258,22 +258,20 @@ if [ "${BRAID_GPU_PERF_CHECK:-1}" != 0 ]; then
   perf_check figure-g4-1G.log "all_reduce_perf -g 4, 1 MiB to 1 GiB" \
     timeout 90 ./bench/all_reduce_perf -g 4 -b 1M -e 1G -f 32 -n 5 -w 2 -c 0 --memory device
   cat figure-g4-8B.log figure-g4-1G.log
-fi
-
-# NVIDIA's nccl-tests against braid, then against NVIDIA's NCCL where there is
-# one (one rank, one GPU: NCCL refuses several ranks on one GPU).
-if [ "${BRAID_GPU_PERF_CHECK:-1}" != 0 ] && [ -x nccl-tests/all_reduce_perf ]; then
-  nvidia_nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
-  for t in "${nccl_tests[@]}"; do
-    [ -x "nccl-tests/$t" ] || continue
-    perf_check "nccl-tests-$t-braid.log" "nccl-tests $t against braid" \
-      env LD_LIBRARY_PATH="$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 120 "nccl-tests/$t" -b 8 -e 1G -f 8 -g 1 -c 1 -n 5 -w 2
-    grep -E "^ +[0-9]+ |bus bandwidth|wrong" "nccl-tests-$t-braid.log" || true
-    if [ -n "$nvidia_nccl" ] && [ -e "$nvidia_nccl/libnccl.so.2" ]; then
-      perf_check "nccl-tests-$t-nccl.log" "nccl-tests $t against NVIDIA's NCCL ($nvidia_nccl)" \
-        env LD_LIBRARY_PATH="$nvidia_nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 120 "nccl-tests/$t" -b 8 -e 1G -f 8 -g 1 -c 1 -n 5 -w 2
-      grep -E "^ +[0-9]+ |bus bandwidth|wrong" "nccl-tests-$t-nccl.log" || true
-    fi
-  done
+  # NVIDIA's nccl-tests against braid, then against NVIDIA's NCCL where there
+  # is one (one rank, one GPU: NCCL refuses several ranks on one GPU).
+  if [ -x nccl-tests/all_reduce_perf ]; then
+    nvidia_nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
+    nccl_tests_on() {  # tool, which library, its directory
+      perf_check "nccl-tests-$1-$2.log" "nccl-tests $1 against $2 ($3)" \
+        env LD_LIBRARY_PATH="$3${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 120 "nccl-tests/$1" -b 8 -e 1G -f 8 -g 1 -c 1 -n 5 -w 2
+      grep -E "^ +[0-9]+ |bus bandwidth|wrong" "nccl-tests-$1-$2.log" || true
+    }
+    for t in "${nccl_tests[@]}"; do
+      [ -x "nccl-tests/$t" ] || continue
+      nccl_tests_on "$t" braid "$build"
+      if [ -n "$nvidia_nccl" ] && [ -e "$nvidia_nccl/libnccl.so.2" ]; then nccl_tests_on "$t" nccl "$nvidia_nccl"; fi
+    done
+  fi
 fi
 exit $status

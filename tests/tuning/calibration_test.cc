@@ -119,9 +119,10 @@ TEST_F(Calibration, WritesTheCacheAndReadsItBack) {
 // 0.4 us) and alpha_tcp = 235 us from such a file. It is measured again.
 TEST_F(Calibration, ACacheOfTheEarlierMeasurementIsMeasuredAgain) {
   const std::string path = tuning::calibrationCachePath();
+  const std::string current = "/calibration-v2-";
   std::string old = path;
-  ASSERT_NE(old.find("/calibration-v2-"), std::string::npos) << path;
-  old.replace(old.find("/calibration-v2-"), 16, "/calibration-v1-");
+  ASSERT_NE(old.find(current), std::string::npos) << path;
+  old.replace(old.find(current), current.size(), "/calibration-v1-");
   tuning::CalibrationParams stalled = tuning::defaultCalibration();
   stalled.alpha[static_cast<int>(tuning::TransportClass::SharedMemory)] = 3.68e-6;
   ASSERT_TRUE(writeCalibrationCache(old, stalled).ok());
